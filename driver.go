@@ -1,0 +1,147 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// Driver is the seam between the outbox and one database library: it runs the
+// dialect's SQL on the caller's transactions (of type TTx: pgx.Tx, *sql.Tx) and
+// on its own connections. Drivers live in modules of their own (outboxpgx,
+// outboxmysql, outboxsqlite) and all pass the shared suite in package drivertest.
+//
+// This interface is for driver authors. It is not stable: methods may change in
+// minor releases. Applications use Writer, Inbox, Relay and Store's admin calls.
+type Driver[TTx any] interface {
+	Store
+
+	// InsertTx inserts msgs, already validated, in tx. All or nothing: when a
+	// msg_id exists it returns a *DuplicateError, inserts none of msgs and leaves
+	// tx usable.
+	InsertTx(ctx context.Context, tx TTx, msgs []Message) error
+
+	// MarkConsumedTx records (group, msgID) in the inbox table in tx and reports
+	// whether it was new. A duplicate returns false and leaves tx usable.
+	MarkConsumedTx(ctx context.Context, tx TTx, group, msgID string) (bool, error)
+
+	// RunInTx runs fn in a new transaction, committed when fn returns nil and
+	// rolled back otherwise.
+	RunInTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
+}
+
+// Store is the part of a Driver that works on its own connections: the relay's
+// claim and mark, migrations and the admin calls.
+type Store interface {
+	// Dialect names the SQL dialect: "postgres", "mysql" or "sqlite".
+	Dialect() string
+	// Tables returns the validated table names the store works on.
+	Tables() Tables
+
+	// Migrate creates or upgrades the tables. Safe to run again and from several
+	// processes at once.
+	Migrate(ctx context.Context) error
+	// SchemaVersion returns the latest applied migration (0 when none).
+	SchemaVersion(ctx context.Context) (int, error)
+
+	// Claim takes up to p.Limit messages that are NEW and due, oldest id first,
+	// such that no other claim holds any of them until this one is finished or
+	// aborted (or, for lease-based stores, until p.Lease has passed).
+	Claim(ctx context.Context, p ClaimParams) (Claim, error)
+
+	// Stats counts messages per status and topic.
+	Stats(ctx context.Context) (Stats, error)
+	// ListMessages lists messages by filter, oldest first, without payloads.
+	ListMessages(ctx context.Context, f ListFilter) ([]Message, error)
+	// GetMessage returns one message with its payload, or ErrNotFound.
+	GetMessage(ctx context.Context, msgID string) (Message, error)
+	// RetryDead moves matching DEAD messages back to NEW with their retry count
+	// reset, recording note in last_error. It returns how many moved.
+	RetryDead(ctx context.Context, f DeadFilter, note string) (int64, error)
+	// DropDead deletes matching DEAD messages and returns how many.
+	DropDead(ctx context.Context, f DeadFilter) (int64, error)
+	// DeleteSent deletes at most limit SENT messages sent before the cutoff
+	// (database clock minus olderThan) and returns how many.
+	DeleteSent(ctx context.Context, olderThan time.Duration, limit int) (int64, error)
+}
+
+// ClaimParams says what to claim.
+type ClaimParams struct {
+	// Limit is the largest number of messages to claim.
+	Limit int
+	// Lease is how long a lease-based store (SQLite) hides a claimed message
+	// from other claims. Stores that lock rows in a transaction ignore it.
+	Lease time.Duration
+}
+
+// Claim is a batch of messages held by one relay.
+type Claim interface {
+	// Messages returns the claimed messages in id order.
+	Messages() []Message
+	// Finish records one outcome per message (same order as Messages) in one
+	// transaction and releases the claim.
+	Finish(ctx context.Context, outcomes []Outcome) error
+	// Abort releases the claim with nothing recorded: every message stays NEW
+	// with its retry count unchanged.
+	Abort(ctx context.Context) error
+}
+
+// OutcomeKind is what became of one claimed message.
+type OutcomeKind uint8
+
+const (
+	// OutcomeSent: acked by the broker; the row becomes SENT.
+	OutcomeSent OutcomeKind = iota
+	// OutcomeRetry: refused; retries+1, next_retry_at = now + Delay, last_error kept.
+	OutcomeRetry
+	// OutcomeDead: refused for the last time; retries+1, status DEAD.
+	OutcomeDead
+	// OutcomeRelease: not attempted or the broker was unreachable; unchanged.
+	OutcomeRelease
+)
+
+// Outcome is what the relay asks the store to record for one message.
+type Outcome struct {
+	Kind  OutcomeKind
+	Delay time.Duration
+	Error string
+}
+
+// Stats is a snapshot of the outbox table.
+type Stats struct {
+	Pending int64
+	Sent    int64
+	Dead    int64
+	// OldestPendingAge is the age of the oldest NEW message (0 when none).
+	OldestPendingAge time.Duration
+	// Topics holds the same counts per topic, sorted by topic.
+	Topics []TopicStats
+}
+
+// TopicStats are the counts of one topic.
+type TopicStats struct {
+	Topic            string
+	Pending          int64
+	Sent             int64
+	Dead             int64
+	OldestPendingAge time.Duration
+}
+
+// ListFilter selects messages to list.
+type ListFilter struct {
+	// Status selects one status.
+	Status Status
+	// Topic, when set, selects one topic.
+	Topic string
+	// AfterID lists messages with a larger id (for paging).
+	AfterID int64
+	// Limit caps the result. Defaults to 100.
+	Limit int
+}
+
+// DeadFilter selects DEAD messages for RetryDead and DropDead: either the listed
+// msg_ids, or with All every DEAD message (of Topic, when set).
+type DeadFilter struct {
+	MsgIDs []string
+	All    bool
+	Topic  string
+}

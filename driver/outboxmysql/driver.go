@@ -1,0 +1,33 @@
+// Package outboxmysql is the outbox's MariaDB (10.6+) and MySQL (8) driver on
+// go-sql-driver/mysql. The Writer and Inbox take a *sql.Tx.
+package outboxmysql
+
+import (
+	"database/sql"
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/sqlstore"
+)
+
+// New returns a driver on db, opened with the "mysql" driver. The DSN should set
+// parseTime=true; interpolateParams=true saves a round trip per statement.
+func New(db *sql.DB, tables outbox.Tables) (*sqlstore.SQLDriver, error) {
+	return sqlstore.NewSQLDriver(db, "mysql", tables, Classify)
+}
+
+// Classify translates MySQL error numbers for the store.
+func Classify(err error) sqlstore.ErrorKind {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1062: // ER_DUP_ENTRY
+			return sqlstore.ErrUnique
+		case 1146: // ER_NO_SUCH_TABLE
+			return sqlstore.ErrUndefinedTable
+		}
+	}
+	return sqlstore.ErrOther
+}

@@ -1,0 +1,119 @@
+// Package outboxpgx is the outbox's PostgreSQL driver on jackc/pgx v5: New for a
+// pgxpool.Pool and pgx.Tx, NewStdlib for a *sql.DB opened with pgx's stdlib.
+package outboxpgx
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/sqlstore"
+)
+
+// Driver is an outbox.Driver for pgx: the Writer and Inbox take a pgx.Tx.
+type Driver struct {
+	*sqlstore.Store
+	pool *pgxpool.Pool
+}
+
+var _ outbox.Driver[pgx.Tx] = (*Driver)(nil)
+
+// New returns a driver on pool. tables may be zero for the default names.
+func New(pool *pgxpool.Pool, tables outbox.Tables) (*Driver, error) {
+	if pool == nil {
+		return nil, errors.New("outboxpgx: pool is nil")
+	}
+	s, err := sqlstore.New(poolDB{pool}, "postgres", tables, Classify)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{Store: s, pool: pool}, nil
+}
+
+// NewStdlib returns a driver on a *sql.DB opened with pgx's stdlib
+// ("pgx" driver name): the Writer and Inbox take a *sql.Tx.
+func NewStdlib(db *sql.DB, tables outbox.Tables) (*sqlstore.SQLDriver, error) {
+	return sqlstore.NewSQLDriver(db, "postgres", tables, Classify)
+}
+
+// Pool returns the pool the driver runs on.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// InsertTx implements outbox.Driver.
+func (d *Driver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) error {
+	return d.Store.InsertTx(ctx, txQuerier{tx}, msgs)
+}
+
+// MarkConsumedTx implements outbox.Driver.
+func (d *Driver) MarkConsumedTx(ctx context.Context, tx pgx.Tx, group, msgID string) (bool, error) {
+	return d.Store.MarkConsumedTx(ctx, txQuerier{tx}, group, msgID)
+}
+
+// RunInTx implements outbox.Driver.
+func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
+}
+
+// Classify translates PostgreSQL error codes for the store.
+func Classify(err error) sqlstore.ErrorKind {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505":
+			return sqlstore.ErrUnique
+		case "42P01":
+			return sqlstore.ErrUndefinedTable
+		}
+	}
+	return sqlstore.ErrOther
+}
+
+type poolDB struct{ p *pgxpool.Pool }
+
+func (d poolDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := d.p.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
+
+func (d poolDB) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := d.p.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgxRows{rows}, nil
+}
+
+func (d poolDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
+	tx, err := d.p.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return txQuerier{tx}, nil
+}
+
+type txQuerier struct{ tx pgx.Tx }
+
+func (t txQuerier) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t txQuerier) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := t.tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgxRows{rows}, nil
+}
+
+func (t txQuerier) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t txQuerier) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+type pgxRows struct{ pgx.Rows }
+
+func (r pgxRows) Close() error { r.Rows.Close(); return r.Rows.Err() }

@@ -1,0 +1,62 @@
+// Package outboxsqlite is the outbox's SQLite driver on modernc.org/sqlite (pure
+// Go, no cgo). The Writer and Inbox take a *sql.Tx.
+package outboxsqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/sqlstore"
+)
+
+// New returns a driver on db, which must be opened with the "sqlite" driver of
+// modernc.org/sqlite. Open does that with the settings the outbox wants.
+func New(db *sql.DB, tables outbox.Tables) (*sqlstore.SQLDriver, error) {
+	return sqlstore.NewSQLDriver(db, "sqlite", tables, Classify)
+}
+
+// Open opens the SQLite file at path for the outbox: WAL journal, NORMAL
+// synchronous (durable at each checkpoint, safe against corruption), a busy
+// timeout, foreign keys on, and IMMEDIATE transactions so that two writers wait
+// for each other instead of failing with SQLITE_BUSY.
+func Open(path string) (*sql.DB, error) {
+	if path == "" {
+		return nil, errors.New("outboxsqlite: empty file path")
+	}
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + path + "?" + q.Encode()
+	if strings.Contains(path, "?") {
+		return nil, fmt.Errorf("outboxsqlite: path %q must not contain '?'", path)
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// Classify translates SQLite result codes for the store.
+func Classify(err error) sqlstore.ErrorKind {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return sqlstore.ErrUnique
+		}
+		if strings.Contains(se.Error(), "no such table") {
+			return sqlstore.ErrUndefinedTable
+		}
+	}
+	return sqlstore.ErrOther
+}

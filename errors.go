@@ -1,0 +1,109 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrDuplicate reports a msg_id that is already in the outbox table (or twice
+	// in one call). The caller's transaction is still usable; nothing of the call
+	// was inserted. The concrete error is a *DuplicateError.
+	ErrDuplicate = errors.New("outbox: duplicate msg_id")
+
+	// ErrInvalidMessage reports a message that fails validation; nothing was
+	// written. The concrete error is a *ValidationError.
+	ErrInvalidMessage = errors.New("outbox: invalid message")
+
+	// ErrPayloadTooLarge reports a payload over the writer's size limit. It comes
+	// wrapped in a *ValidationError, so errors.Is(err, ErrInvalidMessage) holds too.
+	ErrPayloadTooLarge = errors.New("outbox: payload too large")
+
+	// ErrInvalidIdentifier reports a table name that is not a plain SQL identifier.
+	ErrInvalidIdentifier = errors.New("outbox: invalid identifier")
+
+	// ErrSchemaMissing reports that the outbox tables do not exist: run
+	// `outbox migrate` (or Migrate) first.
+	ErrSchemaMissing = errors.New("outbox: tables missing; run `outbox migrate` first")
+
+	// ErrNotFound reports that no message has the msg_id asked for.
+	ErrNotFound = errors.New("outbox: message not found")
+
+	// ErrUnavailable marks a publish error that means the broker could not be
+	// reached at all. The relay then pauses with its own backoff and does not
+	// count the attempt against the message's retry budget. Wrap with Unavailable.
+	ErrUnavailable = errors.New("outbox: broker unavailable")
+)
+
+// DuplicateError lists the msg_ids that already exist.
+type DuplicateError struct {
+	MsgIDs []string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("outbox: duplicate msg_id %s: a message with this id was already written (pick a new msg_id, or treat the event as already recorded)",
+		strings.Join(quoteAll(e.MsgIDs), ", "))
+}
+
+// Is makes errors.Is(err, ErrDuplicate) true.
+func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
+
+// ValidationError says which message and field failed validation, and why.
+type ValidationError struct {
+	// Index is the message's position in the call (0 for a single message).
+	Index int
+	// MsgID is the message's msg_id as given (may be empty or invalid itself).
+	MsgID string
+	// Field is the offending field: "msg_id", "topic", "key", "payload", "headers",
+	// "consumer_group".
+	Field string
+	// Reason says what is wrong and what is allowed.
+	Reason string
+	// Err is the specific sentinel: ErrInvalidMessage or ErrPayloadTooLarge.
+	Err error
+}
+
+func (e *ValidationError) Error() string {
+	id := ""
+	if e.MsgID != "" && len(e.MsgID) <= 80 {
+		id = fmt.Sprintf(" (msg_id %q)", e.MsgID)
+	}
+	return fmt.Sprintf("outbox: message %d%s: %s: %s", e.Index, id, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidMessage and the specific sentinel.
+func (e *ValidationError) Unwrap() []error {
+	if e.Err == nil || e.Err == ErrInvalidMessage {
+		return []error{ErrInvalidMessage}
+	}
+	return []error{ErrInvalidMessage, e.Err}
+}
+
+// Unavailable wraps err so that IsUnavailable reports true: the broker could not
+// be reached, the attempt does not count against the message.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	if IsUnavailable(err) {
+		return err
+	}
+	return &unavailableError{err: err}
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string   { return "broker unavailable: " + e.err.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
+
+// IsUnavailable reports whether err means the broker could not be reached at all.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}

@@ -1,0 +1,3 @@
+module github.com/outbox-go/outbox
+
+go 1.25

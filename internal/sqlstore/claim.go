@@ -1,0 +1,283 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Claim implements outbox.Store: see claimMode for how each dialect keeps two
+// relays off the same rows.
+func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+	if p.Limit <= 0 {
+		return nil, fmt.Errorf("outbox: claim: limit %d must be positive", p.Limit)
+	}
+	if s.c.mode == claimLease {
+		if p.Lease <= 0 {
+			return nil, fmt.Errorf("outbox: claim: a %s store needs a positive lease", s.c.name)
+		}
+		rows, err := s.db.Query(ctx, s.c.claim, p.Limit, p.Lease.Milliseconds())
+		if err != nil {
+			return nil, s.wrap("claim", err)
+		}
+		msgs, err := scanClaimed(rows)
+		if err != nil {
+			return nil, s.wrap("claim", err)
+		}
+		return &leaseClaim{s: s, msgs: msgs}, nil
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, s.wrap("claim: begin", err)
+	}
+	rows, err := tx.Query(ctx, s.c.claim, p.Limit)
+	if err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap("claim", err)
+	}
+	msgs, err := scanClaimed(rows)
+	if err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap("claim", err)
+	}
+	return &txClaim{s: s, tx: tx, msgs: msgs}, nil
+}
+
+func scanClaimed(rows Rows) ([]outbox.Message, error) {
+	defer rows.Close()
+	var msgs []outbox.Message
+	for rows.Next() {
+		var m outbox.Message
+		var key nullString_
+		var headers []byte
+		var created timeValue
+		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &m.Payload, &headers, &m.Retries, &created); err != nil {
+			return nil, err
+		}
+		m.Key, m.CreatedAt = key.s, created.Time
+		if len(headers) > 0 {
+			h, err := decodeHeaders(headers)
+			if err != nil {
+				return nil, err
+			}
+			m.Headers = h
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// UPDATE ... RETURNING gives no order; the relay publishes in id order.
+	if !sort.SliceIsSorted(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID }) {
+		sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+	}
+	return msgs, nil
+}
+
+// outcomeRow is one non-sent outcome as the markOthers statements read it.
+type outcomeRow struct {
+	ID    int64  `json:"id"`
+	Kind  int    `json:"k"`
+	Delay int64  `json:"d"`
+	Error string `json:"e"`
+}
+
+// split sorts outcomes into ids to mark SENT and rows for markOthers. Release
+// rows are included only when the dialect must write them.
+func split(msgs []outbox.Message, outcomes []outbox.Outcome, withRelease bool) (sent []int64, others []outcomeRow, err error) {
+	if len(outcomes) != len(msgs) {
+		return nil, nil, fmt.Errorf("outbox: finish: %d outcomes for %d messages", len(outcomes), len(msgs))
+	}
+	for i, o := range outcomes {
+		switch o.Kind {
+		case outbox.OutcomeSent:
+			sent = append(sent, msgs[i].ID)
+		case outbox.OutcomeRelease:
+			if withRelease {
+				others = append(others, outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind)})
+			}
+		default:
+			others = append(others, outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind), Delay: o.Delay.Milliseconds(), Error: o.Error})
+		}
+	}
+	return sent, others, nil
+}
+
+// txClaim holds the claimed rows locked in an open transaction.
+type txClaim struct {
+	s    *Store
+	tx   Tx
+	msgs []outbox.Message
+	done bool
+}
+
+func (c *txClaim) Messages() []outbox.Message { return c.msgs }
+
+func (c *txClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
+	if c.done {
+		return fmt.Errorf("outbox: claim already finished")
+	}
+	c.done = true
+	if len(c.msgs) == 0 {
+		return c.s.wrap("finish", c.tx.Rollback(ctx))
+	}
+	lockMark := c.s.c.mode == claimLockMark
+	// With lock-and-mark every claimed row is already SENT in this transaction:
+	// released rows must be reverted; with lock-select they are simply left.
+	sent, others, err := split(c.msgs, outcomes, lockMark)
+	if err != nil {
+		c.tx.Rollback(ctx)
+		return err
+	}
+	if len(sent) == 0 && allRelease(outcomes) {
+		return c.s.wrap("finish", c.tx.Rollback(ctx))
+	}
+	if !lockMark && len(sent) > 0 {
+		if _, err := c.tx.Exec(ctx, c.s.c.markSent, jsonArray(sent)); err != nil {
+			c.tx.Rollback(context.WithoutCancel(ctx))
+			return c.s.wrap("mark sent", err)
+		}
+	}
+	if len(others) > 0 {
+		b, _ := json.Marshal(others)
+		if _, err := c.tx.Exec(ctx, c.s.c.markOthers, string(b)); err != nil {
+			c.tx.Rollback(context.WithoutCancel(ctx))
+			return c.s.wrap("mark failed", err)
+		}
+	}
+	if err := c.tx.Commit(ctx); err != nil {
+		return c.s.wrap("finish: commit", err)
+	}
+	return nil
+}
+
+func (c *txClaim) Abort(ctx context.Context) error {
+	if c.done {
+		return nil
+	}
+	c.done = true
+	return c.s.wrap("abort claim", c.tx.Rollback(ctx))
+}
+
+func allRelease(outcomes []outbox.Outcome) bool {
+	for _, o := range outcomes {
+		if o.Kind != outbox.OutcomeRelease {
+			return false
+		}
+	}
+	return true
+}
+
+// leaseClaim holds rows hidden by a lease on next_retry_at.
+type leaseClaim struct {
+	s    *Store
+	msgs []outbox.Message
+	done bool
+}
+
+func (c *leaseClaim) Messages() []outbox.Message { return c.msgs }
+
+func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
+	if c.done {
+		return fmt.Errorf("outbox: claim already finished")
+	}
+	c.done = true
+	if len(c.msgs) == 0 {
+		return nil
+	}
+	sent, others, err := split(c.msgs, outcomes, true)
+	if err != nil {
+		return err
+	}
+	tx, err := c.s.db.Begin(ctx)
+	if err != nil {
+		return c.s.wrap("finish: begin", err)
+	}
+	if len(sent) > 0 {
+		if _, err := tx.Exec(ctx, c.s.c.markSent, jsonArray(sent)); err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return c.s.wrap("mark sent", err)
+		}
+	}
+	if len(others) > 0 {
+		b, _ := json.Marshal(others)
+		if _, err := tx.Exec(ctx, c.s.c.markOthers, string(b)); err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return c.s.wrap("mark failed", err)
+		}
+	}
+	return c.s.wrap("finish: commit", tx.Commit(ctx))
+}
+
+func (c *leaseClaim) Abort(ctx context.Context) error {
+	if c.done || len(c.msgs) == 0 {
+		c.done = true
+		return nil
+	}
+	outcomes := make([]outbox.Outcome, len(c.msgs))
+	for i := range outcomes {
+		outcomes[i].Kind = outbox.OutcomeRelease
+	}
+	return c.Finish(ctx, outcomes)
+}
+
+// timeValue scans a timestamp from any driver: time.Time (PostgreSQL, MySQL
+// with parseTime) or text (SQLite, MySQL without parseTime).
+type timeValue struct {
+	Time  time.Time
+	Valid bool
+}
+
+var timeLayouts = []string{
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02T15:04:05.999999999Z07:00",
+	"2006-01-02T15:04:05.999999999",
+}
+
+func (t *timeValue) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*t = timeValue{}
+		return nil
+	case time.Time:
+		*t = timeValue{Time: v.UTC(), Valid: true}
+		return nil
+	case []byte:
+		return t.parse(string(v))
+	case string:
+		return t.parse(v)
+	}
+	return fmt.Errorf("outbox: cannot read %T as a time", src)
+}
+
+func (t *timeValue) parse(s string) error {
+	for _, l := range timeLayouts {
+		if tm, err := time.Parse(l, s); err == nil {
+			*t = timeValue{Time: tm.UTC(), Valid: true}
+			return nil
+		}
+	}
+	return fmt.Errorf("outbox: cannot parse time %q", s)
+}
+
+// nullString_ scans a nullable text column from any driver.
+type nullString_ struct{ s string }
+
+func (n *nullString_) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		n.s = ""
+	case string:
+		n.s = v
+	case []byte:
+		n.s = string(v)
+	default:
+		return fmt.Errorf("outbox: cannot read %T as text", src)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package sqlstore
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/outbox-go/outbox"
+)
+
+//go:embed migrations
+var migrationFS embed.FS
+
+// claimMode is how a dialect keeps two relays off the same rows.
+type claimMode int
+
+const (
+	// claimLockMark: in one transaction, lock the rows (SKIP LOCKED) and mark
+	// them SENT in the same statement; commit after the broker acks, revert the
+	// failures before commit. A crash rolls everything back.
+	claimLockMark claimMode = iota
+	// claimLockSelect: in one transaction, SELECT ... FOR UPDATE SKIP LOCKED,
+	// then mark after the broker acks and commit.
+	claimLockSelect
+	// claimLease: push next_retry_at forward by the lease in one autocommit
+	// statement (SQLite has one writer, so the statement is atomic); mark later.
+	claimLease
+)
+
+// dialect is all the SQL of one database, written as SQL. Table names appear as
+// {{outbox}}, {{inbox}}, {{migrations}} and derived {{outbox_*}} names; compile
+// replaces them with quoted identifiers, once.
+type dialect struct {
+	name  string
+	quote func(string) string
+	mode  claimMode
+
+	// insertOne inserts one message: args msg_id, topic, key (nil for none),
+	// payload, headers (nil for none). PostgreSQL reports a duplicate as 0 rows;
+	// the others as a unique violation.
+	insertOne string
+	// insertManyPG inserts from arrays (PostgreSQL only), returning msg_id.
+	insertManyPG string
+	// insertManyRow is one row of a multi-row VALUES insert (MySQL, SQLite).
+	insertManyHead, insertManyRow string
+	// deleteInserted removes rows of a failed all-or-nothing insert (PostgreSQL).
+	deleteInserted string
+	// existing lists which of a JSON array of msg_ids are in the table.
+	existing string
+	// consume inserts the inbox record; 0 rows affected means a duplicate.
+	consume string
+
+	claim       string // args: limit [, lease ms]
+	markSent    string // args: JSON array of ids (lock-select and lease modes)
+	markOthers  string // args: JSON array of {id, k, d, e}
+	releaseMode bool   // release must be written (lease mode) rather than rolled back
+
+	stats      string
+	list       string // args: status, topic, after id, limit
+	get        string // args: msg_id
+	retryDead  string // args: note, JSON array of msg_ids, all, topic
+	dropDead   string // args: JSON array of msg_ids, all, topic
+	deleteSent string // args: older-than ms, limit
+
+	migrationsTable string
+	schemaVersion   string
+	recordVersion   string // args: version, name
+	lockMigrations  string // optional; args: lock name
+	unlockMigration string // optional; args: lock name
+
+	// args converts Go arguments for the driver (PostgreSQL takes $n, others ?).
+	placeholders bool
+}
+
+// compiled is a dialect with table names substituted.
+type compiled struct {
+	dialect
+	migrations []migration
+}
+
+type migration struct {
+	version    int
+	name       string
+	statements []string
+}
+
+func (d dialect) compile(t outbox.Tables) (*compiled, error) {
+	r := strings.NewReplacer(
+		"{{outbox}}", d.quote(t.Outbox),
+		"{{inbox}}", d.quote(t.Inbox),
+		"{{migrations}}", d.quote(t.Outbox+"_migrations"),
+		"{{outbox_msg_id_key}}", d.quote(t.Outbox+"_msg_id_key"),
+		"{{outbox_pending_idx}}", d.quote(t.Outbox+"_pending_idx"),
+		"{{outbox_status_check}}", d.quote(t.Outbox+"_status_check"),
+		"{{outbox_msg_id_check}}", d.quote(t.Outbox+"_msg_id_check"),
+	)
+	c := &compiled{dialect: d}
+	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
+		&c.existing, &c.consume, &c.claim, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.retryDead, &c.dropDead, &c.deleteSent, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
+		*p = r.Replace(*p)
+	}
+	dir := "migrations/" + d.name
+	entries, err := fs.ReadDir(migrationFS, dir)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: no migrations for dialect %s: %w", d.name, err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("outbox: migration file %s has no version prefix", name)
+		}
+		body, err := fs.ReadFile(migrationFS, dir+"/"+name)
+		if err != nil {
+			return nil, err
+		}
+		c.migrations = append(c.migrations, migration{version: v, name: strings.TrimSuffix(name, ".sql"),
+			statements: splitStatements(r.Replace(string(body)))})
+	}
+	sort.Slice(c.migrations, func(i, j int) bool { return c.migrations[i].version < c.migrations[j].version })
+	return c, nil
+}
+
+// splitStatements splits a migration file at semicolons that end a line, and
+// drops comment-only lines: MySQL's driver runs one statement per call.
+func splitStatements(sql string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(trimmed, ";") {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// insertMany returns the multi-row insert for n messages (MySQL, SQLite).
+func (c *compiled) insertMany(n int) string {
+	var b strings.Builder
+	b.WriteString(c.insertManyHead)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.insertManyRow)
+	}
+	return b.String()
+}
+
+func quoteDouble(s string) string   { return `"` + s + `"` }
+func quoteBacktick(s string) string { return "`" + s + "`" }
+
+// dialects by name.
+var dialects = map[string]dialect{
+	"postgres": postgresDialect,
+	"mysql":    mysqlDialect,
+	"sqlite":   sqliteDialect,
+}

@@ -1,0 +1,76 @@
+package sqlstore
+
+// mysqlDialect is all the SQL the outbox runs on MariaDB 10.6+ and MySQL 8.
+// Times are UTC (UTC_TIMESTAMP), whatever the session's time zone.
+var mysqlDialect = dialect{
+	name:  "mysql",
+	quote: quoteBacktick,
+	mode:  claimLockSelect,
+
+	insertOne: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers) VALUES (?, ?, ?, ?, ?)`,
+
+	insertManyHead: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers) VALUES `,
+	insertManyRow:  `(?, ?, ?, ?, ?)`,
+
+	existing: `SELECT o.msg_id FROM {{outbox}} o
+JOIN JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j ON o.msg_id = j.m`,
+
+	consume: `INSERT INTO {{inbox}} (consumer_group, msg_id) VALUES (?, ?)
+ON DUPLICATE KEY UPDATE msg_id = msg_id`,
+
+	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+FROM {{outbox}}
+WHERE status = 0 AND next_retry_at <= UTC_TIMESTAMP(6)
+ORDER BY id
+LIMIT ?
+FOR UPDATE SKIP LOCKED`,
+
+	markSent: `UPDATE {{outbox}} o
+JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) j ON o.id = j.id
+SET o.status = 1, o.sent_at = UTC_TIMESTAMP(6)
+WHERE o.status = 0`,
+
+	markOthers: `UPDATE {{outbox}} o
+JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$.id', k INT PATH '$.k', d BIGINT PATH '$.d', e TEXT PATH '$.e')) f ON o.id = f.id
+SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
+    o.retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
+    o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE o.next_retry_at END,
+    o.last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END
+WHERE o.status = 0`,
+
+	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)
+FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
+
+	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error
+FROM {{outbox}}
+WHERE status = ? AND topic = COALESCE(NULLIF(?, ''), topic) AND id > ?
+ORDER BY id LIMIT ?`,
+
+	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error
+FROM {{outbox}} WHERE msg_id = ?`,
+
+	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, next_retry_at = UTC_TIMESTAMP(6),
+  last_error = CONCAT(?, coalesce(last_error, ''))
+WHERE status = 2
+  AND (msg_id IN (SELECT m FROM JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j) OR ?)
+  AND topic = COALESCE(NULLIF(?, ''), topic)`,
+
+	dropDead: `DELETE FROM {{outbox}}
+WHERE status = 2
+  AND (msg_id IN (SELECT m FROM JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j) OR ?)
+  AND topic = COALESCE(NULLIF(?, ''), topic)`,
+
+	deleteSent: `DELETE FROM {{outbox}}
+WHERE status = 1 AND sent_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY id LIMIT ?`,
+
+	migrationsTable: "CREATE TABLE IF NOT EXISTS {{migrations}} (\n" +
+		"  version    INT PRIMARY KEY,\n" +
+		"  name       VARCHAR(255) NOT NULL,\n" +
+		"  applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))) ENGINE=InnoDB",
+	schemaVersion:   `SELECT coalesce(max(version), 0) FROM {{migrations}}`,
+	recordVersion:   `INSERT IGNORE INTO {{migrations}} (version, name) VALUES (?, ?)`,
+	lockMigrations:  `SELECT GET_LOCK(?, 60)`,
+	unlockMigration: `SELECT RELEASE_LOCK(?)`,
+	placeholders:    true,
+}

@@ -1,0 +1,114 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/outbox-go/outbox"
+)
+
+// SQLDB adapts a *sql.DB to DB.
+func SQLDB(db *sql.DB) DB { return sqlDB{db} }
+
+// SQLTx adapts a caller's *sql.Tx to Querier.
+func SQLTx(tx *sql.Tx) Querier { return sqlTx{tx} }
+
+type sqlDB struct{ db *sql.DB }
+
+func (d sqlDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	return execResult(d.db.ExecContext(ctx, q, args...))
+}
+
+func (d sqlDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	return d.db.QueryContext(ctx, q, args...)
+}
+
+func (d sqlDB) Begin(ctx context.Context) (Tx, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sqlTx{tx}, nil
+}
+
+type sqlTx struct{ tx *sql.Tx }
+
+func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	return execResult(t.tx.ExecContext(ctx, q, args...))
+}
+
+func (t sqlTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	return t.tx.QueryContext(ctx, q, args...)
+}
+
+func (t sqlTx) Commit(context.Context) error { return t.tx.Commit() }
+
+func (t sqlTx) Rollback(context.Context) error {
+	err := t.tx.Rollback()
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}
+
+func execResult(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// SQLDriver is an outbox.Driver for database/sql, shared by the driver modules
+// whose library plugs into database/sql.
+type SQLDriver struct {
+	*Store
+	db *sql.DB
+}
+
+// NewSQLDriver returns a Driver on db for the named dialect.
+func NewSQLDriver(db *sql.DB, dialectName string, tables outbox.Tables, classify Classifier) (*SQLDriver, error) {
+	if db == nil {
+		return nil, fmt.Errorf("outbox: %s driver: db is nil", dialectName)
+	}
+	s, err := New(SQLDB(db), dialectName, tables, classify)
+	if err != nil {
+		return nil, err
+	}
+	return &SQLDriver{Store: s, db: db}, nil
+}
+
+var _ outbox.Driver[*sql.Tx] = (*SQLDriver)(nil)
+
+// InsertTx implements outbox.Driver.
+func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
+	return d.Store.InsertTx(ctx, SQLTx(tx), msgs)
+}
+
+// MarkConsumedTx implements outbox.Driver.
+func (d *SQLDriver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
+	return d.Store.MarkConsumedTx(ctx, SQLTx(tx), group, msgID)
+}
+
+// RunInTx implements outbox.Driver.
+func (d *SQLDriver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) (err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return d.wrap("begin", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(ctx, tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return d.wrap("commit", tx.Commit())
+}
+
+// DB returns the *sql.DB the driver runs on.
+func (d *SQLDriver) SQLDB() *sql.DB { return d.db }

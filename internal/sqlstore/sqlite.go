@@ -1,0 +1,83 @@
+package sqlstore
+
+// sqliteDialect is all the SQL the outbox runs on SQLite 3.35+. Times are UTC
+// text in SQLite's own format ('YYYY-MM-DD HH:MM:SS.SSS'), which sorts as time.
+// Every statement on the pending rows says "status = 0" as a literal so that
+// the planner can use the partial index.
+var sqliteDialect = dialect{
+	name:  "sqlite",
+	quote: quoteDouble,
+	mode:  claimLease,
+
+	insertOne: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers) VALUES (?, ?, ?, ?, ?)`,
+
+	insertManyHead: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers) VALUES `,
+	insertManyRow:  `(?, ?, ?, ?, ?)`,
+
+	existing: `SELECT msg_id FROM {{outbox}} WHERE msg_id IN (SELECT value FROM json_each(?))`,
+
+	consume: `INSERT INTO {{inbox}} (consumer_group, msg_id) VALUES (?, ?) ON CONFLICT DO NOTHING`,
+
+	// One statement, so atomic under SQLite's single writer: the lease hides the
+	// rows from other relays until it runs out.
+	claim: `UPDATE {{outbox}}
+SET next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', ?2 / 1000.0))
+WHERE id IN (
+  SELECT id FROM {{outbox}}
+  WHERE status = 0 AND next_retry_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+  ORDER BY id LIMIT ?1)
+RETURNING id, msg_id, topic, msg_key, payload, headers, retries, created_at`,
+
+	markSent: `UPDATE {{outbox}}
+SET status = 1, sent_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE status = 0 AND id IN (SELECT value FROM json_each(?))`,
+
+	markOthers: `UPDATE {{outbox}} SET
+  status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
+  retries       = retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
+  next_retry_at = CASE f.k
+    WHEN 1 THEN strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', f.d / 1000.0))
+    WHEN 3 THEN strftime('%Y-%m-%d %H:%M:%f', 'now')
+    ELSE next_retry_at END,
+  last_error    = CASE f.k WHEN 3 THEN last_error ELSE f.e END
+FROM (SELECT value ->> '$.id' AS id, value ->> '$.k' AS k, value ->> '$.d' AS d, value ->> '$.e' AS e
+      FROM json_each(?)) AS f
+WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0`,
+	releaseMode: true,
+
+	stats: `SELECT topic, status, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now')
+FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
+
+	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error
+FROM {{outbox}}
+WHERE status = ?1 AND topic = COALESCE(NULLIF(?2, ''), topic) AND id > ?3
+ORDER BY id LIMIT ?4`,
+
+	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error
+FROM {{outbox}} WHERE msg_id = ?`,
+
+	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0,
+  next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+  last_error = ?1 || coalesce(last_error, '')
+WHERE status = 2
+  AND (msg_id IN (SELECT value FROM json_each(?2)) OR ?3)
+  AND topic = COALESCE(NULLIF(?4, ''), topic)`,
+
+	dropDead: `DELETE FROM {{outbox}}
+WHERE status = 2
+  AND (msg_id IN (SELECT value FROM json_each(?1)) OR ?2)
+  AND topic = COALESCE(NULLIF(?3, ''), topic)`,
+
+	deleteSent: `DELETE FROM {{outbox}} WHERE id IN (
+  SELECT id FROM {{outbox}}
+  WHERE status = 1 AND sent_at < strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', -?1 / 1000.0))
+  ORDER BY id LIMIT ?2)`,
+
+	migrationsTable: `CREATE TABLE IF NOT EXISTS {{migrations}} (
+  version    INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL,
+  applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')))`,
+	schemaVersion: `SELECT coalesce(max(version), 0) FROM {{migrations}}`,
+	recordVersion: `INSERT OR IGNORE INTO {{migrations}} (version, name) VALUES (?, ?)`,
+	placeholders:  true,
+}

@@ -1,0 +1,499 @@
+// Package sqlstore runs the outbox's SQL for every dialect on an abstract
+// connection. Driver modules adapt their database library to DB and Querier and
+// supply a Classifier for its error codes; everything else is shared, so every
+// dialect behaves the same way and passes the same suite.
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Rows is the part of a result set the store reads.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// Querier runs statements: a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, query string, args ...any) (rowsAffected int64, err error)
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+}
+
+// Tx is a transaction the store began itself.
+type Tx interface {
+	Querier
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// DB is a connection pool.
+type DB interface {
+	Querier
+	Begin(ctx context.Context) (Tx, error)
+}
+
+// ErrorKind is what a database error means to the outbox.
+type ErrorKind int
+
+const (
+	ErrOther ErrorKind = iota
+	// ErrUnique is a unique-key violation.
+	ErrUnique
+	// ErrUndefinedTable is a missing table.
+	ErrUndefinedTable
+)
+
+// Classifier translates a driver's error codes.
+type Classifier func(error) ErrorKind
+
+// Store implements outbox.Store and the transactional calls of outbox.Driver.
+type Store struct {
+	db       DB
+	c        *compiled
+	classify Classifier
+	tables   outbox.Tables
+}
+
+// New returns a Store for the named dialect ("postgres", "mysql", "sqlite").
+func New(db DB, dialectName string, tables outbox.Tables, classify Classifier) (*Store, error) {
+	d, ok := dialects[dialectName]
+	if !ok {
+		return nil, fmt.Errorf("outbox: unknown dialect %q", dialectName)
+	}
+	tables = tables.WithDefaults()
+	if err := tables.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := d.compile(tables)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, c: c, classify: classify, tables: tables}, nil
+}
+
+var _ outbox.Store = (*Store)(nil)
+
+// Dialect implements outbox.Store.
+func (s *Store) Dialect() string { return s.c.name }
+
+// Tables implements outbox.Store.
+func (s *Store) Tables() outbox.Tables { return s.tables }
+
+// DB returns the pool the store runs on.
+func (s *Store) DB() DB { return s.db }
+
+// wrap translates a database error at the boundary.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.classify != nil && s.classify(err) == ErrUndefinedTable {
+		return fmt.Errorf("outbox: %s: %w (table %q or %q: %v)", op, outbox.ErrSchemaMissing, s.tables.Outbox, s.tables.Inbox, err)
+	}
+	return fmt.Errorf("outbox: %s: %w", op, err)
+}
+
+// InsertTx implements outbox.Driver's InsertTx on q, the caller's transaction.
+func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) error {
+	if len(msgs) == 1 {
+		m := &msgs[0]
+		headers, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return err
+		}
+		n, err := q.Exec(ctx, s.c.insertOne, m.MsgID, m.Topic, nullString(m.Key), []byte(m.Payload), headers)
+		if err != nil {
+			if s.classify(err) == ErrUnique {
+				return &outbox.DuplicateError{MsgIDs: []string{m.MsgID}}
+			}
+			return s.wrap("insert message", err)
+		}
+		if n == 0 {
+			return &outbox.DuplicateError{MsgIDs: []string{m.MsgID}}
+		}
+		return nil
+	}
+	if s.c.insertManyPG != "" {
+		return s.insertManyArrays(ctx, q, msgs)
+	}
+	args := make([]any, 0, 5*len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		headers, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return err
+		}
+		args = append(args, m.MsgID, m.Topic, nullString(m.Key), []byte(m.Payload), headers)
+	}
+	if _, err := q.Exec(ctx, s.c.insertMany(len(msgs)), args...); err != nil {
+		if s.classify(err) == ErrUnique {
+			// The statement failed as a whole and the transaction goes on; say
+			// which msg_ids were there already.
+			return s.duplicates(ctx, q, msgs)
+		}
+		return s.wrap("insert messages", err)
+	}
+	return nil
+}
+
+// insertManyArrays inserts from arrays with ON CONFLICT DO NOTHING, so that a
+// duplicate does not abort the caller's PostgreSQL transaction; on a duplicate
+// it deletes what it inserted, to keep the call all or nothing.
+func (s *Store) insertManyArrays(ctx context.Context, q Querier, msgs []outbox.Message) error {
+	ids := make([]string, len(msgs))
+	topics := make([]string, len(msgs))
+	keys := make([]string, len(msgs))
+	payloads := make([]string, len(msgs))
+	headers := make([]string, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		ids[i], topics[i], keys[i], payloads[i] = m.MsgID, m.Topic, m.Key, string(m.Payload)
+		if len(m.Headers) > 0 {
+			h, err := json.Marshal(m.Headers)
+			if err != nil {
+				return err
+			}
+			headers[i] = string(h)
+		}
+	}
+	rows, err := q.Query(ctx, s.c.insertManyPG, ids, topics, keys, payloads, headers)
+	if err != nil {
+		return s.wrap("insert messages", err)
+	}
+	inserted, err := scanStrings(rows)
+	if err != nil {
+		return s.wrap("insert messages", err)
+	}
+	if len(inserted) == len(msgs) {
+		return nil
+	}
+	if len(inserted) > 0 {
+		if _, err := q.Exec(ctx, s.c.deleteInserted, inserted); err != nil {
+			return s.wrap("undo partial insert", err)
+		}
+	}
+	got := make(map[string]bool, len(inserted))
+	for _, id := range inserted {
+		got[id] = true
+	}
+	var dups []string
+	for _, id := range ids {
+		if !got[id] {
+			dups = append(dups, id)
+		}
+	}
+	return &outbox.DuplicateError{MsgIDs: dups}
+}
+
+func (s *Store) duplicates(ctx context.Context, q Querier, msgs []outbox.Message) error {
+	ids := make([]string, len(msgs))
+	for i := range msgs {
+		ids[i] = msgs[i].MsgID
+	}
+	rows, err := q.Query(ctx, s.c.existing, jsonArray(ids))
+	if err != nil {
+		return s.wrap("find duplicates", err)
+	}
+	dups, err := scanStrings(rows)
+	if err != nil {
+		return s.wrap("find duplicates", err)
+	}
+	if len(dups) == 0 {
+		dups = ids // a concurrent writer's row that is not visible to us yet
+	}
+	sort.Strings(dups)
+	return &outbox.DuplicateError{MsgIDs: dups}
+}
+
+// MarkConsumedTx implements outbox.Driver's MarkConsumedTx on q.
+func (s *Store) MarkConsumedTx(ctx context.Context, q Querier, group, msgID string) (bool, error) {
+	n, err := q.Exec(ctx, s.c.consume, group, msgID)
+	if err != nil {
+		if s.classify(err) == ErrUnique {
+			return false, nil
+		}
+		return false, s.wrap("record consumed message", err)
+	}
+	return n > 0, nil
+}
+
+// Migrate implements outbox.Store.
+func (s *Store) Migrate(ctx context.Context) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return s.wrap("migrate", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	lockName := "outbox-migrate:" + s.tables.Outbox
+	if s.c.lockMigrations != "" {
+		rows, err := tx.Query(ctx, s.c.lockMigrations, lockName)
+		if err != nil {
+			return s.wrap("migrate: lock", err)
+		}
+		if err := drain(rows); err != nil {
+			return s.wrap("migrate: lock", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, s.c.migrationsTable); err != nil {
+		return s.wrap("migrate: create migrations table", err)
+	}
+	current, err := s.schemaVersion(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, m := range s.c.migrations {
+		if m.version <= current {
+			continue
+		}
+		for _, stmt := range m.statements {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return s.wrap(fmt.Sprintf("migrate: %s", m.name), err)
+			}
+		}
+		if _, err := tx.Exec(ctx, s.c.recordVersion, m.version, m.name); err != nil {
+			return s.wrap("migrate: record version", err)
+		}
+	}
+	if s.c.unlockMigration != "" {
+		rows, err := tx.Query(ctx, s.c.unlockMigration, lockName)
+		if err != nil {
+			return s.wrap("migrate: unlock", err)
+		}
+		if err := drain(rows); err != nil {
+			return s.wrap("migrate: unlock", err)
+		}
+	}
+	return s.wrap("migrate: commit", tx.Commit(ctx))
+}
+
+// SchemaVersion implements outbox.Store.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	v, err := s.schemaVersion(ctx, s.db)
+	if err != nil && errors.Is(err, outbox.ErrSchemaMissing) {
+		return 0, nil
+	}
+	return v, err
+}
+
+func (s *Store) schemaVersion(ctx context.Context, q Querier) (int, error) {
+	rows, err := q.Query(ctx, s.c.schemaVersion)
+	if err != nil {
+		return 0, s.wrap("schema version", err)
+	}
+	defer rows.Close()
+	v := 0
+	if rows.Next() {
+		if err := rows.Scan(&v); err != nil {
+			return 0, s.wrap("schema version", err)
+		}
+	}
+	return v, s.wrap("schema version", rows.Err())
+}
+
+// LatestVersion is the newest migration this build knows.
+func (s *Store) LatestVersion() int { return s.c.migrations[len(s.c.migrations)-1].version }
+
+// Stats implements outbox.Store.
+func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+	rows, err := s.db.Query(ctx, s.c.stats)
+	if err != nil {
+		return outbox.Stats{}, s.wrap("stats", err)
+	}
+	defer rows.Close()
+	var st outbox.Stats
+	byTopic := map[string]*outbox.TopicStats{}
+	for rows.Next() {
+		var topic string
+		var status int
+		var n int64
+		var oldest, now timeValue
+		if err := rows.Scan(&topic, &status, &n, &oldest, &now); err != nil {
+			return st, s.wrap("stats", err)
+		}
+		ts := byTopic[topic]
+		if ts == nil {
+			ts = &outbox.TopicStats{Topic: topic}
+			byTopic[topic] = ts
+		}
+		switch outbox.Status(status) {
+		case outbox.StatusNew:
+			ts.Pending += n
+			st.Pending += n
+			if oldest.Valid && now.Valid {
+				age := max(now.Time.Sub(oldest.Time), 0)
+				ts.OldestPendingAge = age
+				st.OldestPendingAge = max(st.OldestPendingAge, age)
+			}
+		case outbox.StatusSent:
+			ts.Sent += n
+			st.Sent += n
+		case outbox.StatusDead:
+			ts.Dead += n
+			st.Dead += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return st, s.wrap("stats", err)
+	}
+	for _, ts := range byTopic {
+		st.Topics = append(st.Topics, *ts)
+	}
+	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].Topic < st.Topics[j].Topic })
+	return st, nil
+}
+
+// ListMessages implements outbox.Store.
+func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox.Message, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	rows, err := s.db.Query(ctx, s.c.list, int(f.Status), f.Topic, f.AfterID, f.Limit)
+	if err != nil {
+		return nil, s.wrap("list messages", err)
+	}
+	defer rows.Close()
+	var out []outbox.Message
+	for rows.Next() {
+		var m outbox.Message
+		var key, lastErr nullString_
+		var status int
+		var next, created, sent timeValue
+		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &status, &m.Retries, &next, &created, &sent, &lastErr); err != nil {
+			return nil, s.wrap("list messages", err)
+		}
+		m.Key, m.LastError, m.Status = key.s, lastErr.s, outbox.Status(status)
+		m.NextRetryAt, m.CreatedAt, m.SentAt = next.Time, created.Time, sent.Time
+		out = append(out, m)
+	}
+	return out, s.wrap("list messages", rows.Err())
+}
+
+// GetMessage implements outbox.Store.
+func (s *Store) GetMessage(ctx context.Context, msgID string) (outbox.Message, error) {
+	rows, err := s.db.Query(ctx, s.c.get, msgID)
+	if err != nil {
+		return outbox.Message{}, s.wrap("get message", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return outbox.Message{}, s.wrap("get message", err)
+		}
+		return outbox.Message{}, fmt.Errorf("%w: msg_id %q", outbox.ErrNotFound, msgID)
+	}
+	var m outbox.Message
+	var key, lastErr nullString_
+	var payload, headers []byte
+	var status int
+	var next, created, sent timeValue
+	if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &status, &m.Retries, &next, &created, &sent, &lastErr); err != nil {
+		return m, s.wrap("get message", err)
+	}
+	m.Key, m.LastError, m.Status, m.Payload = key.s, lastErr.s, outbox.Status(status), payload
+	m.NextRetryAt, m.CreatedAt, m.SentAt = next.Time, created.Time, sent.Time
+	if m.Headers, err = decodeHeaders(headers); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// RetryDead implements outbox.Store.
+func (s *Store) RetryDead(ctx context.Context, f outbox.DeadFilter, note string) (int64, error) {
+	if !f.All && len(f.MsgIDs) == 0 {
+		return 0, nil
+	}
+	n, err := s.db.Exec(ctx, s.c.retryDead, note, jsonArray(f.MsgIDs), f.All, f.Topic)
+	return n, s.wrap("retry dead messages", err)
+}
+
+// DropDead implements outbox.Store.
+func (s *Store) DropDead(ctx context.Context, f outbox.DeadFilter) (int64, error) {
+	if !f.All && len(f.MsgIDs) == 0 {
+		return 0, nil
+	}
+	n, err := s.db.Exec(ctx, s.c.dropDead, jsonArray(f.MsgIDs), f.All, f.Topic)
+	return n, s.wrap("drop dead messages", err)
+}
+
+// DeleteSent implements outbox.Store.
+func (s *Store) DeleteSent(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("outbox: cleanup: older-than %s is negative", olderThan)
+	}
+	arg := any(olderThan.Milliseconds())
+	if s.c.name == "mysql" {
+		arg = olderThan.Microseconds()
+	}
+	n, err := s.db.Exec(ctx, s.c.deleteSent, arg, limit)
+	return n, s.wrap("delete sent messages", err)
+}
+
+func encodeHeaders(h map[string]string) (any, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func decodeHeaders(b []byte) (map[string]string, error) {
+	if len(b) == 0 || string(b) == "null" {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal(b, &h); err != nil {
+		// A sidecar may have written headers that are not a string map; keep
+		// the message deliverable and say so in a header of our own.
+		return map[string]string{"outboxbadheaders": strconv.Quote(string(b))}, nil
+	}
+	return h, nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func jsonArray[T any](v []T) string {
+	if len(v) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func scanStrings(rows Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func drain(rows Rows) error {
+	defer rows.Close()
+	for rows.Next() {
+	}
+	return rows.Err()
+}

@@ -1,0 +1,54 @@
+package outbox
+
+import (
+	"context"
+)
+
+// Publisher delivers a batch of messages to a broker or endpoint. The relay owns
+// this interface; each broker adapter implements it.
+//
+// Publish returns one error per message, in order: nil means the broker
+// acknowledged durable receipt of that message. A nil slice means every message
+// was acknowledged. An error that satisfies IsUnavailable means the broker could
+// not be reached: the relay leaves that message untouched and pauses; any other
+// error counts as a refusal and spends one of the message's retries.
+//
+// Publish should send the whole batch before waiting for acknowledgements
+// (pipelining), and must respect ctx's deadline. A Publisher that also
+// implements io.Closer is closed by whoever built it, not by the relay.
+type Publisher interface {
+	Publish(ctx context.Context, msgs []Message) []error
+}
+
+// PublishFunc adapts a function that publishes one message to a Publisher. It
+// publishes the batch one message at a time, in order: meant for library users
+// that hand messages to in-process code, and for tests.
+type PublishFunc func(ctx context.Context, m Message) error
+
+// Publish calls f for each message in order.
+func (f PublishFunc) Publish(ctx context.Context, msgs []Message) []error {
+	var errs []error
+	for i, m := range msgs {
+		if err := f(ctx, m); err != nil {
+			if errs == nil {
+				errs = make([]error, len(msgs))
+			}
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// BatchPublishFunc adapts a function with Publisher's signature.
+type BatchPublishFunc func(ctx context.Context, msgs []Message) []error
+
+// Publish calls f.
+func (f BatchPublishFunc) Publish(ctx context.Context, msgs []Message) []error { return f(ctx, msgs) }
+
+// Discard is a Publisher that acknowledges every message and sends nothing: for
+// benchmarks of the relay itself (`--broker discard:`).
+var Discard Publisher = discard{}
+
+type discard struct{}
+
+func (discard) Publish(context.Context, []Message) []error { return nil }

@@ -1,0 +1,341 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// RelayConfig configures a Relay. Zero fields take their defaults.
+type RelayConfig struct {
+	// BatchSize is the most messages claimed and published at once. Defaults to 500.
+	BatchSize int
+	// Interval is how long the relay waits after a batch that was not full
+	// before it looks again. A full batch is followed at once. Defaults to 200ms.
+	Interval time.Duration
+	// MaxRetries is the number of failed attempts after which a message becomes
+	// DEAD. Defaults to 10.
+	MaxRetries int
+	// RetryBase is the delay after a message's first failure; each further
+	// failure doubles it, with jitter. Defaults to 1s.
+	RetryBase time.Duration
+	// RetryMax caps the delay between a message's attempts. Defaults to 10m.
+	RetryMax time.Duration
+	// PublishTimeout bounds one Publish call. Defaults to 30s.
+	PublishTimeout time.Duration
+	// PauseBase is the first pause when the broker cannot be reached or the
+	// database fails; it doubles up to PauseMax while the trouble lasts.
+	// Defaults to 500ms.
+	PauseBase time.Duration
+	// PauseMax caps that pause. Defaults to 30s.
+	PauseMax time.Duration
+	// Lease is how long a lease-based store (SQLite) hides a claimed batch from
+	// other relays. It must exceed PublishTimeout. Defaults to 2×PublishTimeout.
+	Lease time.Duration
+	// Logger receives the relay's log lines; a DEAD message is logged at Error.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+	// Hooks are optional observers (see BatchHook).
+	Hooks []any
+}
+
+// BatchHook is an optional hook, called after every finished batch.
+type BatchHook interface {
+	OnBatch(ctx context.Context, report BatchReport)
+}
+
+// WithDefaults returns cfg with zero fields defaulted.
+func (cfg RelayConfig) WithDefaults() RelayConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 10
+	}
+	def(&cfg.Interval, 200*time.Millisecond)
+	def(&cfg.RetryBase, time.Second)
+	def(&cfg.RetryMax, 10*time.Minute)
+	def(&cfg.PublishTimeout, 30*time.Second)
+	def(&cfg.PauseBase, 500*time.Millisecond)
+	def(&cfg.PauseMax, 30*time.Second)
+	def(&cfg.Lease, 2*cfg.PublishTimeout)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+func (cfg RelayConfig) validate() error {
+	switch {
+	case cfg.BatchSize < 1 || cfg.BatchSize > 10000:
+		return fmt.Errorf("outbox: relay: BatchSize %d is out of range 1..10000", cfg.BatchSize)
+	case cfg.MaxRetries < 1:
+		return fmt.Errorf("outbox: relay: MaxRetries %d must be at least 1", cfg.MaxRetries)
+	case cfg.Interval < 0, cfg.RetryBase < 0, cfg.PublishTimeout < 0, cfg.PauseBase < 0:
+		return fmt.Errorf("outbox: relay: durations must not be negative")
+	case cfg.RetryMax < cfg.RetryBase:
+		return fmt.Errorf("outbox: relay: RetryMax %s is below RetryBase %s", cfg.RetryMax, cfg.RetryBase)
+	case cfg.PauseMax < cfg.PauseBase:
+		return fmt.Errorf("outbox: relay: PauseMax %s is below PauseBase %s", cfg.PauseMax, cfg.PauseBase)
+	case cfg.Lease <= cfg.PublishTimeout:
+		return fmt.Errorf("outbox: relay: Lease %s must exceed PublishTimeout %s, or a slow publish could be claimed twice", cfg.Lease, cfg.PublishTimeout)
+	}
+	return nil
+}
+
+// Relay moves messages from the outbox table to a Publisher: it claims a batch,
+// publishes it, and records the outcome of every message in one transaction.
+// Several relays, in one process or many, may run against one table.
+type Relay struct {
+	store Store
+	pub   Publisher
+	cfg   RelayConfig
+	hooks []BatchHook
+	wake  chan struct{}
+
+	mu  sync.Mutex
+	rnd *rand.Rand
+}
+
+// NewRelay returns a Relay that moves messages from store to pub.
+func NewRelay(store Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
+	if store == nil || pub == nil {
+		return nil, errors.New("outbox: NewRelay: store and publisher are required")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	r := &Relay{store: store, pub: pub, cfg: cfg, wake: make(chan struct{}, 1),
+		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	for _, h := range cfg.Hooks {
+		bh, ok := h.(BatchHook)
+		if !ok {
+			return nil, fmt.Errorf("outbox: NewRelay: hook %T implements no known hook interface", h)
+		}
+		r.hooks = append(r.hooks, bh)
+	}
+	return r, nil
+}
+
+// Config returns the relay's configuration with defaults applied.
+func (r *Relay) Config() RelayConfig { return r.cfg }
+
+// Wake makes a waiting relay look for messages at once (for example on a
+// database notification). It never blocks.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// BatchReport tells what one batch did.
+type BatchReport struct {
+	// Results holds one entry per claimed message, in id order.
+	Results []MessageResult
+	Sent    int
+	Retried int
+	Dead    int
+	// Released counts messages left untouched because the broker was unreachable.
+	Released int
+	// Duration is the time from claim to finished mark.
+	Duration time.Duration
+}
+
+// MessageResult is the outcome of one message in a batch.
+type MessageResult struct {
+	Message Message
+	Outcome Outcome
+	// Err is the publisher's error (nil when sent).
+	Err error
+}
+
+// Run relays until ctx is cancelled, then finishes the batch in flight, records
+// its outcome and returns nil. Database errors and an unreachable broker pause
+// the relay with backoff; they do not end Run.
+func (r *Relay) Run(ctx context.Context) error {
+	log := r.cfg.Logger
+	pause := time.Duration(0)
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		rep, err := r.RunOnce(ctx)
+		wait := r.cfg.Interval
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			pause = r.nextPause(pause)
+			wait = pause
+			log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
+		case rep.Released > 0:
+			pause = r.nextPause(pause)
+			wait = pause
+			log.Warn("outbox relay: broker unavailable; pausing without spending retries",
+				"released", rep.Released, "error", firstUnavailable(rep), "pause", pause)
+		default:
+			pause = 0
+			if len(rep.Results) >= r.cfg.BatchSize {
+				continue
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-r.wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+func firstUnavailable(rep BatchReport) error {
+	for _, res := range rep.Results {
+		if res.Outcome.Kind == OutcomeRelease && res.Err != nil {
+			return res.Err
+		}
+	}
+	return nil
+}
+
+func (r *Relay) nextPause(prev time.Duration) time.Duration {
+	if prev == 0 {
+		return r.cfg.PauseBase
+	}
+	return min(prev*2, r.cfg.PauseMax)
+}
+
+// RunOnce claims, publishes and marks one batch. An empty report means nothing
+// was due. Once a batch is claimed, cancelling ctx no longer interrupts it: it
+// is published and marked within PublishTimeout, so that a stopping relay
+// leaves nothing half done.
+func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
+	start := time.Now()
+	claim, err := r.store.Claim(ctx, ClaimParams{Limit: r.cfg.BatchSize, Lease: r.cfg.Lease})
+	if err != nil {
+		return BatchReport{}, fmt.Errorf("claim: %w", err)
+	}
+	msgs := claim.Messages()
+	// From here on the batch is ours: finish it even if ctx is cancelled.
+	bctx := context.WithoutCancel(ctx)
+	if len(msgs) == 0 {
+		return BatchReport{}, claim.Finish(bctx, nil)
+	}
+
+	pctx, cancel := context.WithTimeout(bctx, r.cfg.PublishTimeout)
+	errs := r.publish(pctx, msgs)
+	cancel()
+
+	rep := BatchReport{Results: make([]MessageResult, len(msgs))}
+	outcomes := make([]Outcome, len(msgs))
+	for i, m := range msgs {
+		var perr error
+		if errs != nil {
+			perr = errs[i]
+		}
+		o := r.outcome(m, perr)
+		outcomes[i] = o
+		rep.Results[i] = MessageResult{Message: m, Outcome: o, Err: perr}
+		switch o.Kind {
+		case OutcomeSent:
+			rep.Sent++
+		case OutcomeRetry:
+			rep.Retried++
+		case OutcomeDead:
+			rep.Dead++
+		case OutcomeRelease:
+			rep.Released++
+		}
+	}
+
+	fctx, cancel := context.WithTimeout(bctx, r.cfg.PublishTimeout)
+	defer cancel()
+	if err := claim.Finish(fctx, outcomes); err != nil {
+		// The claim is void: the rows stay NEW and will be published again; the
+		// consumers' inbox absorbs the duplicates.
+		return rep, fmt.Errorf("mark batch of %d: %w", len(msgs), err)
+	}
+	rep.Duration = time.Since(start)
+	for _, res := range rep.Results {
+		if res.Outcome.Kind == OutcomeDead {
+			r.cfg.Logger.Error("outbox relay: message is DEAD after its last retry; inspect with `outbox dead show`",
+				"msg_id", res.Message.MsgID, "topic", res.Message.Topic, "retries", res.Message.Retries+1, "error", res.Outcome.Error)
+		}
+	}
+	for _, h := range r.hooks {
+		h.OnBatch(bctx, rep)
+	}
+	return rep, nil
+}
+
+// publish calls the publisher and makes sure its answer has one entry per
+// message; a publisher that breaks that contract has every message released.
+func (r *Relay) publish(ctx context.Context, msgs []Message) (errs []error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := Unavailable(fmt.Errorf("publisher panicked: %v", p))
+			errs = make([]error, len(msgs))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	errs = r.pub.Publish(ctx, msgs)
+	if errs != nil && len(errs) != len(msgs) {
+		err := Unavailable(fmt.Errorf("publisher returned %d results for %d messages", len(errs), len(msgs)))
+		errs = make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+func (r *Relay) outcome(m Message, err error) Outcome {
+	switch {
+	case err == nil:
+		return Outcome{Kind: OutcomeSent}
+	case IsUnavailable(err):
+		return Outcome{Kind: OutcomeRelease}
+	}
+	text := err.Error()
+	if len(text) > 2000 {
+		text = text[:2000]
+	}
+	if m.Retries+1 >= r.cfg.MaxRetries {
+		return Outcome{Kind: OutcomeDead, Error: text}
+	}
+	return Outcome{Kind: OutcomeRetry, Error: text, Delay: r.backoff(m.Retries)}
+}
+
+// backoff returns the delay after failure number attempt+1: RetryBase doubled
+// per earlier failure, capped at RetryMax, with "equal jitter" (half fixed, half
+// random) so that a burst of failures does not come back as a burst.
+func (r *Relay) backoff(attempt int) time.Duration {
+	d := r.cfg.RetryMax
+	if attempt < 62 {
+		if b := r.cfg.RetryBase << attempt; b > 0 && b < d {
+			d = b
+		}
+	}
+	if d <= 1 {
+		return d
+	}
+	r.mu.Lock()
+	j := time.Duration(r.rnd.Int64N(int64(d/2) + 1))
+	r.mu.Unlock()
+	return d/2 + j
+}

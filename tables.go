@@ -1,0 +1,66 @@
+package outbox
+
+import "fmt"
+
+// Default table names, as in DESIGN §2.
+const (
+	DefaultOutboxTable = "outbox"
+	DefaultInboxTable  = "consumed_msg"
+)
+
+// maxTableName leaves room for the suffixes of derived names (indexes, the
+// migrations table) inside PostgreSQL's 63-byte identifier limit.
+const maxTableName = 48
+
+// Tables names the two tables. A zero field takes its default.
+type Tables struct {
+	// Outbox is the outbox table. Defaults to "outbox".
+	Outbox string
+	// Inbox is the consumers' deduplication table. Defaults to "consumed_msg".
+	Inbox string
+}
+
+// WithDefaults returns t with empty names defaulted.
+func (t Tables) WithDefaults() Tables {
+	if t.Outbox == "" {
+		t.Outbox = DefaultOutboxTable
+	}
+	if t.Inbox == "" {
+		t.Inbox = DefaultInboxTable
+	}
+	return t
+}
+
+// Validate checks that both names are plain identifiers that every supported
+// database accepts unquoted and folds the same way: a lower-case letter or
+// underscore, then lower-case letters, digits or underscores, at most 48 bytes.
+func (t Tables) Validate() error {
+	if err := ValidateIdentifier(t.Outbox); err != nil {
+		return err
+	}
+	if err := ValidateIdentifier(t.Inbox); err != nil {
+		return err
+	}
+	if t.Outbox == t.Inbox {
+		return fmt.Errorf("%w: outbox and inbox tables are both %q; give them different names", ErrInvalidIdentifier, t.Outbox)
+	}
+	return nil
+}
+
+// ValidateIdentifier reports whether name can be used as a table name.
+func ValidateIdentifier(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty table name", ErrInvalidIdentifier)
+	}
+	if len(name) > maxTableName {
+		return fmt.Errorf("%w: table name %q is %d bytes; the limit is %d", ErrInvalidIdentifier, name, len(name), maxTableName)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c == '_' || (c >= 'a' && c <= 'z') || (i > 0 && c >= '0' && c <= '9')
+		if !ok {
+			return fmt.Errorf("%w: table name %q: use lower-case letters, digits and underscores, starting with a letter or underscore", ErrInvalidIdentifier, name)
+		}
+	}
+	return nil
+}

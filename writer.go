@@ -1,0 +1,65 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+)
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// MaxPayloadBytes is the largest payload accepted. Defaults to 1 MiB.
+	MaxPayloadBytes int
+}
+
+// Writer inserts messages inside the caller's own transaction, so that the
+// message commits or rolls back with the business change it describes.
+type Writer[TTx any] struct {
+	driver   Driver[TTx]
+	maxBytes int
+}
+
+// NewWriter returns a Writer that inserts through driver.
+func NewWriter[TTx any](driver Driver[TTx], cfg WriterConfig) (*Writer[TTx], error) {
+	if driver == nil {
+		return nil, fmt.Errorf("outbox: NewWriter: driver is nil")
+	}
+	if cfg.MaxPayloadBytes < 0 {
+		return nil, fmt.Errorf("outbox: NewWriter: MaxPayloadBytes is %d; it must be positive (or 0 for the default)", cfg.MaxPayloadBytes)
+	}
+	if cfg.MaxPayloadBytes == 0 {
+		cfg.MaxPayloadBytes = DefaultMaxBytes
+	}
+	return &Writer[TTx]{driver: driver, maxBytes: cfg.MaxPayloadBytes}, nil
+}
+
+// Write validates msgs and inserts them in tx, all or none.
+//
+// It returns a *ValidationError (errors.Is ErrInvalidMessage) for a message that
+// breaks a limit, and a *DuplicateError (errors.Is ErrDuplicate) when a msg_id
+// is already in the table or repeated in msgs. In both cases nothing was
+// inserted and tx is still usable: the caller decides whether to commit.
+func (w *Writer[TTx]) Write(ctx context.Context, tx TTx, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	var seen map[string]struct{}
+	if len(msgs) > 1 {
+		seen = make(map[string]struct{}, len(msgs))
+	}
+	var dups []string
+	for i := range msgs {
+		if err := validateMessage(i, &msgs[i], w.maxBytes); err != nil {
+			return err
+		}
+		if seen != nil {
+			if _, ok := seen[msgs[i].MsgID]; ok {
+				dups = append(dups, msgs[i].MsgID)
+			}
+			seen[msgs[i].MsgID] = struct{}{}
+		}
+	}
+	if dups != nil {
+		return &DuplicateError{MsgIDs: dups}
+	}
+	return w.driver.InsertTx(ctx, tx, msgs)
+}
