@@ -5,6 +5,7 @@ go 1.25
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 )
 
 require filippo.io/edwards25519 v1.2.0 // indirect

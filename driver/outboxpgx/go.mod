@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
 )
 

@@ -30,7 +30,9 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		}
 		return &leaseClaim{s: s, msgs: msgs}, nil
 	}
-	tx, err := s.db.Begin(ctx)
+	// The transaction outlives ctx: a relay told to stop still finishes the
+	// batch it holds (database/sql would roll back on ctx's cancellation).
+	tx, err := s.db.Begin(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
@@ -53,12 +55,12 @@ func scanClaimed(rows Rows) ([]outbox.Message, error) {
 	for rows.Next() {
 		var m outbox.Message
 		var key nullString_
-		var headers []byte
+		var payload, headers []byte
 		var created timeValue
-		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &m.Payload, &headers, &m.Retries, &created); err != nil {
+		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created); err != nil {
 			return nil, err
 		}
-		m.Key, m.CreatedAt = key.s, created.Time
+		m.Key, m.CreatedAt, m.Payload = key.s, created.Time, payload
 		if len(headers) > 0 {
 			h, err := decodeHeaders(headers)
 			if err != nil {
@@ -107,6 +109,22 @@ func split(msgs []outbox.Message, outcomes []outbox.Outcome, withRelease bool) (
 	return sent, others, nil
 }
 
+func (c *compiled) markSentArgs(ids []int64) (string, []any) {
+	if c.idList {
+		return c.withIDs(c.markSent, nil, ids)
+	}
+	return c.markSent, []any{jsonArray(ids)}
+}
+
+func (c *compiled) markOthersArgs(rows []outcomeRow) (string, []any) {
+	b, _ := json.Marshal(rows)
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return c.withIDs(c.markOthers, []any{string(b)}, ids)
+}
+
 // txClaim holds the claimed rows locked in an open transaction.
 type txClaim struct {
 	s    *Store
@@ -137,14 +155,15 @@ func (c *txClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
 		return c.s.wrap("finish", c.tx.Rollback(ctx))
 	}
 	if !lockMark && len(sent) > 0 {
-		if _, err := c.tx.Exec(ctx, c.s.c.markSent, jsonArray(sent)); err != nil {
+		q, args := c.s.c.markSentArgs(sent)
+		if _, err := c.tx.Exec(ctx, q, args...); err != nil {
 			c.tx.Rollback(context.WithoutCancel(ctx))
 			return c.s.wrap("mark sent", err)
 		}
 	}
 	if len(others) > 0 {
-		b, _ := json.Marshal(others)
-		if _, err := c.tx.Exec(ctx, c.s.c.markOthers, string(b)); err != nil {
+		q, args := c.s.c.markOthersArgs(others)
+		if _, err := c.tx.Exec(ctx, q, args...); err != nil {
 			c.tx.Rollback(context.WithoutCancel(ctx))
 			return c.s.wrap("mark failed", err)
 		}
@@ -198,14 +217,15 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		return c.s.wrap("finish: begin", err)
 	}
 	if len(sent) > 0 {
-		if _, err := tx.Exec(ctx, c.s.c.markSent, jsonArray(sent)); err != nil {
+		q, args := c.s.c.markSentArgs(sent)
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			tx.Rollback(context.WithoutCancel(ctx))
 			return c.s.wrap("mark sent", err)
 		}
 	}
 	if len(others) > 0 {
-		b, _ := json.Marshal(others)
-		if _, err := tx.Exec(ctx, c.s.c.markOthers, string(b)); err != nil {
+		q, args := c.s.c.markOthersArgs(others)
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			tx.Rollback(context.WithoutCancel(ctx))
 			return c.s.wrap("mark failed", err)
 		}

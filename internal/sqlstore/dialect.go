@@ -71,8 +71,9 @@ type dialect struct {
 	lockMigrations  string // optional; args: lock name
 	unlockMigration string // optional; args: lock name
 
-	// args converts Go arguments for the driver (PostgreSQL takes $n, others ?).
-	placeholders bool
+	// idList: markSent and markOthers name their rows in {{ids}}, one
+	// placeholder per id, after their other arguments.
+	idList bool
 }
 
 // compiled is a dialect with table names substituted.
@@ -159,6 +160,20 @@ func (c *compiled) insertMany(n int) string {
 		b.WriteString(c.insertManyRow)
 	}
 	return b.String()
+}
+
+// withIDs expands {{ids}} in q to one placeholder per id and appends the ids
+// to args.
+func (c *compiled) withIDs(q string, args []any, ids []int64) (string, []any) {
+	if !c.idList {
+		return q, args
+	}
+	ph := strings.Repeat("?, ", len(ids))
+	q = strings.Replace(q, "{{ids}}", ph[:len(ph)-2], 1)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return q, args
 }
 
 func quoteDouble(s string) string   { return `"` + s + `"` }

@@ -25,10 +25,11 @@ ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`,
 
-	markSent: `UPDATE {{outbox}} o
-JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) j ON o.id = j.id
-SET o.status = 1, o.sent_at = UTC_TIMESTAMP(6)
-WHERE o.status = 0`,
+	// Marks reach the rows by primary key only ({{ids}} expands to one
+	// placeholder per id): a join would scan and lock rows of other
+	// transactions, such as a late writer's uncommitted insert.
+	markSent: `UPDATE {{outbox}} SET status = 1, sent_at = UTC_TIMESTAMP(6)
+WHERE id IN ({{ids}}) AND status = 0`,
 
 	markOthers: `UPDATE {{outbox}} o
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$.id', k INT PATH '$.k', d BIGINT PATH '$.d', e TEXT PATH '$.e')) f ON o.id = f.id
@@ -36,7 +37,7 @@ SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
     o.retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
     o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE o.next_retry_at END,
     o.last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END
-WHERE o.status = 0`,
+WHERE o.id IN ({{ids}}) AND o.status = 0`,
 
 	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
@@ -72,5 +73,5 @@ ORDER BY id LIMIT ?`,
 	recordVersion:   `INSERT IGNORE INTO {{migrations}} (version, name) VALUES (?, ?)`,
 	lockMigrations:  `SELECT GET_LOCK(?, 60)`,
 	unlockMigration: `SELECT RELEASE_LOCK(?)`,
-	placeholders:    true,
+	idList:          true,
 }

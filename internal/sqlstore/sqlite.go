@@ -79,5 +79,4 @@ WHERE status = 2
   applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')))`,
 	schemaVersion: `SELECT coalesce(max(version), 0) FROM {{migrations}}`,
 	recordVersion: `INSERT OR IGNORE INTO {{migrations}} (version, name) VALUES (?, ?)`,
-	placeholders:  true,
 }

@@ -112,7 +112,7 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 		if err != nil {
 			return err
 		}
-		n, err := q.Exec(ctx, s.c.insertOne, m.MsgID, m.Topic, nullString(m.Key), []byte(m.Payload), headers)
+		n, err := q.Exec(ctx, s.c.insertOne, m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers)
 		if err != nil {
 			if s.classify(err) == ErrUnique {
 				return &outbox.DuplicateError{MsgIDs: []string{m.MsgID}}
@@ -134,7 +134,7 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 		if err != nil {
 			return err
 		}
-		args = append(args, m.MsgID, m.Topic, nullString(m.Key), []byte(m.Payload), headers)
+		args = append(args, m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers)
 	}
 	if _, err := q.Exec(ctx, s.c.insertMany(len(msgs)), args...); err != nil {
 		if s.classify(err) == ErrUnique {
@@ -443,11 +443,12 @@ func encodeHeaders(h map[string]string) (any, error) {
 	if len(h) == 0 {
 		return nil, nil
 	}
+	// Text, not bytes: SQLite would store []byte as a BLOB.
 	b, err := json.Marshal(h)
 	if err != nil {
 		return nil, err
 	}
-	return b, nil
+	return string(b), nil
 }
 
 func decodeHeaders(b []byte) (map[string]string, error) {

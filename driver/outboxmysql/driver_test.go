@@ -1,0 +1,88 @@
+package outboxmysql_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/driver/outboxmysql"
+	"github.com/outbox-go/outbox/drivertest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if admin != nil {
+		admin.Close()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// baseDSN is the test server; the tests fail, not skip, when it is down.
+func baseDSN() string {
+	if dsn := os.Getenv("OUTBOX_TEST_MYSQL"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC&interpolateParams=true"
+}
+
+var (
+	adminOnce sync.Once
+	admin     *sql.DB
+	adminErr  error
+)
+
+func setup(t *testing.T) *drivertest.Env[*sql.Tx] {
+	adminOnce.Do(func() {
+		admin, adminErr = sql.Open("mysql", baseDSN())
+		if adminErr == nil {
+			adminErr = admin.Ping()
+		}
+	})
+	if adminErr != nil {
+		t.Fatalf("MariaDB/MySQL at %s is required for these tests: %v", baseDSN(), adminErr)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "ot_" + hex.EncodeToString(b)
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec("DROP DATABASE " + name) })
+	cfg, err := mysql.ParseDSN(baseDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = name
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	d, err := outboxmysql.New(db, outbox.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
+		return outboxmysql.New(db, tb)
+	}, true)
+}
+
+func TestMySQL(t *testing.T) { drivertest.Run(t, setup) }

@@ -1,0 +1,63 @@
+// Package drivertest is the suite every outbox driver passes against a real
+// database. A driver module calls Run with a Setup that makes a fresh, isolated
+// namespace (a schema, a database, a file) for each test.
+package drivertest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Env is one test's view of a fresh database namespace.
+type Env[TTx any] struct {
+	// Driver works on the default tables, already migrated.
+	Driver outbox.Driver[TTx]
+	// WithTables returns a driver on other table names in the same namespace,
+	// not migrated.
+	WithTables func(outbox.Tables) (outbox.Driver[TTx], error)
+	// Exec runs a statement outside any transaction; placeholders are '?'.
+	Exec func(ctx context.Context, query string, args ...any) error
+	// QueryInt runs a query that returns one integer; placeholders are '?'.
+	QueryInt func(ctx context.Context, query string, args ...any) (int64, error)
+	// Begin, Commit, Rollback and ExecTx handle the caller's own transactions.
+	Begin    func(ctx context.Context) (TTx, error)
+	Commit   func(ctx context.Context, tx TTx) error
+	Rollback func(ctx context.Context, tx TTx) error
+	ExecTx   func(ctx context.Context, tx TTx, query string, args ...any) error
+
+	// ConcurrentWriters is true where two transactions can insert at once
+	// (PostgreSQL, MySQL), false where writers take turns (SQLite).
+	ConcurrentWriters bool
+}
+
+// Setup makes a fresh Env for one test and registers its cleanup on t.
+type Setup[TTx any] func(t *testing.T) *Env[TTx]
+
+// Run runs the whole suite.
+func Run[TTx any](t *testing.T, setup Setup[TTx]) {
+	s := suite[TTx]{setup: setup}
+	t.Run("Migrate", s.testMigrate)
+	t.Run("Tables", s.testTables)
+	t.Run("SchemaMissing", s.testSchemaMissing)
+	t.Run("Writer", s.testWriter)
+	t.Run("WriterValidation", s.testWriterValidation)
+	t.Run("WriterDuplicate", s.testWriterDuplicate)
+	t.Run("Sidecar", s.testSidecar)
+	t.Run("Relay", s.testRelay)
+	t.Run("RelayFailures", s.testRelayFailures)
+	t.Run("RelayUnavailable", s.testRelayUnavailable)
+	t.Run("RelayStopFinishesBatch", s.testRelayStop)
+	t.Run("TwoRelays", s.testTwoRelays)
+	t.Run("LateCommit", s.testLateCommit)
+	t.Run("CrashBetweenPublishAndMark", s.testCrash)
+	t.Run("Inbox", s.testInbox)
+	t.Run("InboxConcurrent", s.testInboxConcurrent)
+	t.Run("Admin", s.testAdmin)
+	t.Run("Cleanup", s.testCleanup)
+}
+
+type suite[TTx any] struct {
+	setup Setup[TTx]
+}
