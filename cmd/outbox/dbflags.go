@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/outbox-go/outbox"
+)
+
+// dbOptions are the flags of every command that works on the database.
+type dbOptions struct {
+	dsn        string
+	table      string
+	inboxTable string
+}
+
+func addDBFlags(f *flagSet) *dbOptions {
+	o := &dbOptions{}
+	f.stringVar(&o.dsn, "db", "", "DSN",
+		"the database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db").required = true
+	f.stringVar(&o.table, "table", outbox.DefaultOutboxTable, "NAME", "the outbox table")
+	f.stringVar(&o.inboxTable, "inbox-table", outbox.DefaultInboxTable, "NAME", "the consumers' deduplication table")
+	return o
+}
+
+func (o *dbOptions) tables() outbox.Tables {
+	return outbox.Tables{Outbox: o.table, Inbox: o.inboxTable}
+}
+
+// open opens the database. With needSchema it also checks that the tables
+// exist, so that a command run before "outbox migrate" says so in plain words,
+// and it refuses to create a SQLite file that is not there (a typo in the path
+// would otherwise leave an empty database behind).
+func (o *dbOptions) open(ctx context.Context, needSchema bool) (*database, error) {
+	if needSchema {
+		if path, err := sqlitePath(o.dsn); err == nil && isSQLite(o.dsn) {
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("sqlite file %q does not exist; check --db, or create it with 'outbox migrate --db %s'", path, o.dsn)
+			}
+		}
+	}
+	db, err := openDatabase(ctx, o.dsn, o.tables())
+	if err != nil {
+		return nil, err
+	}
+	if !needSchema {
+		return db, nil
+	}
+	v, err := db.Store.SchemaVersion(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read the schema version in %s: %w", db.where, err)
+	}
+	if v == 0 {
+		db.Close()
+		t := db.Store.Tables()
+		return nil, fmt.Errorf("the outbox tables (%q, %q) do not exist in %s; run 'outbox migrate' with the same --db and --table first",
+			t.Outbox, t.Inbox, db.where)
+	}
+	return db, nil
+}
+
+func isSQLite(dsn string) bool {
+	return len(dsn) >= 7 && (dsn[:7] == "sqlite:" || dsn[:7] == "SQLITE:")
+}
+
+// latestVersion is the newest migration the binary knows, when the store says.
+func latestVersion(s outbox.Store) (int, bool) {
+	lv, ok := s.(interface{ LatestVersion() int })
+	if !ok {
+		return 0, false
+	}
+	return lv.LatestVersion(), true
+}
+
+// noArgs rejects positional arguments for commands that take none.
+func noArgs(f *flagSet, pos []string) error {
+	if len(pos) > 0 {
+		return usagef(f.hint(), "%s: unexpected argument %q", f.name(), pos[0])
+	}
+	return nil
+}

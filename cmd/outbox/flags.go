@@ -1,0 +1,235 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// usageError is a mistake on the command line or in the environment: an
+// unknown subcommand or flag, a missing required flag, a value out of range.
+// It exits with status 2; every other error exits with status 1.
+type usageError struct {
+	msg  string
+	hint string // e.g. "outbox relay --help"
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(hint, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), hint: hint}
+}
+
+// flagDoc is what the usage text says about one flag.
+type flagDoc struct {
+	name        string
+	placeholder string // "N", "DSN", "" for a bool
+	usage       string
+	def         string // shown as "default X" unless empty
+	required    bool
+	noEnv       bool
+}
+
+// flagSet wraps flag.FlagSet with what every subcommand shares: flags also read
+// from OUTBOX_<NAME> variables (the command line wins), required flags, flags
+// after positional arguments, and a usage text that lists every flag in the
+// order it was defined, its variable, and an example.
+type flagSet struct {
+	fs       *flag.FlagSet
+	path     string // "outbox dead list"
+	synopsis string // "--db DSN [flags] MSG_ID..."
+	summary  string // one line
+	notes    []string
+	examples []string
+	docs     []*flagDoc
+	stdout   io.Writer
+	set      map[string]bool // set on the command line or from the environment
+}
+
+func newFlagSet(path, synopsis, summary string, stdout io.Writer) *flagSet {
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := &flagSet{fs: fs, path: path, synopsis: synopsis, summary: summary, stdout: stdout}
+	fs.Usage = func() {}
+	return f
+}
+
+// note adds a paragraph to the usage text.
+func (f *flagSet) note(s string) { f.notes = append(f.notes, s) }
+
+// example adds an example command line to the usage text.
+func (f *flagSet) example(s string) { f.examples = append(f.examples, s) }
+
+func (f *flagSet) doc(name, placeholder, usage, def string) *flagDoc {
+	d := &flagDoc{name: name, placeholder: placeholder, usage: usage, def: def}
+	f.docs = append(f.docs, d)
+	return d
+}
+
+func (f *flagSet) stringVar(p *string, name, value, placeholder, usage string) *flagDoc {
+	f.fs.StringVar(p, name, value, usage)
+	return f.doc(name, placeholder, usage, strconv.Quote(value))
+}
+
+func (f *flagSet) intVar(p *int, name string, value int, placeholder, usage string) *flagDoc {
+	f.fs.IntVar(p, name, value, usage)
+	return f.doc(name, placeholder, usage, strconv.Itoa(value))
+}
+
+func (f *flagSet) int64Var(p *int64, name string, value int64, placeholder, usage string) *flagDoc {
+	f.fs.Int64Var(p, name, value, usage)
+	return f.doc(name, placeholder, usage, strconv.FormatInt(value, 10))
+}
+
+func (f *flagSet) durationVar(p *time.Duration, name string, value time.Duration, usage string) *flagDoc {
+	f.fs.DurationVar(p, name, value, usage)
+	return f.doc(name, "DURATION", usage, value.String())
+}
+
+func (f *flagSet) boolVar(p *bool, name, usage string) *flagDoc {
+	f.fs.BoolVar(p, name, false, usage)
+	return f.doc(name, "", usage, "")
+}
+
+// envName is the variable a flag also reads: OUTBOX_ and the flag's name in
+// upper case with dashes as underscores.
+func envName(flagName string) string {
+	return "OUTBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// name is the command without the program name, as messages start with it.
+func (f *flagSet) name() string { return strings.TrimPrefix(f.path, "outbox ") }
+
+// hint is the command that prints this flag set's usage.
+func (f *flagSet) hint() string { return f.path + " --help" }
+
+// parse parses args (flags may come before, between or after positional
+// arguments; "--" ends the flags), then fills every flag that was not given
+// from its variable, then checks the required flags. It returns the positional
+// arguments. On --help it prints the usage to stdout and returns flag.ErrHelp.
+func (f *flagSet) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				f.printUsage(f.stdout)
+				return nil, flag.ErrHelp
+			}
+			return nil, usagef(f.hint(), "%s: %s", f.name(), flagError(err))
+		}
+		rest := f.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+
+	f.set = map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	for _, d := range f.docs {
+		if f.set[d.name] || d.noEnv {
+			continue
+		}
+		env := envName(d.name)
+		v, ok := os.LookupEnv(env)
+		if !ok || v == "" {
+			continue
+		}
+		if err := f.fs.Set(d.name, v); err != nil {
+			return nil, usagef(f.hint(), "invalid value %q in %s (read for --%s): %s", v, env, d.name, valueHint(d, err))
+		}
+		f.set[d.name] = true
+	}
+	for _, d := range f.docs {
+		if !d.required {
+			continue
+		}
+		if !f.set[d.name] || f.fs.Lookup(d.name).Value.String() == "" {
+			return nil, usagef(f.hint(), "%s: missing --%s (or %s): %s", f.name(), d.name, envName(d.name), d.usage)
+		}
+	}
+	return pos, nil
+}
+
+// isSet reports whether a flag was given on the command line or in the
+// environment.
+func (f *flagSet) isSet(name string) bool { return f.set[name] }
+
+// flagError rewrites the flag package's messages with the double dashes the
+// usage text shows.
+func flagError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
+	}
+	msg = strings.Replace(msg, "flag -", "flag --", 1)
+	msg = strings.Replace(msg, "argument: -", "argument: --", 1)
+	for _, p := range []string{"for -", "for flag -"} {
+		msg = strings.Replace(msg, p, p[:len(p)-1]+"--", 1)
+	}
+	return msg
+}
+
+// valueHint says what a flag accepts, for a value it refused.
+func valueHint(d *flagDoc, err error) string {
+	switch d.placeholder {
+	case "DURATION":
+		return "use a duration such as 500ms, 30s, 10m or 168h"
+	case "N":
+		return "use a whole number"
+	case "":
+		return "use true or false"
+	}
+	return err.Error()
+}
+
+// printUsage writes the usage text: synopsis, summary, flags, notes, examples.
+func (f *flagSet) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s %s\n\n%s\n", f.path, f.synopsis, f.summary)
+	if len(f.docs) > 0 {
+		fmt.Fprintf(w, "\nFlags:\n")
+		for _, d := range f.docs {
+			name := "--" + d.name
+			if d.placeholder != "" {
+				name += " " + d.placeholder
+			}
+			var tail []string
+			switch {
+			case d.required:
+				tail = append(tail, "required")
+			case d.def != "" && d.def != `""` && d.def != "0s":
+				tail = append(tail, "default "+d.def)
+			}
+			if d.noEnv {
+				tail = append(tail, "command line only")
+			} else {
+				tail = append(tail, "env "+envName(d.name))
+			}
+			fmt.Fprintf(w, "  %s\n        %s (%s)\n", name, d.usage, strings.Join(tail, "; "))
+		}
+		fmt.Fprintf(w, "\n%s\n", envNote)
+	}
+	for _, n := range f.notes {
+		fmt.Fprintf(w, "\n%s\n", n)
+	}
+	if len(f.examples) > 0 {
+		fmt.Fprintf(w, "\nExample:\n")
+		for _, e := range f.examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}
+
+const envNote = "Every flag can also be set in the environment as OUTBOX_<FLAG NAME> in upper case with\n" +
+	"dashes as underscores (OUTBOX_DB, OUTBOX_BROKER, OUTBOX_TABLE, OUTBOX_BATCH, ...);\n" +
+	"a flag on the command line wins over the variable."

@@ -1,0 +1,201 @@
+// Command outbox runs and administers a transactional outbox: it creates the
+// tables, relays messages to a broker, and lets a person inspect, retry and
+// clean up messages. Run "outbox help" for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+)
+
+// command is one subcommand. Every run function parses its own arguments, so
+// that "outbox help X" is simply "outbox X --help".
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands in the order "outbox help" lists them.
+var commands = []command{
+	{"migrate", "create or upgrade the outbox tables (safe to repeat)", runMigrate},
+	{"relay", "move messages from the outbox table to a broker until SIGTERM/SIGINT", runRelay},
+	{"stats", "show pending, oldest pending age, sent and dead messages, per topic", runStats},
+	{"dead", "list, show, retry or drop messages that ran out of retries", runDead},
+	{"cleanup", "delete SENT messages older than a given age", runCleanup},
+	{"demo", "run the transfer scenario end to end on embedded services, no set-up", runDemo},
+	{"bench", "measure the relay's throughput", runBench},
+	{"version", "print the version of this binary", runVersion},
+	{"help", "print help for a command: outbox help relay", nil},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		// After the first signal, a second one ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command line args and returns the exit status: 0 on success
+// and --help, 1 on an error, 2 on a usage mistake.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", oneLine(redact(fmt.Sprint(p))))
+			code = 1
+		}
+	}()
+	if len(args) == 0 {
+		printUsage(stderr)
+		return 2
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help":
+		printUsage(stdout)
+		return 0
+	case "-version", "--version":
+		name = "version"
+	case "help":
+		if len(rest) == 0 {
+			printUsage(stdout)
+			return 0
+		}
+		// "outbox help dead list" is "outbox dead list --help".
+		name, rest = rest[0], append(rest[1:len(rest):len(rest)], "--help")
+		if name == "help" {
+			printUsage(stdout)
+			return 0
+		}
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		msg := fmt.Sprintf("unknown command %q", name)
+		if strings.HasPrefix(name, "-") {
+			msg = fmt.Sprintf("unknown flag %q; flags go after the command, e.g. outbox relay --db DSN", name)
+		}
+		return report(stderr, &usageError{msg: msg, hint: "outbox help"})
+	}
+	return report(stderr, cmd.run(ctx, rest, stdout, stderr))
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name && commands[i].run != nil {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// report prints err as one line on stderr and returns the exit status.
+func report(stderr io.Writer, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	}
+	msg := oneLine(redact(err.Error()))
+	// The core's messages start with "outbox: " too; say it once.
+	for {
+		rest, ok := strings.CutPrefix(msg, "outbox: ")
+		if !ok {
+			break
+		}
+		msg = rest
+	}
+	msg = strings.ReplaceAll(msg, ": outbox: ", ": ")
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "outbox: %s (see '%s')\n", msg, ue.hint)
+		return 2
+	}
+	fmt.Fprintf(stderr, "outbox: %s\n", msg)
+	return 1
+}
+
+// oneLine joins the lines of s with "; ", dropping repeated lines (pgx, for
+// one, reports the same refused connection once per attempt).
+func oneLine(s string) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		if line == "" || seen[line] {
+			continue
+		}
+		seen[line] = true
+		switch prev := b.String(); {
+		case prev == "":
+		case strings.HasSuffix(prev, ":"):
+			b.WriteString(" ")
+		default:
+			b.WriteString("; ")
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, `outbox runs and administers a transactional outbox (tables "outbox" and "consumed_msg").
+
+Usage: outbox <command> [flags] [arguments]
+
+Commands:
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, `
+Databases (--db): postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db,
+sqlite:path/to/file.db. Brokers (--broker): discard:, http://host/path, https://host/path.
+
+%s
+
+Run 'outbox <command> --help' (or 'outbox help <command>') for the flags of a command.
+
+Example:
+  export OUTBOX_DB=postgres://app:secret@127.0.0.1:5432/app
+  outbox migrate
+  outbox relay --broker https://example.com/events
+`, envNote)
+}
+
+func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	f := newFlagSet("outbox version", "", "Print the version of this binary.", stdout)
+	f.example("outbox version")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef(f.hint(), "version: unexpected argument %q", pos[0])
+	}
+	fmt.Fprintf(stdout, "outbox %s\n", version())
+	return nil
+}
+
+// version is the module version the binary was built from, or "devel".
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok || info.Main.Version == "" || info.Main.Version == "(devel)" {
+		return "devel"
+	}
+	return info.Main.Version
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/webhook"
+)
+
+type relayOptions struct {
+	broker         string
+	batch          int
+	interval       time.Duration
+	maxRetries     int
+	retryBase      time.Duration
+	retryMax       time.Duration
+	publishTimeout time.Duration
+	source         string
+	webhookSecret  string
+	webhookTimeout time.Duration
+	concurrency    int
+	logFormat      string
+	logLevel       string
+	statsInterval  time.Duration
+}
+
+func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlagSet("outbox relay", "--db DSN --broker URL [flags]",
+		"Move messages from the outbox table to a broker: claim a batch of NEW messages that are due,\n"+
+			"publish it, and mark each message SENT, for retry, or DEAD after its last retry. Runs until\n"+
+			"SIGTERM or SIGINT, then finishes the batch in flight and exits 0. Several relays may run\n"+
+			"against one table. Logs go to stderr.", stdout)
+	db := addDBFlags(f)
+	var o relayOptions
+	f.stringVar(&o.broker, "broker", "", "URL",
+		"where to publish: discard: (acknowledge and drop, for tests), http://host/path or https://host/path (webhook)").required = true
+	f.intVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
+	f.durationVar(&o.interval, "interval", 200*time.Millisecond, "wait after a batch that was not full before looking again")
+	f.intVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
+	f.durationVar(&o.retryBase, "retry-base", time.Second, "delay after a message's first failure; it doubles with each further failure, with jitter")
+	f.durationVar(&o.retryMax, "retry-max", 10*time.Minute, "longest delay between two attempts of a message")
+	f.durationVar(&o.publishTimeout, "publish-timeout", 30*time.Second, "bound on publishing one batch")
+	f.stringVar(&o.source, "source", webhook.DefaultSource, "URI", "CloudEvents source attribute of every message")
+	f.stringVar(&o.webhookSecret, "webhook-secret", "", "SECRET",
+		"sign each webhook body with HMAC-SHA256 in the header "+webhook.DefaultSignatureHeader+"; prefer the variable, which ps does not show")
+	f.durationVar(&o.webhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook request")
+	f.intVar(&o.concurrency, "concurrency", webhook.DefaultConcurrency, "N", "most webhook requests in flight at once")
+	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
+	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
+	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
+	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
+	f.example("OUTBOX_DB=sqlite:app.db OUTBOX_BROKER=discard: outbox relay --log-level debug")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(f, pos); err != nil {
+		return err
+	}
+	if err := o.validate(f); err != nil {
+		return err
+	}
+	log, err := newLogger(redactingWriter{stderr}, o.logFormat, o.logLevel)
+	if err != nil {
+		return usagef(f.hint(), "%v", err)
+	}
+
+	pub, closePub, err := openPublisher(ctx, o.broker, publisherOptions{
+		Source: o.source, WebhookSecret: o.webhookSecret, WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
+	})
+	if err != nil {
+		return err
+	}
+	defer closePub()
+	d, err := db.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if v, err := d.Store.SchemaVersion(ctx); err == nil {
+		if latest, ok := latestVersion(d.Store); ok && v > latest {
+			log.Warn("the outbox tables are newer than this binary; upgrade outbox", "schema_version", v, "known_version", latest)
+		}
+	}
+
+	totals := &relayTotals{}
+	r, err := outbox.NewRelay(d.Store, pub, outbox.RelayConfig{
+		BatchSize:      o.batch,
+		Interval:       o.interval,
+		MaxRetries:     o.maxRetries,
+		RetryBase:      o.retryBase,
+		RetryMax:       o.retryMax,
+		PublishTimeout: o.publishTimeout,
+		Logger:         log,
+		Hooks:          []any{&batchLogger{log: log, totals: totals}},
+	})
+	if err != nil {
+		return err
+	}
+	t := d.Store.Tables()
+	log.Info("relay started", "db", d.where, "table", t.Outbox, "broker", redactDSN(o.broker),
+		"batch", o.batch, "max_retries", o.maxRetries)
+
+	done := make(chan struct{})
+	if o.statsInterval > 0 {
+		go func() {
+			tick := time.NewTicker(o.statsInterval)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					log.Info("relay totals", totals.attrs()...)
+				}
+			}
+		}()
+	}
+	err = r.Run(ctx)
+	close(done)
+	if err != nil {
+		return err
+	}
+	log.Info("relay stopped", totals.attrs()...)
+	return nil
+}
+
+func (o *relayOptions) validate(f *flagSet) error {
+	bad := func(format string, args ...any) error { return usagef(f.hint(), "relay: "+format, args...) }
+	switch {
+	case o.batch < 1 || o.batch > 10000:
+		return bad("--batch %d is out of range; use 1..10000", o.batch)
+	case o.maxRetries < 1:
+		return bad("--max-retries %d must be at least 1", o.maxRetries)
+	case o.interval <= 0:
+		return bad("--interval %s must be positive", o.interval)
+	case o.retryBase <= 0:
+		return bad("--retry-base %s must be positive", o.retryBase)
+	case o.retryMax < o.retryBase:
+		return bad("--retry-max %s is below --retry-base %s", o.retryMax, o.retryBase)
+	case o.publishTimeout <= 0:
+		return bad("--publish-timeout %s must be positive", o.publishTimeout)
+	case o.webhookTimeout <= 0:
+		return bad("--webhook-timeout %s must be positive", o.webhookTimeout)
+	case o.concurrency < 1:
+		return bad("--concurrency %d must be at least 1", o.concurrency)
+	case o.statsInterval < 0:
+		return bad("--stats-interval %s must not be negative (0 turns it off)", o.statsInterval)
+	}
+	return nil
+}
+
+// newLogger returns a logger writing to w in format "text" or "json", showing
+// lines at level and above.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}
+
+// relayTotals counts what the relay did since it started.
+type relayTotals struct {
+	batches, sent, retried, dead, released atomic.Int64
+}
+
+func (t *relayTotals) attrs() []any {
+	return []any{"batches", t.batches.Load(), "sent", t.sent.Load(), "retried", t.retried.Load(),
+		"dead", t.dead.Load(), "released", t.released.Load()}
+}
+
+// batchLogger is an outbox.BatchHook: it logs each batch at debug level and
+// adds it to the totals.
+type batchLogger struct {
+	log    *slog.Logger
+	totals *relayTotals
+}
+
+func (b *batchLogger) OnBatch(ctx context.Context, rep outbox.BatchReport) {
+	b.totals.batches.Add(1)
+	b.totals.sent.Add(int64(rep.Sent))
+	b.totals.retried.Add(int64(rep.Retried))
+	b.totals.dead.Add(int64(rep.Dead))
+	b.totals.released.Add(int64(rep.Released))
+	b.log.DebugContext(ctx, "batch", "messages", len(rep.Results), "sent", rep.Sent, "retried", rep.Retried,
+		"dead", rep.Dead, "released", rep.Released, "duration", rep.Duration)
+}
+
+// redactingWriter removes known secrets from what it writes; a slog handler
+// writes each record in one call, so a secret is never split across two.
+type redactingWriter struct{ w io.Writer }
+
+func (r redactingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

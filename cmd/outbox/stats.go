@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	f := newFlagSet("outbox stats", "--db DSN [flags]",
+		"Show how many messages are pending (NEW), the age of the oldest pending one, how many were\n"+
+			"sent and how many are DEAD, in total and per topic.", stdout)
+	db := addDBFlags(f)
+	var asJSON bool
+	f.boolVar(&asJSON, "json", "print one JSON object instead of a table")
+	f.example("outbox stats --db mysql://app:secret@127.0.0.1:3306/app")
+	f.example("outbox stats --db sqlite:app.db --json")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(f, pos); err != nil {
+		return err
+	}
+	d, err := db.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	st, err := d.Store.Stats(ctx)
+	if err != nil {
+		return fmt.Errorf("stats of %s: %w", d.where, err)
+	}
+	if asJSON {
+		return writeJSON(stdout, statsJSON(d.Store.Tables().Outbox, st))
+	}
+	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, d.where)
+	fmt.Fprintf(stdout, "pending:        %d\n", st.Pending)
+	fmt.Fprintf(stdout, "oldest pending: %s\n", age(st.OldestPendingAge, st.Pending))
+	fmt.Fprintf(stdout, "sent:           %d\n", st.Sent)
+	fmt.Fprintf(stdout, "dead:           %d\n", st.Dead)
+	if len(st.Topics) == 0 {
+		return nil
+	}
+	fmt.Fprintln(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPENDING\tOLDEST PENDING\tSENT\tDEAD")
+	for _, t := range st.Topics {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", t.Topic, t.Pending, age(t.OldestPendingAge, t.Pending), t.Sent, t.Dead)
+	}
+	return tw.Flush()
+}
+
+// age shows a duration rounded for a person, or "-" when nothing is pending.
+func age(d time.Duration, pending int64) string {
+	switch {
+	case pending == 0:
+		return "-"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+type topicStatsJSON struct {
+	Topic                   string  `json:"topic"`
+	Pending                 int64   `json:"pending"`
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+	Sent                    int64   `json:"sent"`
+	Dead                    int64   `json:"dead"`
+}
+
+type statsOutput struct {
+	Table                   string           `json:"table"`
+	Pending                 int64            `json:"pending"`
+	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
+	Sent                    int64            `json:"sent"`
+	Dead                    int64            `json:"dead"`
+	Topics                  []topicStatsJSON `json:"topics"`
+}
+
+func statsJSON(table string, st outbox.Stats) statsOutput {
+	out := statsOutput{Table: table, Pending: st.Pending, Sent: st.Sent, Dead: st.Dead,
+		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(), Topics: []topicStatsJSON{}}
+	for _, t := range st.Topics {
+		out.Topics = append(out.Topics, topicStatsJSON{Topic: t.Topic, Pending: t.Pending, Sent: t.Sent, Dead: t.Dead,
+			OldestPendingAgeSeconds: t.OldestPendingAge.Seconds()})
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
