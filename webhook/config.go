@@ -1,0 +1,169 @@
+package webhook
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults applied by New to zero fields of Config.
+const (
+	DefaultSource          = "/outbox"
+	DefaultSignatureHeader = "X-Outbox-Signature-256"
+	DefaultTimeout         = 10 * time.Second
+	DefaultConcurrency     = 16
+)
+
+// Config configures a Publisher. Zero fields take their defaults; New checks
+// the rest and says which field to fix.
+type Config struct {
+	// URL is the endpoint every message is POSTed to, with scheme http or https
+	// and a host, e.g. "https://example.com/events". Required. Redirects are
+	// not followed by the default client: point URL at the final address.
+	URL string
+	// Source is the CloudEvents source attribute (a URI reference) sent as
+	// ce-source; it tells receivers which system produced the events.
+	// Defaults to "/outbox".
+	Source string
+	// Secret, when set, makes the publisher sign each body with HMAC-SHA256
+	// and send the signature in SignatureHeader; receivers check it with Verify.
+	// Defaults to "" (no signature).
+	Secret string
+	// SignatureHeader is the name of the header that carries the signature,
+	// whose value is "sha256=" followed by the lower-case hex HMAC. Used only
+	// when Secret is set. Defaults to "X-Outbox-Signature-256".
+	SignatureHeader string
+	// Timeout bounds one request, from dialling until the response has been
+	// read. A request that gets no answer in time counts as a refusal and
+	// spends one of the message's retries, because the endpoint may have
+	// processed it; one that could not even connect in time does not.
+	// Defaults to 10s.
+	Timeout time.Duration
+	// Concurrency is the most requests in flight at once within one Publish
+	// call. Messages that share a key are always sent one after another, so
+	// they take one slot between them. Defaults to 16.
+	Concurrency int
+	// Header holds static headers added to every request, e.g. Authorization.
+	// It may not set the headers the publisher writes per message (ce-*,
+	// Content-Type, Content-Length, Host, Idempotency-Key, the signature
+	// header). New copies it, so later changes by the caller have no effect.
+	// Defaults to none.
+	Header http.Header
+	// Client sends the requests. The publisher sets no Timeout on it, does not
+	// change its redirect policy and leaves its idle connections alone in
+	// Close: it belongs to the caller. Defaults to a client of its own whose
+	// Transport is a clone of http.DefaultTransport with MaxIdleConnsPerHost
+	// = Concurrency, and which does not follow redirects.
+	Client *http.Client
+}
+
+// withDefaults returns cfg with zero fields defaulted. The client is built in
+// New, after validation, because it depends on Concurrency.
+func (cfg Config) withDefaults() Config {
+	if cfg.Source == "" {
+		cfg.Source = DefaultSource
+	}
+	if cfg.SignatureHeader == "" {
+		cfg.SignatureHeader = DefaultSignatureHeader
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	return cfg
+}
+
+// validate checks a defaulted config and returns the parsed URL. Every message
+// names the field and says what would be accepted, so that a person reading a
+// start-up failure knows what to change.
+func (cfg Config) validate() (*url.URL, error) {
+	if strings.TrimSpace(cfg.URL) == "" {
+		return nil, fmt.Errorf(`webhook: Config.URL is empty; set it to the endpoint to POST to, e.g. "https://example.com/events"`)
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: Config.URL is not a valid URL (%v); use an absolute http or https URL, e.g. \"https://example.com/events\"", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("webhook: Config.URL %q has scheme %q; only http and https are supported", u.Redacted(), u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("webhook: Config.URL %q has no host; use an absolute URL such as \"https://example.com/events\"", u.Redacted())
+	}
+	if _, err := url.Parse(cfg.Source); err != nil {
+		return nil, fmt.Errorf("webhook: Config.Source %q is not a URI reference (%v); use e.g. \"/outbox\" or \"https://example.com/orders\"", cfg.Source, err)
+	}
+	if !validToken(cfg.SignatureHeader) {
+		return nil, fmt.Errorf("webhook: Config.SignatureHeader %q is not a valid header name; use letters, digits and '-', e.g. %q", cfg.SignatureHeader, DefaultSignatureHeader)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("webhook: Config.Timeout is %s; it must be positive (or 0 for the default of %s)", cfg.Timeout, DefaultTimeout)
+	}
+	if cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("webhook: Config.Concurrency is %d; it must be positive (or 0 for the default of %d)", cfg.Concurrency, DefaultConcurrency)
+	}
+	for name, values := range cfg.Header {
+		if !validToken(name) {
+			return nil, fmt.Errorf("webhook: Config.Header has invalid name %q; header names are letters, digits and !#$%%&'*+-.^_`|~", name)
+		}
+		if reason := reservedRequestHeader(name, cfg.SignatureHeader); reason != "" {
+			return nil, fmt.Errorf("webhook: Config.Header sets %q, %s; remove it from Config.Header", name, reason)
+		}
+		for _, v := range values {
+			if !validHeaderValue(v) {
+				return nil, fmt.Errorf("webhook: Config.Header %q has a value with a control character (CR, LF, NUL...); header values must be a single line", name)
+			}
+		}
+	}
+	return u, nil
+}
+
+// reservedRequestHeader says why name may not be a static header, or "".
+// Letting a static header through would either be overwritten silently or,
+// worse, contradict the per-message value a receiver relies on.
+func reservedRequestHeader(name, signatureHeader string) string {
+	switch c := http.CanonicalHeaderKey(name); {
+	case strings.HasPrefix(c, "Ce-"):
+		return "a CloudEvents attribute that the publisher sets from each message"
+	case c == "Content-Type", c == "Content-Length", c == "Host":
+		return "which the publisher sets itself"
+	case c == "Idempotency-Key":
+		return "which the publisher sets to each message's msg_id"
+	case c == http.CanonicalHeaderKey(signatureHeader):
+		return "the signature header (Config.SignatureHeader)"
+	}
+	return ""
+}
+
+// validToken reports whether s is an RFC 9110 token, the syntax of a header name.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue mirrors the check net/http makes before sending: no control
+// characters except horizontal tab. Checking it in New turns what would be a
+// failure of every single request into one clear start-up error.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

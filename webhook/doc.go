@@ -1,0 +1,51 @@
+// Package webhook publishes outbox messages to an HTTP endpoint, one POST per
+// message, following the CloudEvents HTTP binding in binary mode (DESIGN §4).
+// It implements outbox.Publisher and uses only the standard library.
+//
+// # On the wire
+//
+// The body is the message's payload, byte for byte, with Content-Type
+// application/json. The event's attributes travel as headers:
+//
+//	ce-specversion:  1.0
+//	ce-id:           msg_id
+//	ce-type:         topic
+//	ce-source:       Config.Source ("/outbox" by default)
+//	ce-time:         created_at, RFC 3339 in UTC (omitted when unknown)
+//	ce-partitionkey: msg_key (only when set)
+//	ce-<name>:       one per row header
+//	Idempotency-Key: msg_id
+//	X-Outbox-Signature-256: sha256=<hex HMAC-SHA256 of the body> (only with Config.Secret)
+//
+// Header values are percent-encoded as the binding requires (bytes outside
+// printable ASCII, space, '"' and '%'), so a receiver decodes them with
+// url.PathUnescape. Row header names are lower-cased and reduced to letters
+// and digits; names that end up empty or equal to an attribute set above are
+// skipped.
+//
+// # Acknowledgement and failures
+//
+// Any 2xx status acknowledges the message. Receivers should deduplicate by
+// ce-id (or Idempotency-Key): the outbox delivers at least once.
+//
+// A failure either means the endpoint cannot take messages right now, or that
+// it refused this one. The first kind satisfies outbox.IsUnavailable, and the
+// relay pauses without spending the message's retries: a connection that
+// cannot be made (dial, DNS, TLS, reset, or no connection within
+// Config.Timeout), status 429, 502, 503 or 504, the caller's ctx ending, and
+// a message held back behind a failed one of the same key (ErrHeldBack). The
+// second kind spends a retry: any other status (a *StatusError, whose message
+// quotes the start of the response body) and a request that got no response
+// within Config.Timeout although the connection was made, because the
+// endpoint may have acted on it.
+//
+// # Verifying signatures
+//
+// A receiver checks the signature over the raw body before parsing it:
+//
+//	body, _ := io.ReadAll(r.Body)
+//	if !webhook.Verify(secret, body, r.Header.Get("X-Outbox-Signature-256")) {
+//		http.Error(w, "bad signature", http.StatusUnauthorized)
+//		return
+//	}
+package webhook

@@ -1,0 +1,293 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+const (
+	// maxDrain bounds how much of a response body is read before closing it.
+	// Reading the rest lets the connection go back to the pool; a body larger
+	// than this is not worth the wait, and the connection is dropped instead.
+	maxDrain = 64 << 10
+	// maxErrorBody is how much of a failed response's body goes into the error.
+	maxErrorBody = 256
+)
+
+// Publisher POSTs messages to one HTTP endpoint as CloudEvents in binary mode.
+// It is safe for concurrent use.
+type Publisher struct {
+	url         string // as configured, for requests
+	redacted    string // with any password hidden, for errors
+	source      string // percent-encoded
+	secret      string // "" when not signing
+	sigHeader   string
+	timeout     time.Duration
+	concurrency int
+	header      http.Header
+	client      *http.Client
+	ownClient   bool
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// New validates cfg, applies its defaults and returns a Publisher. The error
+// names the field to fix.
+func New(cfg Config) (*Publisher, error) {
+	cfg = cfg.withDefaults()
+	u, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{
+		url:         cfg.URL,
+		redacted:    u.Redacted(),
+		source:      encodeValue(cfg.Source),
+		secret:      cfg.Secret,
+		sigHeader:   http.CanonicalHeaderKey(cfg.SignatureHeader),
+		timeout:     cfg.Timeout,
+		concurrency: cfg.Concurrency,
+		header:      make(http.Header, len(cfg.Header)),
+		client:      cfg.Client,
+	}
+	for name, values := range cfg.Header {
+		for _, v := range values {
+			p.header.Add(name, v)
+		}
+	}
+	if p.client == nil {
+		p.client = defaultClient(cfg.Concurrency)
+		p.ownClient = true
+	}
+	return p, nil
+}
+
+// defaultClient keeps up to concurrency idle connections to the endpoint, so
+// that a batch sent in parallel reuses them instead of dialling again each
+// time (net/http keeps only 2 per host by default).
+func defaultClient(concurrency int) *http.Client {
+	var t *http.Transport
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = dt.Clone()
+	} else {
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment}
+	}
+	t.MaxIdleConnsPerHost = concurrency
+	if t.MaxIdleConns != 0 && t.MaxIdleConns < concurrency {
+		t.MaxIdleConns = concurrency
+	}
+	return &http.Client{
+		Transport: t,
+		// Following a 301, 302 or 303 would repeat the request as a GET
+		// without the body, and a 2xx to that GET would look like an ack of
+		// a message that was never delivered.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Close closes the idle connections of the publisher's own client. A Client
+// given in Config belongs to the caller and is left alone. The Publisher stays
+// usable: a later Publish opens new connections.
+func (p *Publisher) Close() error {
+	if p.ownClient {
+		p.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Publish POSTs every message and returns one error per message, in order, or
+// nil when the endpoint acknowledged them all (any 2xx status).
+//
+// Messages with the same non-empty key are sent one after another in slice
+// order, and once one of them fails the later ones are held back (ErrHeldBack)
+// so that they cannot overtake it. Other messages are sent in parallel, at
+// most Concurrency requests at a time.
+//
+// Errors satisfying outbox.IsUnavailable (the relay pauses and the message
+// keeps its retries): the endpoint could not be reached (dial, DNS, TLS,
+// connection reset, no connection within Timeout); status 429, 502, 503 or
+// 504; ctx ended before or while the message was sent; held back behind a
+// failed message of its key. Any other error is a refusal that spends a
+// retry: another non-2xx status (a *StatusError), or no response within
+// Timeout on an established connection, since the endpoint may have acted on
+// the message.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	errs := make([]error, len(msgs))
+	sem := make(chan struct{}, p.concurrency)
+	var wg sync.WaitGroup
+	for _, group := range groupByKey(msgs) {
+		// A key group holds one slot for its whole run: its messages go one
+		// at a time anyway, and this bounds the goroutines as well as the
+		// requests in flight.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			for _, i := range group {
+				errs[i] = outbox.Unavailable(ctx.Err())
+			}
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			p.sendGroup(ctx, msgs, group, errs)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// groupByKey returns the indexes of msgs grouped by key, in order of each
+// group's first message; every key-less message is a group of its own.
+func groupByKey(msgs []outbox.Message) [][]int {
+	groups := make([][]int, 0, len(msgs))
+	byKey := make(map[string]int)
+	for i := range msgs {
+		k := msgs[i].Key
+		if k == "" {
+			groups = append(groups, []int{i})
+			continue
+		}
+		g, ok := byKey[k]
+		if !ok {
+			g = len(groups)
+			byKey[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// sendGroup sends the messages of one group in order. Each goroutine writes
+// only its own indexes of errs, so no lock is needed.
+func (p *Publisher) sendGroup(ctx context.Context, msgs []outbox.Message, group []int, errs []error) {
+	failed := -1
+	for _, i := range group {
+		switch {
+		case ctx.Err() != nil:
+			errs[i] = outbox.Unavailable(ctx.Err())
+		case failed >= 0:
+			errs[i] = outbox.Unavailable(fmt.Errorf("%w (msg_id %q)", ErrHeldBack, msgs[failed].MsgID))
+		default:
+			if errs[i] = p.send(ctx, &msgs[i]); errs[i] != nil {
+				failed = i
+			}
+		}
+	}
+}
+
+// send POSTs one message and classifies the outcome.
+func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
+	reqCtx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	// Whether a connection was obtained tells a timeout while connecting (the
+	// endpoint is unreachable) from one while waiting for the answer (the
+	// endpoint is there and may have acted on the message).
+	var connected atomic.Bool
+	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+	})
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, p.url, bytes.NewReader(m.Payload))
+	if err != nil {
+		// The URL was checked in New, so this is a programming error; it is
+		// not the message's fault, so it must not spend its retries.
+		return outbox.Unavailable(fmt.Errorf("webhook: POST %s: %w", p.redacted, err))
+	}
+	// A copy, because a caller's RoundTripper may modify the request's headers.
+	req.Header = p.header.Clone()
+	p.setEventHeaders(req.Header, m)
+	if p.secret != "" {
+		req.Header.Set(p.sigHeader, Sign(p.secret, m.Payload))
+	}
+
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return p.transportError(ctx, reqCtx, err, connected.Load())
+	}
+	defer drainAndClose(resp.Body)
+
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if resp.Request != nil && resp.Request.Method != http.MethodPost {
+			// Only a caller's Client can get here: it followed a redirect
+			// that turned the POST into a GET, so the 2xx says nothing about
+			// the message.
+			return fmt.Errorf("webhook: POST %s: redirected to %s, which answered a %s without the body; set Config.URL to the final address",
+				p.redacted, resp.Request.URL.Redacted(), resp.Request.Method)
+		}
+		return nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	serr := &StatusError{
+		URL:        p.redacted,
+		StatusCode: resp.StatusCode,
+		Status:     resp.Status,
+		RetryAfter: resp.Header.Get("Retry-After"),
+		Body:       printable(body),
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		serr.Location = resp.Header.Get("Location")
+	}
+	if unavailableStatus(resp.StatusCode) {
+		return outbox.Unavailable(serr)
+	}
+	return serr
+}
+
+// transportError classifies an error from Client.Do, which means no response
+// arrived.
+func (p *Publisher) transportError(ctx, reqCtx context.Context, err error, connected bool) error {
+	cause := err
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		cause = uerr.Err // url.Error repeats the method and URL
+	}
+	switch {
+	case ctx.Err() != nil:
+		// The caller gave up (the relay's deadline or shutdown); that says
+		// nothing about the message.
+		return outbox.Unavailable(fmt.Errorf("webhook: POST %s: %w", p.redacted, ctx.Err()))
+	case isTimeout(reqCtx, err) && connected:
+		return fmt.Errorf("webhook: POST %s: no response within %s (Config.Timeout); the endpoint may still process the message: %w",
+			p.redacted, p.timeout, cause)
+	case isTimeout(reqCtx, err):
+		return outbox.Unavailable(fmt.Errorf("webhook: POST %s: no connection within %s (Config.Timeout): %w", p.redacted, p.timeout, cause))
+	default:
+		// Dial, DNS, TLS and reset errors: the endpoint cannot be reached.
+		return outbox.Unavailable(fmt.Errorf("webhook: POST %s: %w", p.redacted, cause))
+	}
+}
+
+func isTimeout(reqCtx context.Context, err error) bool {
+	if errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	var nerr net.Error
+	return errors.As(err, &nerr) && nerr.Timeout()
+}
+
+// drainAndClose reads what is left of a body, up to maxDrain, so that the
+// connection can be reused, then closes it.
+func drainAndClose(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
+	_ = body.Close()
+}
