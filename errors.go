@@ -34,6 +34,11 @@ var (
 	// reached at all. The relay then pauses with its own backoff and does not
 	// count the attempt against the message's retry budget. Wrap with Unavailable.
 	ErrUnavailable = errors.New("outbox: broker unavailable")
+
+	// ErrHeldBack marks a message a publisher did not attempt because an
+	// earlier message with the same key failed in the same batch. The relay
+	// leaves it untouched (no retry spent) and does not pause.
+	ErrHeldBack = errors.New("outbox: held back behind an earlier message with the same key")
 )
 
 // DuplicateError lists the msg_ids that already exist.

@@ -146,7 +146,8 @@ type BatchReport struct {
 	Sent    int
 	Retried int
 	Dead    int
-	// Released counts messages left untouched because the broker was unreachable.
+	// Released counts messages left untouched: the broker was unreachable, or
+	// the message was held back behind a failed one of its key.
 	Released int
 	// Duration is the time from claim to finished mark.
 	Duration time.Duration
@@ -179,11 +180,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			pause = r.nextPause(pause)
 			wait = pause
 			log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
-		case rep.Released > 0:
+		case rep.unavailable() != nil:
 			pause = r.nextPause(pause)
 			wait = pause
 			log.Warn("outbox relay: broker unavailable; pausing without spending retries",
-				"released", rep.Released, "error", firstUnavailable(rep), "pause", pause)
+				"released", rep.Released, "error", rep.unavailable(), "pause", pause)
 		default:
 			pause = 0
 			if len(rep.Results) >= r.cfg.BatchSize {
@@ -202,9 +203,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-func firstUnavailable(rep BatchReport) error {
+// unavailable returns the first error that says the broker is unreachable.
+func (rep BatchReport) unavailable() error {
 	for _, res := range rep.Results {
-		if res.Outcome.Kind == OutcomeRelease && res.Err != nil {
+		if IsUnavailable(res.Err) {
 			return res.Err
 		}
 	}
@@ -308,7 +310,7 @@ func (r *Relay) outcome(m Message, err error) Outcome {
 	switch {
 	case err == nil:
 		return Outcome{Kind: OutcomeSent}
-	case IsUnavailable(err):
+	case IsUnavailable(err), errors.Is(err, ErrHeldBack):
 		return Outcome{Kind: OutcomeRelease}
 	}
 	text := err.Error()

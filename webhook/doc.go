@@ -32,9 +32,9 @@
 // it refused this one. The first kind satisfies outbox.IsUnavailable, and the
 // relay pauses without spending the message's retries: a connection that
 // cannot be made (dial, DNS, TLS, reset, or no connection within
-// Config.Timeout), status 429, 502, 503 or 504, the caller's ctx ending, and
-// a message held back behind a failed one of the same key (ErrHeldBack). The
-// second kind spends a retry: any other status (a *StatusError, whose message
+// Config.Timeout), status 429, 502, 503 or 504, and the caller's ctx ending.
+// A message held back behind a failed one of the same key (ErrHeldBack) is
+// left untouched too, without pausing the relay. The second kind spends a retry: any other status (a *StatusError, whose message
 // quotes the start of the response body) and a request that got no response
 // within Config.Timeout although the connection was made, because the
 // endpoint may have acted on it.

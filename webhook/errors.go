@@ -1,18 +1,19 @@
 package webhook
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"unicode"
+
+	"github.com/outbox-go/outbox"
 )
 
 // ErrHeldBack marks a message that was not sent because an earlier message
 // with the same key failed in the same Publish call. Sending it anyway would
-// deliver the keyed messages out of order; it comes wrapped with
-// outbox.Unavailable so that it keeps its retry budget, having never been tried.
-var ErrHeldBack = errors.New("webhook: not sent, held back behind an earlier message with the same key that failed")
+// deliver the keyed messages out of order. It is outbox.ErrHeldBack: the relay
+// leaves the message untouched, with its retry budget, and does not pause.
+var ErrHeldBack = outbox.ErrHeldBack
 
 // StatusError is the error for a response whose status is not 2xx. Statuses
 // 429, 502, 503 and 504 come wrapped with outbox.Unavailable (the endpoint is

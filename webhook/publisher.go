@@ -118,8 +118,8 @@ func (p *Publisher) Close() error {
 // Errors satisfying outbox.IsUnavailable (the relay pauses and the message
 // keeps its retries): the endpoint could not be reached (dial, DNS, TLS,
 // connection reset, no connection within Timeout); status 429, 502, 503 or
-// 504; ctx ended before or while the message was sent; held back behind a
-// failed message of its key. Any other error is a refusal that spends a
+// 504; ctx ended before or while the message was sent. A message held back
+// behind a failed one of its key gets ErrHeldBack (kept, no pause). Any other error is a refusal that spends a
 // retry: another non-2xx status (a *StatusError), or no response within
 // Timeout on an established connection, since the endpoint may have acted on
 // the message.
@@ -187,7 +187,7 @@ func (p *Publisher) sendGroup(ctx context.Context, msgs []outbox.Message, group 
 		case ctx.Err() != nil:
 			errs[i] = outbox.Unavailable(ctx.Err())
 		case failed >= 0:
-			errs[i] = outbox.Unavailable(fmt.Errorf("%w (msg_id %q)", ErrHeldBack, msgs[failed].MsgID))
+			errs[i] = fmt.Errorf("%w (msg_id %q)", ErrHeldBack, msgs[failed].MsgID)
 		default:
 			if errs[i] = p.send(ctx, &msgs[i]); errs[i] != nil {
 				failed = i

@@ -555,8 +555,8 @@ func TestPublishHoldsBackSameKeyAfterFailure(t *testing.T) {
 		t.Errorf("errs[1] = %v, want nil: another key is not held back", errs[1])
 	}
 	for _, i := range []int{2, 3} {
-		if !outbox.IsUnavailable(errs[i]) || !errors.Is(errs[i], webhook.ErrHeldBack) {
-			t.Errorf("errs[%d] = %v, want unavailable and ErrHeldBack", i, errs[i])
+		if outbox.IsUnavailable(errs[i]) || !errors.Is(errs[i], outbox.ErrHeldBack) {
+			t.Errorf("errs[%d] = %v, want ErrHeldBack (and not unavailable)", i, errs[i])
 		}
 	}
 	var ids []string

@@ -53,6 +53,7 @@ type dialect struct {
 	// consume inserts the inbox record; 0 rows affected means a duplicate.
 	consume string
 
+	claimSetup  string // optional, first statement of a claim transaction
 	claim       string // args: limit [, lease ms]
 	markSent    string // args: JSON array of ids (lock-select and lease modes)
 	markOthers  string // args: JSON array of {id, k, d, e}
@@ -64,6 +65,9 @@ type dialect struct {
 	retryDead  string // args: note, JSON array of msg_ids, all, topic
 	dropDead   string // args: JSON array of msg_ids, all, topic
 	deleteSent string // args: older-than ms, limit
+
+	// truncate empties the outbox table (benchmarks only).
+	truncate string
 
 	migrationsTable string
 	schemaVersion   string
@@ -100,8 +104,8 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
-		&c.retryDead, &c.dropDead, &c.deleteSent, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
+		&c.existing, &c.consume, &c.claimSetup, &c.claim, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}
 	dir := "migrations/" + d.name

@@ -65,6 +65,8 @@ WHERE status = 2
 WHERE status = 1 AND sent_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 ORDER BY id LIMIT ?`,
 
+	truncate: `TRUNCATE TABLE {{outbox}}`,
+
 	migrationsTable: "CREATE TABLE IF NOT EXISTS {{migrations}} (\n" +
 		"  version    INT PRIMARY KEY,\n" +
 		"  name       VARCHAR(255) NOT NULL,\n" +

@@ -439,6 +439,14 @@ func (s *Store) DeleteSent(ctx context.Context, olderThan time.Duration, limit i
 	return n, s.wrap("delete sent messages", err)
 }
 
+// Truncate deletes every row of the outbox table, whatever its status. It is
+// for benchmarks on tables of their own, never for production tables, and is
+// deliberately not part of outbox.Store.
+func (s *Store) Truncate(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, s.c.truncate)
+	return s.wrap("truncate", err)
+}
+
 func encodeHeaders(h map[string]string) (any, error) {
 	if len(h) == 0 {
 		return nil, nil
