@@ -2,11 +2,360 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/sqlstore"
 )
 
-// runBench runs `outbox bench`. Owned by the demo/bench author; being written.
+type benchOptions struct {
+	db           *dbOptions
+	broker       string
+	messages     int
+	batch        int
+	relays       int
+	producers    int
+	payloadBytes int
+	runs         int
+	keep         bool
+	writer       bool
+	baseline     bool
+	pub          publisherOptions
+}
+
+// runBench runs `outbox bench`: it fills (or, with --producers, concurrently
+// produces) messages on a table of its own, runs the relays until every
+// message is acked, and prints throughput and latency. Its last line is
+// `result msgs_per_s=<n> p50_ms=<n> p99_ms=<n>` (medians over --runs).
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("bench: being written")
+	f := newFlagSet("outbox bench", "--db DSN --broker URL [flags]",
+		"measure the relay's throughput and latency on a table of its own", stdout)
+	o := &benchOptions{db: addDBFlags(f)}
+	f.docs[len(f.docs)-2].def = `"outbox_bench"`
+	f.docs[len(f.docs)-1].def = `"outbox_bench_inbox"`
+	f.fs.Lookup("table").DefValue, o.db.table = "outbox_bench", "outbox_bench"
+	f.fs.Lookup("inbox-table").DefValue, o.db.inboxTable = "outbox_bench_inbox", "outbox_bench_inbox"
+	f.stringVar(&o.broker, "broker", "discard:", "URL", "where to publish: discard:, http(s)://...")
+	f.intVar(&o.messages, "messages", 100000, "N", "messages per run")
+	f.intVar(&o.batch, "batch", 500, "N", "relay batch size")
+	f.intVar(&o.relays, "relays", 1, "N", "relays running at once on the table")
+	f.intVar(&o.producers, "producers", 0, "N", "producers writing one message per transaction while the relays run (0: fill the table first)")
+	f.intVar(&o.payloadBytes, "payload-bytes", 200, "N", "size of each JSON payload")
+	f.intVar(&o.runs, "runs", 1, "N", "runs on the same table, one after another (the table is emptied once, at the start)")
+	f.boolVar(&o.keep, "keep", "keep the rows after the last run (default: empty the table)")
+	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8)")
+	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
+	f.stringVar(&o.pub.Source, "source", "/outbox", "URI", "CloudEvents source attribute")
+	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
+	f.note("The table (default outbox_bench) is created if needed and EMPTIED before the first run: never point --table at a production table.")
+	f.note("Latency: with --producers, from the message's commit (created_at) to its mark; without, the time of one batch from claim to mark.")
+	f.note("For the writer target: outbox bench --writer --db DSN --producers 8. For ageing: --runs 11 --messages 100000 prints last/first.")
+	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --broker discard: --messages 100000 --batch 500 --runs 3")
+	f.example("outbox bench --db sqlite:/tmp/bench.db --messages 200000 --relays 1")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(f, pos); err != nil {
+		return err
+	}
+	switch {
+	case o.messages < 1:
+		return usagef(f.hint(), "--messages must be at least 1")
+	case o.batch < 1 || o.batch > 10000:
+		return usagef(f.hint(), "--batch must be 1..10000")
+	case o.relays < 1 || o.relays > 64:
+		return usagef(f.hint(), "--relays must be 1..64")
+	case o.producers < 0 || o.producers > 256:
+		return usagef(f.hint(), "--producers must be 0..256")
+	case o.payloadBytes < 16 || o.payloadBytes > outbox.DefaultMaxBytes:
+		return usagef(f.hint(), "--payload-bytes must be 16..%d", outbox.DefaultMaxBytes)
+	case o.runs < 1:
+		return usagef(f.hint(), "--runs must be at least 1")
+	}
+	if o.writer && o.producers == 0 {
+		o.producers = 8
+	}
+	conns := o.relays + o.producers + 4
+	o.db.dsn = withPoolSize(o.db.dsn, conns)
+	db, err := o.db.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Store.Migrate(ctx); err != nil {
+		return err
+	}
+	st := rawStore(db)
+	if err := st.Truncate(ctx); err != nil {
+		return err
+	}
+	if !o.keep {
+		defer st.Truncate(context.WithoutCancel(ctx))
+	}
+	if o.writer {
+		return benchWriter(ctx, db, o, stdout)
+	}
+	pub, closePub, err := openPublisher(ctx, o.broker, o.pub)
+	if err != nil {
+		return err
+	}
+	defer closePub()
+
+	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
+		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
+	prefix := randomPrefix()
+	var rates, p50s, p99s, ratios []float64
+	for run := 1; run <= o.runs; run++ {
+		base := 0.0
+		if o.baseline {
+			if base, err = benchBaseline(ctx, db, o, fmt.Sprintf("%s-b%d", prefix, run)); err != nil {
+				return err
+			}
+		}
+		res, err := benchRun(ctx, db, pub, o, fmt.Sprintf("%s-%d", prefix, run))
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return errors.New("bench interrupted")
+		}
+		kind := "batch latency"
+		if o.producers > 0 {
+			kind = "commit-to-mark latency"
+		}
+		fmt.Fprintf(stdout, "run %d: %d msgs in %s = %.0f msgs/s; %s p50=%.2fms p99=%.2fms%s\n",
+			run, res.done, res.elapsed.Round(time.Millisecond), res.rate(), kind, res.p50, res.p99, res.extra())
+		rates, p50s, p99s = append(rates, res.rate()), append(p50s, res.p50), append(p99s, res.p99)
+		if base > 0 {
+			ratios = append(ratios, res.rate()/base)
+			fmt.Fprintf(stdout, "run %d baseline (bare pgx claim/mark loop): %.0f msgs/s; relay/baseline = %.2f\n", run, base, res.rate()/base)
+		}
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(stdout, "median relay/baseline = %.2f\n", median(ratios))
+	}
+	if o.runs > 1 {
+		fmt.Fprintf(stdout, "median of %d runs: %.0f msgs/s; last run / first run = %.2f\n", o.runs, median(rates), rates[len(rates)-1]/rates[0])
+	}
+	fmt.Fprintf(stdout, "result msgs_per_s=%.0f p50_ms=%.2f p99_ms=%.2f\n", median(rates), median(p50s), median(p99s))
+	return nil
+}
+
+// rawStore is the SQL store under the driver, for Truncate.
+func rawStore(db *database) *sqlstore.Store {
+	if db.PG != nil {
+		return db.PG.Store
+	}
+	return db.SQL.Store
+}
+
+// withPoolSize makes a PostgreSQL pool large enough for every relay and
+// producer, unless the DSN sets its own size.
+func withPoolSize(dsn string, n int) string {
+	if !strings.HasPrefix(dsn, "postgres") || strings.Contains(dsn, "pool_max_conns") {
+		return dsn
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "pool_max_conns=" + url.QueryEscape(fmt.Sprint(n))
+}
+
+func randomPrefix() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type benchResult struct {
+	done, dead int64
+	elapsed    time.Duration
+	p50, p99   float64
+	batches    int
+}
+
+func (r benchResult) rate() float64 { return float64(r.done) / r.elapsed.Seconds() }
+
+func (r benchResult) extra() string {
+	s := fmt.Sprintf(" (%d batches)", r.batches)
+	if r.dead > 0 {
+		s += fmt.Sprintf(", %d DEAD", r.dead)
+	}
+	return s
+}
+
+// benchHook counts finished messages and collects latencies.
+type benchHook struct {
+	target    int64
+	endToEnd  bool
+	done      atomic.Int64
+	dead      atomic.Int64
+	finished  chan struct{}
+	closeOnce sync.Once
+	mu        sync.Mutex
+	lat       []float64
+	batches   int
+	end       time.Time
+}
+
+func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
+	now := time.Now()
+	h.mu.Lock()
+	h.batches++
+	if h.endToEnd {
+		for _, r := range rep.Results {
+			if r.Outcome.Kind == outbox.OutcomeSent {
+				h.lat = append(h.lat, float64(now.Sub(r.Message.CreatedAt).Microseconds())/1000)
+			}
+		}
+	} else if len(rep.Results) > 0 {
+		h.lat = append(h.lat, float64(rep.Duration.Microseconds())/1000)
+	}
+	h.mu.Unlock()
+	h.dead.Add(int64(rep.Dead))
+	if h.done.Add(int64(rep.Sent+rep.Dead)) >= h.target {
+		h.closeOnce.Do(func() {
+			h.end = now
+			close(h.finished)
+		})
+	}
+}
+
+func benchRun(ctx context.Context, db *database, pub outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
+	payload := benchPayload(o.payloadBytes)
+	if o.producers == 0 {
+		if err := fill(ctx, db, prefix, o.messages, payload); err != nil {
+			return benchResult{}, err
+		}
+	}
+	hook := &benchHook{target: int64(o.messages), endToEnd: o.producers > 0, finished: make(chan struct{})}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var wg sync.WaitGroup
+	relayErr := make(chan error, o.relays+o.producers)
+	start := time.Now()
+	for range o.relays {
+		r, err := outbox.NewRelay(db.Store, pub, outbox.RelayConfig{BatchSize: o.batch, Interval: 5 * time.Millisecond,
+			Logger: quiet, Hooks: []any{hook}})
+		if err != nil {
+			return benchResult{}, err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); relayErr <- r.Run(runCtx) }()
+	}
+	if o.producers > 0 {
+		per := (o.messages + o.producers - 1) / o.producers
+		for p := range o.producers {
+			n := min(per, o.messages-p*per)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := produce(runCtx, db, fmt.Sprintf("%s-p%d", prefix, p), n, payload); err != nil && runCtx.Err() == nil {
+					relayErr <- err
+				}
+			}()
+		}
+	}
+	var err error
+	select {
+	case <-hook.finished:
+	case <-ctx.Done():
+	case err = <-relayErr:
+	}
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return benchResult{}, err
+	}
+	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches}
+	if hook.end.IsZero() {
+		res.elapsed = time.Since(start)
+	}
+	res.p50, res.p99 = percentile(hook.lat, 0.50), percentile(hook.lat, 0.99)
+	return res, nil
+}
+
+func benchPayload(size int) func(i int) json.RawMessage {
+	return func(i int) json.RawMessage {
+		head := fmt.Sprintf(`{"n":%d,"pad":"`, i)
+		pad := max(size-len(head)-2, 0)
+		return json.RawMessage(head + strings.Repeat("x", pad) + `"}`)
+	}
+}
+
+// fill inserts n messages in transactions of 1000, untimed.
+func fill(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage) error {
+	const chunk = 1000
+	for start := 0; start < n; start += chunk {
+		msgs := make([]outbox.Message, 0, chunk)
+		for i := start; i < min(start+chunk, n); i++ {
+			msgs = append(msgs, outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: "bench.event", Payload: payload(i)})
+		}
+		if err := writeTx(ctx, db, msgs); err != nil {
+			return fmt.Errorf("fill: %w", err)
+		}
+	}
+	return nil
+}
+
+// produce writes n messages, one per transaction, as a service would.
+func produce(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage) error {
+	for i := range n {
+		m := outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: "bench.event", Payload: payload(i)}
+		if err := writeTx(ctx, db, []outbox.Message{m}); err != nil {
+			return fmt.Errorf("produce: %w", err)
+		}
+	}
+	return nil
+}
+
+func writeTx(ctx context.Context, db *database, msgs []outbox.Message) error {
+	if db.PG != nil {
+		return writeWith(ctx, db.PG, msgs)
+	}
+	return writeWith(ctx, db.SQL, msgs)
+}
+
+func writeWith[TTx any](ctx context.Context, d outbox.Driver[TTx], msgs []outbox.Message) error {
+	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
+	if err != nil {
+		return err
+	}
+	return d.RunInTx(ctx, func(ctx context.Context, tx TTx) error { return w.Write(ctx, tx, msgs...) })
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[min(int(float64(len(s))*p), len(s)-1)]
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
