@@ -35,6 +35,9 @@ func (o *dbOptions) tables() outbox.Tables {
 // and it refuses to create a SQLite file that is not there (a typo in the path
 // would otherwise leave an empty database behind).
 func (o *dbOptions) open(ctx context.Context, needSchema bool) (*database, error) {
+	if err := o.tables().WithDefaults().Validate(); err != nil {
+		return nil, fmt.Errorf("%w; check --table / --inbox-table", err)
+	}
 	if needSchema {
 		if path, err := sqlitePath(o.dsn); err == nil && isSQLite(o.dsn) {
 			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {

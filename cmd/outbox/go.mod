@@ -9,6 +9,7 @@ require (
 	github.com/outbox-go/outbox/driver/outboxmysql v0.0.0-00010101000000-000000000000
 	github.com/outbox-go/outbox/driver/outboxpgx v0.0.0-00010101000000-000000000000
 	github.com/outbox-go/outbox/driver/outboxsqlite v0.0.0-00010101000000-000000000000
+	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -27,7 +28,6 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )
 
 replace (

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -143,6 +144,7 @@ func openMySQL(ctx context.Context, dsn string, tables outbox.Tables) (*database
 		return nil, err
 	}
 	where := "mysql at " + cfg.Addr + "/" + cfg.DBName
+	_ = mysql.SetLogger(mysqlLogger{})
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("invalid mysql --db: %v", err)
@@ -160,6 +162,12 @@ func openMySQL(ctx context.Context, dsn string, tables outbox.Tables) (*database
 	}
 	return &database{Store: drv, Dialect: "mysql", SQL: drv, Close: func() { db.Close() }, where: where}, nil
 }
+
+// mysqlLogger sends the MySQL driver's own messages (a connection dropped by
+// the server, say) to the process's slog logger, which the relay configures.
+type mysqlLogger struct{}
+
+func (mysqlLogger) Print(v ...any) { slog.Warn("mysql driver: " + oneLine(fmt.Sprint(v...))) }
 
 // sqlitePath returns the file of sqlite:path, sqlite://path or sqlite:///abs/path.
 func sqlitePath(dsn string) (string, error) {

@@ -70,6 +70,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usagef(f.hint(), "%v", err)
 	}
+	slog.SetDefault(log)
 
 	pub, closePub, err := openPublisher(ctx, o.broker, publisherOptions{
 		Source: o.source, WebhookSecret: o.webhookSecret, WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,

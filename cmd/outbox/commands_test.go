@@ -1,0 +1,423 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, false, func(t *testing.T, b *backend) {
+		want := fmt.Sprintf("migrated %s tables \"outbox\", \"consumed_msg\" to version 1\n", b.name)
+		for i := 0; i < 2; i++ {
+			r := mustRun(t, "migrate", "--db", b.dsn)
+			if r.stdout != want {
+				t.Fatalf("run %d: stdout %q, want %q", i+1, r.stdout, want)
+			}
+		}
+		// The tables are there and usable by a sidecar.
+		b.insert(t, "m1", "t", `{"n":1}`)
+		if got := b.status(t, "m1"); got != 0 {
+			t.Fatalf("status of a fresh row = %d, want 0", got)
+		}
+	})
+}
+
+func TestMigrateCustomTablesFromEnvironment(t *testing.T) {
+	t.Parallel()
+	b := newSQLite(t)
+	env := []string{"OUTBOX_DB=" + b.dsn, "OUTBOX_TABLE=orders_outbox", "OUTBOX_INBOX_TABLE=orders_inbox"}
+	r := runCLI(t, env, "migrate")
+	if r.code != 0 || !strings.Contains(r.stdout, `"orders_outbox", "orders_inbox"`) {
+		t.Fatalf("migrate from the environment: %s", r)
+	}
+	b.exec(t, "INSERT INTO orders_outbox (msg_id, topic, payload) VALUES ('a', 't', '{}')")
+	// The flag wins over the variable.
+	r = runCLI(t, env, "stats", "--table", "outbox")
+	if r.code != 1 || !strings.Contains(r.stderr, "outbox migrate") {
+		t.Fatalf("stats --table outbox with OUTBOX_TABLE=orders_outbox should miss the tables: %s", r)
+	}
+}
+
+// startRelay starts "outbox relay" and returns a function that stops it with
+// SIGTERM and returns what it did.
+func startRelay(t *testing.T, env []string, args ...string) (stop func() result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := cliCommand(ctx, env, append([]string{"relay"}, args...)...)
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start relay: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stopped := false
+	stop = func() result {
+		t.Helper()
+		defer cancel()
+		if stopped {
+			t.Fatal("relay stopped twice")
+		}
+		stopped = true
+		select {
+		case err := <-done:
+			t.Fatalf("relay ended before SIGTERM: %v\nstderr:\n%s", err, stderr.String())
+		default:
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatalf("SIGTERM: %v", err)
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("relay did not stop within 30s of SIGTERM\nstderr:\n%s", stderr.String())
+		}
+		return result{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+	}
+	t.Cleanup(func() {
+		if !stopped {
+			cmd.Process.Kill()
+			<-done
+			cancel()
+		}
+	})
+	return stop
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestRelayPublishesSidecarRowsAndStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		for i := 1; i <= 5; i++ {
+			b.insert(t, fmt.Sprintf("order-%d:OrderPaid", i), "order.paid", fmt.Sprintf(`{"order":%d}`, i))
+		}
+		stop := startRelay(t, nil, "--db", b.dsn, "--broker", "discard:", "--interval", "50ms",
+			"--batch", "2", "--log-level", "debug", "--stats-interval", "100ms")
+		waitFor(t, "all rows SENT", 30*time.Second, func() bool { return b.count(t, "status = 1") == 5 })
+		// A row written while the relay runs is picked up too.
+		b.insert(t, "late", "order.paid", `{"late":true}`)
+		waitFor(t, "the late row SENT", 30*time.Second, func() bool { return b.status(t, "late") == 1 })
+		time.Sleep(250 * time.Millisecond) // let a totals line through
+		r := stop()
+		if r.code != 0 {
+			t.Fatalf("relay after SIGTERM: %s", r)
+		}
+		for _, want := range []string{"relay started", "msg=batch", "relay totals", "relay stopped", "sent=6"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("relay log lacks %q:\n%s", want, r.stderr)
+			}
+		}
+		if n := b.count(t, "sent_at IS NULL"); n != 0 {
+			t.Errorf("%d rows have no sent_at", n)
+		}
+	})
+}
+
+func TestRelayToWebhook(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	got := map[string]http.Header{}
+	bodies := map[string]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.Header.Get("Ce-Id")] = r.Header.Clone()
+		bodies[r.Header.Get("Ce-Id")] = string(body)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+
+	b := newSQLite(t)
+	mustRun(t, "migrate", "--db", b.dsn)
+	b.insert(t, "w1", "user.created", `{"user":"ann"}`)
+	env := []string{"OUTBOX_DB=" + b.dsn, "OUTBOX_BROKER=" + srv.URL + "/events", "OUTBOX_WEBHOOK_SECRET=hush-hush-secret",
+		"OUTBOX_SOURCE=/billing", "OUTBOX_INTERVAL=50ms", "OUTBOX_LOG_FORMAT=json"}
+	stop := startRelay(t, env)
+	waitFor(t, "w1 SENT", 30*time.Second, func() bool { return b.status(t, "w1") == 1 })
+	r := stop()
+	if r.code != 0 {
+		t.Fatalf("relay: %s", r)
+	}
+	if strings.Contains(r.stderr, "hush-hush-secret") {
+		t.Fatalf("the webhook secret appears in the log:\n%s", r.stderr)
+	}
+	if !strings.HasPrefix(strings.TrimSpace(r.stderr), "{") {
+		t.Errorf("--log-format json from OUTBOX_LOG_FORMAT not applied:\n%s", r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	h := got["w1"]
+	if h == nil {
+		t.Fatalf("the endpoint did not receive w1; got %v", got)
+	}
+	if h.Get("Ce-Type") != "user.created" || h.Get("Ce-Source") != "/billing" || h.Get("X-Outbox-Signature-256") == "" {
+		t.Errorf("headers: %v", h)
+	}
+	if bodies["w1"] != `{"user":"ann"}` && bodies["w1"] != `{"user": "ann"}` {
+		t.Errorf("body %q", bodies["w1"])
+	}
+}
+
+func TestRelayBeforeMigrate(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, false, func(t *testing.T, b *backend) {
+		if b.name == "sqlite" {
+			// The file must exist for the check to be about the tables.
+			b.exec(t, "CREATE TABLE unrelated (x INTEGER)")
+		}
+		r := runCLI(t, nil, "relay", "--db", b.dsn, "--broker", "discard:")
+		if r.code != 1 || !strings.Contains(r.stderr, "run 'outbox migrate'") || strings.Count(r.stderr, "\n") != 1 {
+			t.Fatalf("relay before migrate: %s", r)
+		}
+	})
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		b.insert(t, "a1", "alpha", `{}`)
+		b.insert(t, "a2", "alpha", `{}`)
+		b.insert(t, "a3", "alpha", `{}`)
+		b.insert(t, "b1", "beta", `{}`)
+		b.insert(t, "b2", "beta", `{}`)
+		b.exec(t, "UPDATE outbox SET status = 1, sent_at = created_at WHERE msg_id = 'a3'")
+		b.exec(t, "UPDATE outbox SET status = 2, retries = 10, last_error = 'boom' WHERE msg_id = 'b2'")
+		b.exec(t, "UPDATE outbox SET created_at = "+b.tenDaysAgo+" WHERE msg_id = 'a1'")
+
+		r := mustRun(t, "stats", "--db", b.dsn)
+		for _, re := range []string{
+			`(?m)^pending:\s+3$`, `(?m)^sent:\s+1$`, `(?m)^dead:\s+1$`,
+			`(?m)^oldest pending:\s+2(39|40|41)h\d+m\d+s$`,
+			`(?m)^TOPIC\s+PENDING\s+OLDEST PENDING\s+SENT\s+DEAD$`,
+			`(?m)^alpha\s+2\s+2(39|40|41)h\S+\s+1\s+0$`,
+			`(?m)^beta\s+1\s+\S+\s+0\s+1$`,
+		} {
+			if !regexp.MustCompile(re).MatchString(r.stdout) {
+				t.Errorf("stats output does not match %s:\n%s", re, r.stdout)
+			}
+		}
+
+		r = mustRun(t, "stats", "--db", b.dsn, "--json")
+		var st statsOutput
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatalf("stats --json is not JSON: %v\n%s", err, r.stdout)
+		}
+		if st.Pending != 3 || st.Sent != 1 || st.Dead != 1 || st.Table != "outbox" || len(st.Topics) != 2 {
+			t.Fatalf("stats --json: %+v", st)
+		}
+		if age := st.OldestPendingAgeSeconds; age < 9*86400 || age > 11*86400 {
+			t.Errorf("oldest pending age %.0fs, want about 10 days", age)
+		}
+		alpha, beta := st.Topics[0], st.Topics[1]
+		if alpha.Topic != "alpha" || alpha.Pending != 2 || alpha.Sent != 1 || beta.Topic != "beta" || beta.Pending != 1 || beta.Dead != 1 {
+			t.Errorf("per topic: %+v", st.Topics)
+		}
+	})
+}
+
+func TestStatsEmpty(t *testing.T) {
+	t.Parallel()
+	b := newSQLite(t)
+	mustRun(t, "migrate", "--db", b.dsn)
+	r := mustRun(t, "stats", "--db", b.dsn, "--json")
+	if !strings.Contains(r.stdout, `"topics": []`) || !strings.Contains(r.stdout, `"pending": 0`) {
+		t.Fatalf("empty stats --json:\n%s", r.stdout)
+	}
+	r = mustRun(t, "stats", "--db", b.dsn)
+	if !regexp.MustCompile(`(?m)^oldest pending:\s+-$`).MatchString(r.stdout) {
+		t.Fatalf("empty stats:\n%s", r.stdout)
+	}
+}
+
+func TestDead(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		for _, m := range []struct{ id, topic string }{{"d1", "x"}, {"d2", "x"}, {"d3", "y"}, {"n1", "x"}} {
+			b.insert(t, m.id, m.topic, fmt.Sprintf(`{"id":%q,"nested":{"n":1}}`, m.id))
+		}
+		b.exec(t, `UPDATE outbox SET headers = '{"tenant":"acme"}' WHERE msg_id = 'd1'`)
+		b.exec(t, "UPDATE outbox SET status = 2, retries = 10, last_error = "+concat(b, "'boom-'", "msg_id")+" WHERE msg_id LIKE 'd%'")
+		b.exec(t, "UPDATE outbox SET last_error = ? WHERE msg_id = 'd3'", strings.Repeat("very long error ", 20))
+		db := []string{"--db", b.dsn}
+
+		// list
+		r := mustRun(t, append([]string{"dead", "list"}, db...)...)
+		if !regexp.MustCompile(`(?m)^ID\s+MSG_ID\s+TOPIC\s+RETRIES\s+LAST_TRY\s+LAST_ERROR$`).MatchString(r.stdout) ||
+			!regexp.MustCompile(`(?m)^\d+\s+d1\s+x\s+10\s+\d{4}-\d\d-\d\dT\S+Z\s+boom-d1$`).MatchString(r.stdout) ||
+			!strings.Contains(r.stdout, "d2") || !strings.Contains(r.stdout, "d3") || strings.Contains(r.stdout, "n1") {
+			t.Fatalf("dead list:\n%s", r.stdout)
+		}
+		if !strings.Contains(r.stdout, "…") || strings.Count(r.stdout, "very long error") > 6 {
+			t.Errorf("dead list does not truncate a long last_error:\n%s", r.stdout)
+		}
+		r = mustRun(t, append([]string{"dead", "list", "--topic", "y"}, db...)...)
+		if strings.Contains(r.stdout, "d1") || !strings.Contains(r.stdout, "d3") {
+			t.Errorf("dead list --topic y:\n%s", r.stdout)
+		}
+		r = mustRun(t, append([]string{"dead", "list", "--json"}, db...)...)
+		var listed []messageJSON
+		if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || len(listed) != 3 {
+			t.Fatalf("dead list --json (%v):\n%s", err, r.stdout)
+		}
+		if listed[0].MsgID != "d1" || listed[0].Status != "DEAD" || listed[0].Retries != 10 || listed[0].LastError != "boom-d1" {
+			t.Errorf("dead list --json first entry: %+v", listed[0])
+		}
+		r = mustRun(t, append([]string{"dead", "list", "--limit", "1"}, db...)...)
+		if strings.Count(r.stdout, "boom-") != 1 || !strings.Contains(r.stderr, fmt.Sprintf("--after-id %d", listed[0].ID)) {
+			t.Errorf("dead list --limit 1: %s", r)
+		}
+		r = mustRun(t, append([]string{"dead", "list", "--after-id", fmt.Sprint(listed[0].ID)}, db...)...)
+		if strings.Contains(r.stdout, "d1") || !strings.Contains(r.stdout, "d2") || !strings.Contains(r.stdout, "d3") {
+			t.Errorf("dead list --after-id:\n%s", r.stdout)
+		}
+
+		// show, of a DEAD and of a NEW message
+		r = mustRun(t, append([]string{"dead", "show", "d1"}, db...)...)
+		for _, want := range []string{"msg_id:        d1", "status:        DEAD", "retries:       10", "last_error:    boom-d1",
+			"tenant: acme", "payload:\n{\n  \"id\": \"d1\",\n  \"nested\": {\n    \"n\": 1\n  }\n}\n"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("dead show d1 lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		r = mustRun(t, append([]string{"dead", "show", "n1", "--json"}, db...)...)
+		var shown messageJSON
+		if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || shown.Status != "NEW" || !strings.Contains(string(shown.Payload), `"n1"`) {
+			t.Errorf("dead show n1 --json (%v):\n%s", err, r.stdout)
+		}
+		r = runCLI(t, nil, append([]string{"dead", "show", "nope"}, db...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, `no message with msg_id "nope"`) {
+			t.Errorf("dead show of a missing message: %s", r)
+		}
+
+		// retry by msg_id: back to NEW, retries reset, recorded
+		r = mustRun(t, append([]string{"dead", "retry", "d1", "n1"}, db...)...)
+		if !strings.HasPrefix(r.stdout, "retried 1 DEAD message") {
+			t.Errorf("dead retry d1 n1: %s", r)
+		}
+		if b.status(t, "d1") != 0 || b.queryInt(t, "SELECT retries FROM outbox WHERE msg_id = 'd1'") != 0 {
+			t.Errorf("d1 was not moved back to NEW with retries 0")
+		}
+		var lastErr string
+		if err := b.db.QueryRow("SELECT last_error FROM outbox WHERE msg_id = 'd1'").Scan(&lastErr); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`^retried by operator at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ via outbox dead retry; previous error: boom-d1$`).MatchString(lastErr) {
+			t.Errorf("last_error after retry: %q", lastErr)
+		}
+		// retry --all --topic: only that topic
+		r = mustRun(t, append([]string{"dead", "retry", "--all", "--topic", "y"}, db...)...)
+		if !strings.HasPrefix(r.stdout, `retried 1 DEAD message of topic "y"`) || b.status(t, "d3") != 0 || b.status(t, "d2") != 2 {
+			t.Errorf("dead retry --all --topic y: %s", r)
+		}
+
+		// drop: a NEW message is never dropped, --all needs --yes
+		r = mustRun(t, append([]string{"dead", "drop", "n1"}, db...)...)
+		if !strings.HasPrefix(r.stdout, "dropped 0 DEAD messages") || b.count(t, "msg_id = 'n1'") != 1 {
+			t.Errorf("dead drop of a NEW message: %s", r)
+		}
+		b.exec(t, "UPDATE outbox SET status = 2 WHERE msg_id IN ('d1', 'd3')")
+		r = mustRun(t, append([]string{"dead", "drop", "d1"}, db...)...)
+		if !strings.HasPrefix(r.stdout, "dropped 1 DEAD message") || b.count(t, "msg_id = 'd1'") != 0 {
+			t.Errorf("dead drop d1: %s", r)
+		}
+		r = runCLI(t, []string{"OUTBOX_YES=true", "OUTBOX_ALL=true"}, append([]string{"dead", "drop", "--all"}, db...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--yes") || b.count(t, "status = 2") != 2 {
+			t.Errorf("dead drop --all without --yes (OUTBOX_YES must not count): %s", r)
+		}
+		r = mustRun(t, append([]string{"dead", "drop", "--all", "--yes"}, db...)...)
+		if !strings.HasPrefix(r.stdout, "dropped 2 DEAD messages") || b.count(t, "1 = 1") != 1 || b.count(t, "msg_id = 'n1'") != 1 {
+			t.Errorf("dead drop --all --yes: %s", r)
+		}
+		r = mustRun(t, append([]string{"dead", "list"}, db...)...)
+		if strings.TrimSpace(r.stdout) != "no DEAD messages" {
+			t.Errorf("dead list after drop:\n%s", r.stdout)
+		}
+
+		// neither ids nor --all, or both
+		for _, args := range [][]string{{"dead", "retry"}, {"dead", "drop"}, {"dead", "retry", "--topic", "x"}, {"dead", "drop", "d2", "--all", "--yes"}} {
+			r = runCLI(t, nil, append(args, db...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, "--all") {
+				t.Errorf("%v: %s", args, r)
+			}
+		}
+	})
+}
+
+func concat(b *backend, a, c string) string {
+	if b.name == "mysql" {
+		return "CONCAT(" + a + ", " + c + ")"
+	}
+	return a + " || " + c
+}
+
+func TestCleanup(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		for _, id := range []string{"old1", "old2", "old3", "recent", "new-old", "dead-old"} {
+			b.insert(t, id, "t", `{}`)
+		}
+		b.exec(t, "UPDATE outbox SET status = 1, sent_at = "+b.tenDaysAgo+" WHERE msg_id LIKE 'old%'")
+		b.exec(t, "UPDATE outbox SET status = 1, sent_at = created_at WHERE msg_id = 'recent'")
+		// A NEW or DEAD row with an old sent_at (as no real row has) is still kept:
+		// cleanup deletes by status, not by date alone.
+		b.exec(t, "UPDATE outbox SET created_at = "+b.tenDaysAgo+", sent_at = "+b.tenDaysAgo+" WHERE msg_id = 'new-old'")
+		b.exec(t, "UPDATE outbox SET status = 2, created_at = "+b.tenDaysAgo+", sent_at = "+b.tenDaysAgo+" WHERE msg_id = 'dead-old'")
+		db := []string{"--db", b.dsn}
+
+		r := mustRun(t, append([]string{"cleanup", "--older-than", "168h", "--batch", "1", "--max-batches", "1"}, db...)...)
+		if r.stdout != "deleted 1 SENT message older than 168h0m0s from table \"outbox\"\n" {
+			t.Errorf("cleanup --max-batches 1: %s", r)
+		}
+		r = mustRun(t, append([]string{"cleanup", "--older-than", "168h", "--batch", "1"}, db...)...)
+		if !strings.HasPrefix(r.stdout, "deleted 2 SENT messages") {
+			t.Errorf("cleanup --batch 1: %s", r)
+		}
+		r = mustRun(t, append([]string{"cleanup", "--older-than", "168h"}, db...)...)
+		if !strings.HasPrefix(r.stdout, "deleted 0 SENT messages") {
+			t.Errorf("cleanup with nothing left: %s", r)
+		}
+		for _, id := range []string{"recent", "new-old", "dead-old"} {
+			if b.count(t, "msg_id = ?", id) != 1 {
+				t.Errorf("cleanup deleted %s", id)
+			}
+		}
+		if n := b.count(t, "msg_id LIKE 'old%'"); n != 0 {
+			t.Errorf("%d old SENT rows left", n)
+		}
+		// --older-than 0 takes every SENT row, and still nothing else.
+		r = mustRun(t, append([]string{"cleanup", "--older-than", "0s"}, db...)...)
+		if !strings.HasPrefix(r.stdout, "deleted 1 SENT message ") || b.count(t, "1 = 1") != 2 {
+			t.Errorf("cleanup --older-than 0s: %s", r)
+		}
+	})
+}
