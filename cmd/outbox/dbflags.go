@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/outbox-go/outbox"
 )
@@ -39,9 +40,11 @@ func (o *dbOptions) open(ctx context.Context, needSchema bool) (*database, error
 		return nil, fmt.Errorf("%w; check --table / --inbox-table", err)
 	}
 	if needSchema {
-		if path, err := sqlitePath(o.dsn); err == nil && isSQLite(o.dsn) {
-			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("sqlite file %q does not exist; check --db, or create it with 'outbox migrate --db %s'", path, o.dsn)
+		if isSQLite(o.dsn) {
+			if path, err := sqlitePath(o.dsn); err == nil {
+				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+					return nil, fmt.Errorf("sqlite file %q does not exist; check --db, or create it with 'outbox migrate --db %s'", path, o.dsn)
+				}
 			}
 		}
 	}
@@ -67,7 +70,8 @@ func (o *dbOptions) open(ctx context.Context, needSchema bool) (*database, error
 }
 
 func isSQLite(dsn string) bool {
-	return len(dsn) >= 7 && (dsn[:7] == "sqlite:" || dsn[:7] == "SQLITE:")
+	scheme, _, ok := strings.Cut(dsn, ":")
+	return ok && strings.EqualFold(scheme, "sqlite")
 }
 
 // latestVersion is the newest migration the binary knows, when the store says.
