@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -32,6 +34,7 @@ type benchOptions struct {
 	keep         bool
 	writer       bool
 	baseline     bool
+	cpuProfile   string
 	pub          publisherOptions
 }
 
@@ -57,6 +60,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.keep, "keep", "keep the rows after the last run (default: empty the table)")
 	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8)")
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
+	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "/outbox", "URI", "CloudEvents source attribute")
 	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
 	f.note("The table (default outbox_bench) is created if needed and EMPTIED before the first run: never point --table at a production table.")
@@ -117,6 +121,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
 		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
 	prefix := randomPrefix()
+	if o.cpuProfile != "" {
+		pf, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var rates, p50s, p99s, ratios []float64
 	for run := 1; run <= o.runs; run++ {
 		base := 0.0

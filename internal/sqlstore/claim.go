@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -16,19 +18,8 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("outbox: claim: limit %d must be positive", p.Limit)
 	}
-	if s.c.mode == claimLease {
-		if p.Lease <= 0 {
-			return nil, fmt.Errorf("outbox: claim: a %s store needs a positive lease", s.c.name)
-		}
-		rows, err := s.db.Query(ctx, s.c.claim, p.Limit, p.Lease.Milliseconds())
-		if err != nil {
-			return nil, s.wrap("claim", err)
-		}
-		msgs, err := scanClaimed(rows)
-		if err != nil {
-			return nil, s.wrap("claim", err)
-		}
-		return &leaseClaim{s: s, msgs: msgs}, nil
+	if s.c.mode == claimRange {
+		return s.claimRange(ctx, p)
 	}
 	// The transaction outlives ctx: a relay told to stop still finishes the
 	// batch it holds (database/sql would roll back on ctx's cancellation).
@@ -197,16 +188,67 @@ func allRelease(outcomes []outbox.Outcome) bool {
 	return true
 }
 
-// leaseClaim holds rows hidden by a lease on next_retry_at.
-type leaseClaim struct {
-	s    *Store
-	msgs []outbox.Message
-	done bool
+// claimRange claims in one short write transaction: expired claims are
+// dropped first (which also takes SQLite's write lock at once, so the
+// transaction never has to upgrade), then the due rows outside every live
+// claim are read and this claim's id range is recorded with its lease.
+func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+	if p.Lease <= 0 {
+		return nil, fmt.Errorf("outbox: claim: a %s store needs a positive lease", s.c.name)
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, s.wrap("claim: begin", err)
+	}
+	fail := func(op string, err error) (outbox.Claim, error) {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap(op, err)
+	}
+	if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
+		return fail("claim: expire", err)
+	}
+	rows, err := tx.Query(ctx, s.c.claim, p.Limit)
+	if err != nil {
+		return fail("claim", err)
+	}
+	msgs, err := scanClaimed(rows)
+	if err != nil {
+		return fail("claim", err)
+	}
+	c := &rangeClaim{s: s, msgs: msgs}
+	if len(msgs) > 0 {
+		c.token = newToken()
+		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, p.Lease.Milliseconds()); err != nil {
+			return fail("claim: record", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, s.wrap("claim: commit", err)
+	}
+	return c, nil
 }
 
-func (c *leaseClaim) Messages() []outbox.Message { return c.msgs }
+func newToken() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
 
-func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
+// rangeClaim holds the ids from its first to its last message until it is
+// finished, aborted, or its lease runs out. A relay that outlives its lease
+// may mark rows another relay has claimed since; every mark is guarded by
+// status = 0, so status still only moves forward, and the consumers' inbox
+// absorbs the second delivery.
+type rangeClaim struct {
+	s     *Store
+	msgs  []outbox.Message
+	token string
+	done  bool
+}
+
+func (c *rangeClaim) Messages() []outbox.Message { return c.msgs }
+
+func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
 	if c.done {
 		return fmt.Errorf("outbox: claim already finished")
 	}
@@ -214,7 +256,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 	if len(c.msgs) == 0 {
 		return nil
 	}
-	sent, others, err := split(c.msgs, outcomes, true)
+	sent, others, err := split(c.msgs, outcomes, false)
 	if err != nil {
 		return err
 	}
@@ -222,33 +264,36 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 	if err != nil {
 		return c.s.wrap("finish: begin", err)
 	}
+	fail := func(op string, err error) error {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return c.s.wrap(op, err)
+	}
 	if len(sent) > 0 {
 		q, args := c.s.c.markSentArgs(sent)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			tx.Rollback(context.WithoutCancel(ctx))
-			return c.s.wrap("mark sent", err)
+			return fail("mark sent", err)
 		}
 	}
 	if len(others) > 0 {
 		q, args := c.s.c.markOthersArgs(others)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			tx.Rollback(context.WithoutCancel(ctx))
-			return c.s.wrap("mark failed", err)
+			return fail("mark failed", err)
 		}
+	}
+	if _, err := tx.Exec(ctx, c.s.c.claimRelease, c.token); err != nil {
+		return fail("finish: release claim", err)
 	}
 	return c.s.wrap("finish: commit", tx.Commit(ctx))
 }
 
-func (c *leaseClaim) Abort(ctx context.Context) error {
-	if c.done || len(c.msgs) == 0 {
+func (c *rangeClaim) Abort(ctx context.Context) error {
+	if c.done || c.token == "" {
 		c.done = true
 		return nil
 	}
-	outcomes := make([]outbox.Outcome, len(c.msgs))
-	for i := range outcomes {
-		outcomes[i].Kind = outbox.OutcomeRelease
-	}
-	return c.Finish(ctx, outcomes)
+	c.done = true
+	_, err := c.s.db.Exec(ctx, c.s.c.claimRelease, c.token)
+	return c.s.wrap("abort claim", err)
 }
 
 // timeValue scans a timestamp from any driver: time.Time (PostgreSQL, MySQL

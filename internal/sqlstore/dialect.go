@@ -25,9 +25,10 @@ const (
 	// claimLockSelect: in one transaction, SELECT ... FOR UPDATE SKIP LOCKED,
 	// then mark after the broker acks and commit.
 	claimLockSelect
-	// claimLease: push next_retry_at forward by the lease in one autocommit
-	// statement (SQLite has one writer, so the statement is atomic); mark later.
-	claimLease
+	// claimRange: in one short write transaction, read the due rows outside
+	// every live claim's id range and record this claim's range with a lease
+	// (SQLite); mark later, and drop the claim.
+	claimRange
 )
 
 // dialect is all the SQL of one database, written as SQL. Table names appear as
@@ -53,11 +54,13 @@ type dialect struct {
 	// consume inserts the inbox record; 0 rows affected means a duplicate.
 	consume string
 
-	claimSetup  string // optional, first statement of a claim transaction
-	claim       string // args: limit [, lease ms]
-	markSent    string // args: JSON array of ids (lock-select and lease modes)
-	markOthers  string // args: JSON array of {id, k, d, e}
-	releaseMode bool   // release must be written (lease mode) rather than rolled back
+	claimSetup string // optional, first statement of a claim transaction
+	claim      string // args: limit
+	// claimRange mode: expire old claims; record (token, lo, hi, lease ms);
+	// release (token).
+	claimExpire, claimRecord, claimRelease string
+	markSent                               string // args: JSON array of ids (lock-select and lease modes)
+	markOthers                             string // args: JSON array of {id, k, d, e}
 
 	stats      string
 	list       string // args: status, topic, after id, limit
@@ -97,6 +100,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 		"{{outbox}}", d.quote(t.Outbox),
 		"{{inbox}}", d.quote(t.Inbox),
 		"{{migrations}}", d.quote(t.Outbox+"_migrations"),
+		"{{claims}}", d.quote(t.Outbox+"_claims"),
 		"{{outbox_msg_id_key}}", d.quote(t.Outbox+"_msg_id_key"),
 		"{{outbox_pending_idx}}", d.quote(t.Outbox+"_pending_idx"),
 		"{{outbox_status_check}}", d.quote(t.Outbox+"_status_check"),
@@ -104,7 +108,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claimSetup, &c.claim, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.existing, &c.consume, &c.claimSetup, &c.claim, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

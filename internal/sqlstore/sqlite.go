@@ -7,7 +7,7 @@ package sqlstore
 var sqliteDialect = dialect{
 	name:  "sqlite",
 	quote: quoteDouble,
-	mode:  claimLease,
+	mode:  claimRange,
 
 	insertOne: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers) VALUES (?, ?, ?, ?, ?)`,
 
@@ -18,32 +18,35 @@ var sqliteDialect = dialect{
 
 	consume: `INSERT INTO {{inbox}} (consumer_group, msg_id) VALUES (?, ?) ON CONFLICT DO NOTHING`,
 
-	// One statement, so atomic under SQLite's single writer: the lease hides the
-	// rows from other relays until it runs out.
-	claim: `UPDATE {{outbox}}
-SET next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', ?2 / 1000.0))
-WHERE id IN (
-  SELECT id FROM {{outbox}}
-  WHERE status = 0 AND next_retry_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
-  ORDER BY id LIMIT ?1)
-RETURNING id, msg_id, topic, msg_key, payload, headers, retries, created_at`,
+	// A claim is one short write transaction: drop expired claims, read the
+	// due rows outside every live claim's id range, record this claim's
+	// range with its lease. The rows themselves are written once, when marked.
+	claimExpire: `DELETE FROM {{claims}} WHERE until <= strftime('%Y-%m-%d %H:%M:%f', 'now')`,
+	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+FROM {{outbox}} AS o
+WHERE status = 0 AND next_retry_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE o.id BETWEEN c.lo AND c.hi)
+ORDER BY id LIMIT ?`,
+	claimRecord: `INSERT INTO {{claims}} (token, lo, hi, until)
+VALUES (?1, ?2, ?3, strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', ?4 / 1000.0)))`,
+	claimRelease: `DELETE FROM {{claims}} WHERE token = ?`,
 
-	markSent: `UPDATE {{outbox}}
+	// OR FAIL spares SQLite a statement journal for these multi-row updates:
+	// on any error the whole transaction is rolled back anyway.
+	markSent: `UPDATE OR FAIL {{outbox}}
 SET status = 1, sent_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE status = 0 AND id IN (SELECT value FROM json_each(?))`,
 
-	markOthers: `UPDATE {{outbox}} SET
+	markOthers: `UPDATE OR FAIL {{outbox}} SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
   retries       = retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
   next_retry_at = CASE f.k
     WHEN 1 THEN strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', f.d / 1000.0))
-    WHEN 3 THEN strftime('%Y-%m-%d %H:%M:%f', 'now')
     ELSE next_retry_at END,
   last_error    = CASE f.k WHEN 3 THEN last_error ELSE f.e END
 FROM (SELECT value ->> '$.id' AS id, value ->> '$.k' AS k, value ->> '$.d' AS d, value ->> '$.e' AS e
       FROM json_each(?)) AS f
 WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0`,
-	releaseMode: true,
 
 	stats: `SELECT topic, status, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now')
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,

@@ -22,3 +22,12 @@ CREATE TABLE IF NOT EXISTS {{inbox}} (
   consumed_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
   PRIMARY KEY (consumer_group, msg_id)
 ) WITHOUT ROWID;
+-- Relays coordinate through this table instead of writing a lease into every
+-- claimed row: a claim records the range of ids it holds until it finishes or
+-- its lease runs out. That keeps the claim itself a read and halves the writes.
+CREATE TABLE IF NOT EXISTS {{claims}} (
+  token TEXT    PRIMARY KEY,
+  lo    INTEGER NOT NULL,
+  hi    INTEGER NOT NULL,
+  until TEXT    NOT NULL
+) WITHOUT ROWID;
