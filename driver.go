@@ -68,6 +68,10 @@ type Store interface {
 type ClaimParams struct {
 	// Limit is the largest number of messages to claim.
 	Limit int
+	// AfterID restricts the claim to ids greater than AfterID (0: from the
+	// start). The relay uses it to start its index scan past the rows it has
+	// just handled, instead of walking their dead index entries again.
+	AfterID int64
 	// Lease is how long a lease-based store (SQLite) hides a claimed message
 	// from other claims. Stores that lock rows in a transaction ignore it.
 	Lease time.Duration

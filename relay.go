@@ -33,6 +33,13 @@ type RelayConfig struct {
 	PauseBase time.Duration
 	// PauseMax caps that pause. Defaults to 30s.
 	PauseMax time.Duration
+	// RescanInterval bounds how long the relay claims onward from its last
+	// batch (past rows it has handled, whose dead index entries it so avoids)
+	// before it claims from the first id again. Rows that commit late, come
+	// due for a retry or are released below that point wait at most this
+	// long under a sustained backlog; whenever the relay catches up it claims
+	// from the first id at once. Defaults to 1s.
+	RescanInterval time.Duration
 	// Lease is how long a lease-based store (SQLite) hides a claimed batch from
 	// other relays. It must exceed PublishTimeout. Defaults to 2×PublishTimeout.
 	Lease time.Duration
@@ -68,6 +75,7 @@ func (cfg RelayConfig) WithDefaults() RelayConfig {
 	def(&cfg.PauseBase, 500*time.Millisecond)
 	def(&cfg.PauseMax, 30*time.Second)
 	def(&cfg.Lease, 2*cfg.PublishTimeout)
+	def(&cfg.RescanInterval, time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -80,7 +88,7 @@ func (cfg RelayConfig) validate() error {
 		return fmt.Errorf("outbox: relay: BatchSize %d is out of range 1..10000", cfg.BatchSize)
 	case cfg.MaxRetries < 1:
 		return fmt.Errorf("outbox: relay: MaxRetries %d must be at least 1", cfg.MaxRetries)
-	case cfg.Interval < 0, cfg.RetryBase < 0, cfg.PublishTimeout < 0, cfg.PauseBase < 0:
+	case cfg.Interval < 0, cfg.RetryBase < 0, cfg.PublishTimeout < 0, cfg.PauseBase < 0, cfg.RescanInterval < 0:
 		return fmt.Errorf("outbox: relay: durations must not be negative")
 	case cfg.RetryMax < cfg.RetryBase:
 		return fmt.Errorf("outbox: relay: RetryMax %s is below RetryBase %s", cfg.RetryMax, cfg.RetryBase)
@@ -104,6 +112,12 @@ type Relay struct {
 
 	mu  sync.Mutex
 	rnd *rand.Rand
+
+	// cursor is the last id of the previous full batch: the next claim starts
+	// after it, until rescanAt, or until a batch comes back short.
+	cursorMu sync.Mutex
+	cursor   int64
+	rescanAt time.Time
 }
 
 // NewRelay returns a Relay that moves messages from store to pub.
@@ -226,11 +240,18 @@ func (r *Relay) nextPause(prev time.Duration) time.Duration {
 // leaves nothing half done.
 func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 	start := time.Now()
-	claim, err := r.store.Claim(ctx, ClaimParams{Limit: r.cfg.BatchSize, Lease: r.cfg.Lease})
+	after := r.claimFrom(start)
+	claim, err := r.store.Claim(ctx, ClaimParams{Limit: r.cfg.BatchSize, AfterID: after, Lease: r.cfg.Lease})
 	if err != nil {
+		r.moveCursor(0)
 		return BatchReport{}, fmt.Errorf("claim: %w", err)
 	}
 	msgs := claim.Messages()
+	if len(msgs) == r.cfg.BatchSize {
+		r.moveCursor(msgs[len(msgs)-1].ID)
+	} else {
+		r.moveCursor(0)
+	}
 	// From here on the batch is ours: finish it even if ctx is cancelled.
 	bctx := context.WithoutCancel(ctx)
 	if len(msgs) == 0 {
@@ -281,6 +302,24 @@ func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 		h.OnBatch(bctx, rep)
 	}
 	return rep, nil
+}
+
+// claimFrom returns the AfterID of the next claim: the cursor, or 0 when the
+// relay is due to claim from the first id again.
+func (r *Relay) claimFrom(now time.Time) int64 {
+	r.cursorMu.Lock()
+	defer r.cursorMu.Unlock()
+	if r.cursor == 0 || !now.Before(r.rescanAt) {
+		r.cursor = 0
+		r.rescanAt = now.Add(r.cfg.RescanInterval)
+	}
+	return r.cursor
+}
+
+func (r *Relay) moveCursor(id int64) {
+	r.cursorMu.Lock()
+	r.cursor = id
+	r.cursorMu.Unlock()
 }
 
 // publish calls the publisher and makes sure its answer has one entry per

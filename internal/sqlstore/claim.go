@@ -33,7 +33,7 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 			return nil, s.wrap("claim: setup", err)
 		}
 	}
-	rows, err := tx.Query(ctx, s.c.claim, p.Limit)
+	rows, err := tx.Query(ctx, s.c.claim, p.AfterID, p.Limit)
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)
@@ -207,7 +207,7 @@ func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Cl
 	if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
 		return fail("claim: expire", err)
 	}
-	rows, err := tx.Query(ctx, s.c.claim, p.Limit)
+	rows, err := tx.Query(ctx, s.c.claim, p.AfterID, p.Limit)
 	if err != nil {
 		return fail("claim", err)
 	}

@@ -20,7 +20,7 @@ ON DUPLICATE KEY UPDATE msg_id = msg_id`,
 
 	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
 FROM {{outbox}}
-WHERE status = 0 AND next_retry_at <= UTC_TIMESTAMP(6)
+WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
 ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`,

@@ -33,9 +33,9 @@ RETURNING msg_id`,
 	// commits only after the broker acks; other relays skip the locked rows.
 	claim: `WITH due AS (
   SELECT id FROM {{outbox}}
-  WHERE status = 0 AND next_retry_at <= now()
+  WHERE status = 0 AND id > $1 AND next_retry_at <= now()
   ORDER BY id
-  LIMIT $1
+  LIMIT $2
   FOR UPDATE SKIP LOCKED
 )
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now()

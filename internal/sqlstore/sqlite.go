@@ -24,9 +24,9 @@ var sqliteDialect = dialect{
 	claimExpire: `DELETE FROM {{claims}} WHERE until <= strftime('%Y-%m-%d %H:%M:%f', 'now')`,
 	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
 FROM {{outbox}} AS o
-WHERE status = 0 AND next_retry_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE status = 0 AND id > ?1 AND next_retry_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
   AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE o.id BETWEEN c.lo AND c.hi)
-ORDER BY id LIMIT ?`,
+ORDER BY id LIMIT ?2`,
 	claimRecord: `INSERT INTO {{claims}} (token, lo, hi, until)
 VALUES (?1, ?2, ?3, strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', ?4 / 1000.0)))`,
 	claimRelease: `DELETE FROM {{claims}} WHERE token = ?`,

@@ -1,0 +1,219 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeStore is an in-memory Store for unit tests of the relay's logic only;
+// every driver's real behaviour is tested by package drivertest.
+type fakeStore struct {
+	mu       sync.Mutex
+	rows     []Message // by id
+	afterIDs []int64   // AfterID of every claim
+	finished [][]Outcome
+}
+
+func newFakeStore(n int) *fakeStore {
+	s := &fakeStore{}
+	for i := 1; i <= n; i++ {
+		s.rows = append(s.rows, Message{ID: int64(i), MsgID: fmt.Sprintf("m-%d", i), Topic: "t"})
+	}
+	return s
+}
+
+func (s *fakeStore) Dialect() string                            { return "fake" }
+func (s *fakeStore) Tables() Tables                             { return Tables{}.WithDefaults() }
+func (s *fakeStore) Migrate(context.Context) error              { return nil }
+func (s *fakeStore) SchemaVersion(context.Context) (int, error) { return 1, nil }
+func (s *fakeStore) Stats(context.Context) (Stats, error)       { return Stats{}, nil }
+func (s *fakeStore) ListMessages(context.Context, ListFilter) ([]Message, error) {
+	return nil, nil
+}
+func (s *fakeStore) GetMessage(context.Context, string) (Message, error) {
+	return Message{}, ErrNotFound
+}
+func (s *fakeStore) RetryDead(context.Context, DeadFilter, string) (int64, error) {
+	return 0, nil
+}
+func (s *fakeStore) DropDead(context.Context, DeadFilter) (int64, error) { return 0, nil }
+func (s *fakeStore) DeleteSent(context.Context, time.Duration, int) (int64, error) {
+	return 0, nil
+}
+
+func (s *fakeStore) Claim(_ context.Context, p ClaimParams) (Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterIDs = append(s.afterIDs, p.AfterID)
+	var out []Message
+	for _, m := range s.rows {
+		if m.Status == StatusNew && m.ID > p.AfterID && len(out) < p.Limit {
+			out = append(out, m)
+		}
+	}
+	return &fakeClaim{s: s, msgs: out}, nil
+}
+
+type fakeClaim struct {
+	s    *fakeStore
+	msgs []Message
+}
+
+func (c *fakeClaim) Messages() []Message         { return c.msgs }
+func (c *fakeClaim) Abort(context.Context) error { return nil }
+func (c *fakeClaim) Finish(_ context.Context, outcomes []Outcome) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.s.finished = append(c.s.finished, outcomes)
+	for i, o := range outcomes {
+		r := &c.s.rows[c.msgs[i].ID-1]
+		switch o.Kind {
+		case OutcomeSent:
+			r.Status = StatusSent
+		case OutcomeRetry:
+			r.Retries++
+		case OutcomeDead:
+			r.Retries++
+			r.Status = StatusDead
+		}
+	}
+	return nil
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestRelayCursor(t *testing.T) {
+	st := newFakeStore(25)
+	r, err := NewRelay(st, Discard, RelayConfig{BatchSize: 10, RescanInterval: time.Hour, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := r.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Full batches move the cursor; a short one sends the next claim back to
+	// the first id, so that rows left below the cursor are never skipped.
+	want := []int64{0, 10, 20, 0, 0}
+	if fmt.Sprint(st.afterIDs) != fmt.Sprint(want) {
+		t.Fatalf("claims started after %v, want %v", st.afterIDs, want)
+	}
+}
+
+func TestRelayRescanInterval(t *testing.T) {
+	st := newFakeStore(100)
+	r, _ := NewRelay(st, Discard, RelayConfig{BatchSize: 10, RescanInterval: 30 * time.Millisecond, Logger: quiet()})
+	ctx := context.Background()
+	r.RunOnce(ctx)
+	r.RunOnce(ctx)
+	time.Sleep(40 * time.Millisecond)
+	r.RunOnce(ctx)
+	if got := st.afterIDs; got[0] != 0 || got[1] != 10 || got[2] != 0 {
+		t.Fatalf("claims started after %v; want a claim from the first id once RescanInterval passed", got)
+	}
+}
+
+func TestRelayOutcomes(t *testing.T) {
+	st := newFakeStore(5)
+	st.rows[3].Retries = 2 // the next failure is its third
+	boom := errors.New("refused")
+	pub := BatchPublishFunc(func(_ context.Context, msgs []Message) []error {
+		return []error{nil, boom, Unavailable(errors.New("down")), boom, fmt.Errorf("wrapped: %w", ErrHeldBack)}
+	})
+	r, _ := NewRelay(st, pub, RelayConfig{MaxRetries: 3, RetryBase: time.Second, RetryMax: time.Minute, Logger: quiet()})
+	rep, err := r.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []OutcomeKind{OutcomeSent, OutcomeRetry, OutcomeRelease, OutcomeDead, OutcomeRelease}
+	for i, k := range kinds {
+		if got := st.finished[0][i].Kind; got != k {
+			t.Errorf("message %d: outcome %d, want %d", i, got, k)
+		}
+	}
+	if rep.Sent != 1 || rep.Retried != 1 || rep.Dead != 1 || rep.Released != 2 {
+		t.Fatalf("report = %+v", rep)
+	}
+	if d := st.finished[0][1].Delay; d < 500*time.Millisecond || d > time.Second {
+		t.Fatalf("first retry delay %s, want within [RetryBase/2, RetryBase]", d)
+	}
+	if st.finished[0][3].Error != "refused" {
+		t.Fatalf("dead message error %q", st.finished[0][3].Error)
+	}
+	if rep.unavailable() == nil {
+		t.Fatal("an unavailable broker was not reported")
+	}
+}
+
+func TestRelayBackoff(t *testing.T) {
+	r, _ := NewRelay(newFakeStore(0), Discard, RelayConfig{RetryBase: time.Second, RetryMax: 10 * time.Second, Logger: quiet()})
+	for attempt, max := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second} {
+		for range 50 {
+			d := r.backoff(attempt)
+			if d < max/2 || d > max {
+				t.Fatalf("attempt %d: delay %s outside [%s, %s]", attempt, d, max/2, max)
+			}
+		}
+	}
+	if d := r.backoff(200); d < 5*time.Second || d > 10*time.Second {
+		t.Fatalf("huge attempt: %s, want capped", d)
+	}
+}
+
+func TestRelayPublisherContract(t *testing.T) {
+	for name, pub := range map[string]Publisher{
+		"short answer": BatchPublishFunc(func(context.Context, []Message) []error { return []error{nil} }),
+		"panic":        BatchPublishFunc(func(context.Context, []Message) []error { panic("bug") }),
+	} {
+		st := newFakeStore(3)
+		r, _ := NewRelay(st, pub, RelayConfig{Logger: quiet()})
+		rep, err := r.RunOnce(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Released != 3 || rep.Retried != 0 || rep.Dead != 0 {
+			t.Errorf("%s: %+v; a broken publisher must not spend retries", name, rep)
+		}
+	}
+}
+
+func TestRelayConfigValidation(t *testing.T) {
+	st := newFakeStore(0)
+	for name, cfg := range map[string]RelayConfig{
+		"batch":     {BatchSize: 20000},
+		"retries":   {MaxRetries: -1},
+		"retry max": {RetryBase: time.Minute, RetryMax: time.Second},
+		"lease":     {PublishTimeout: time.Minute, Lease: time.Second},
+		"negative":  {Interval: -time.Second},
+		"pause max": {PauseBase: time.Minute, PauseMax: time.Second},
+		"rescan":    {RescanInterval: -1},
+	} {
+		if _, err := NewRelay(st, Discard, cfg); err == nil {
+			t.Errorf("%s: accepted %+v", name, cfg)
+		}
+	}
+	if _, err := NewRelay(nil, Discard, RelayConfig{}); err == nil {
+		t.Error("nil store accepted")
+	}
+	if _, err := NewRelay(st, Discard, RelayConfig{Hooks: []any{42}}); err == nil {
+		t.Error("a hook of no known kind accepted")
+	}
+}
+
+func TestTablesValidate(t *testing.T) {
+	if err := (Tables{}).WithDefaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "A", "_ok;", "9x", "a-b", "aé"} {
+		if err := ValidateIdentifier(bad); !errors.Is(err, ErrInvalidIdentifier) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
