@@ -1,0 +1,53 @@
+# Every target loops over the modules of the workspace (go.work).
+MODULES := . driver/outboxpgx driver/outboxmysql driver/outboxsqlite cmd/outbox
+GO      ?= go
+PG      ?= postgres://postgres@127.0.0.1:5432/test
+BENCH_MESSAGES ?= 100000
+BENCH_RUNS     ?= 5
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+.PHONY: test
+test: vet ## vet and test every module with -race against the local PostgreSQL, MariaDB and SQLite
+	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+
+.PHONY: vet
+vet: ## go vet every module and check gofmt
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: lint
+lint: ## golangci-lint every module (needs golangci-lint on PATH)
+	@set -e; for m in $(MODULES); do (cd $$m && golangci-lint run ./...); done
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for 30s
+	$(GO) test -run XXX -fuzz FuzzValidateMessage -fuzztime 30s .
+	@for f in $$(cd webhook && $(GO) test -list 'Fuzz.*' . | grep ^Fuzz); do $(GO) test -run XXX -fuzz $$f -fuzztime 30s ./webhook/; done
+
+.PHONY: build
+build: ## build bin/outbox
+	cd cmd/outbox && $(GO) build -o ../../bin/outbox .
+
+.PHONY: demo
+demo: ## run the seed scenario end to end (embedded SQLite)
+	$(GO) run ./cmd/outbox demo
+
+.PHONY: bench
+bench: build ## the issue's benchmark figures (PostgreSQL, SQLite, writer); takes a few minutes
+	bin/outbox bench --db $(PG) --broker discard: --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --baseline
+	bin/outbox bench --db $(PG) --broker discard: --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --relays 2
+	rm -f /tmp/outbox-bench.db*; bin/outbox bench --db sqlite:/tmp/outbox-bench.db --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS)
+	bin/outbox bench --writer --db $(PG) --producers 8 --runs $(BENCH_RUNS)
+
+.PHONY: bench-ageing
+bench-ageing: build ## throughput after a million messages passed through the same table (11 runs of 100k)
+	bin/outbox bench --db $(PG) --broker discard: --messages 100000 --batch 500 --runs 11
+
+.PHONY: tidy
+tidy: ## go mod tidy every module
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
