@@ -1,6 +1,3 @@
-// Package drivertest is the suite every outbox driver passes against a real
-// database. A driver module calls Run with a Setup that makes a fresh, isolated
-// namespace (a schema, a database, a file) for each test.
 package drivertest
 
 import (

@@ -1,5 +1,3 @@
-// Package outboxmysql is the outbox's MariaDB (10.6+) and MySQL (8) driver on
-// go-sql-driver/mysql. The Writer and Inbox take a *sql.Tx.
 package outboxmysql
 
 import (

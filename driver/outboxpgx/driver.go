@@ -1,5 +1,3 @@
-// Package outboxpgx is the outbox's PostgreSQL driver on jackc/pgx v5: New for a
-// pgxpool.Pool and pgx.Tx, NewStdlib for a *sql.DB opened with pgx's stdlib.
 package outboxpgx
 
 import (

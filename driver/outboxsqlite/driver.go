@@ -1,5 +1,3 @@
-// Package outboxsqlite is the outbox's SQLite driver on modernc.org/sqlite (pure
-// Go, no cgo). The Writer and Inbox take a *sql.Tx.
 package outboxsqlite
 
 import (

@@ -1,0 +1,54 @@
+// Package outboxmysql is the outbox's MariaDB (10.6 or later) and MySQL (8 or
+// later) driver on go-sql-driver/mysql. It is a module of its own, so that
+// only programs that use MySQL compile its client:
+//
+//	go get github.com/outbox-go/outbox/driver/outboxmysql
+//
+// [New] takes a *sql.DB opened with the "mysql" driver; the outbox's Writer
+// and Inbox then take a *sql.Tx.
+//
+// # Connecting
+//
+// Three DSN parameters matter:
+//
+//   - parseTime=true makes the driver return DATETIME columns as time.Time.
+//   - loc=UTC (the driver's default) must stay UTC: the tables hold UTC
+//     times, written with UTC_TIMESTAMP whatever the session's time zone, and
+//     any other location would shift created_at and the ages in Stats.
+//   - interpolateParams=true lets the driver put the arguments into the
+//     statement itself instead of preparing it on the server first, which
+//     saves two round trips per statement. The driver escapes the values
+//     itself, and refuses the option for the few multi-byte character sets
+//     (such as GBK) where that would be unsafe; utf8mb4 is fine.
+//
+// A DSN with all three:
+//
+//	app:secret@tcp(db.internal:3306)/shop?parseTime=true&loc=UTC&interpolateParams=true
+//
+// The tables use the utf8mb4_bin collation, so msg_ids and consumer groups
+// compare byte for byte, as on the other databases.
+//
+// # How a claim works
+//
+// A relay claims in a transaction of its own with SELECT ... ORDER BY id
+// LIMIT n FOR UPDATE SKIP LOCKED: the rows stay locked while the batch is
+// published, and other relays skip them instead of waiting. After the broker
+// has answered, the relay marks the rows by primary key (UPDATE ... WHERE id
+// IN (...) AND status = 0) and commits. The marks name rows by primary key,
+// never through a join, because a join would scan and try to lock rows of
+// other transactions, such as a slow writer's uncommitted insert, and wait for
+// them. A
+// relay that dies mid-batch leaves a transaction that the server rolls back:
+// the rows stay NEW and will be published again.
+//
+// # Errors and migrations
+//
+// InnoDB rolls back only the failing statement on a duplicate key, so a
+// duplicate msg_id comes back as outbox.ErrDuplicate and the caller's
+// transaction stays usable. [Classify] translates error 1062 (duplicate) and
+// 1146 (no such table, outbox.ErrSchemaMissing).
+//
+// MySQL commits each CREATE TABLE on its own, so a migration is not atomic.
+// Migrate serialises concurrent runs with GET_LOCK, and its statements are
+// idempotent, so running it again completes one that was interrupted.
+package outboxmysql

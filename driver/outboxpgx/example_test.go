@@ -1,0 +1,168 @@
+package outboxpgx_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/driver/outboxpgx"
+)
+
+// Writing a message in a pgx transaction, relaying it, and reading the counts.
+func Example() {
+	ctx := context.Background()
+	const server = "postgres://postgres@127.0.0.1:5432/test"
+
+	// A schema of its own, so that the example never meets other tables.
+	schema := fmt.Sprintf("outbox_example_%08x", rand.Uint32())
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		panic(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		panic(err)
+	}
+	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+
+	pool, err := pgxpool.New(ctx, server+"?search_path="+schema)
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	drv, err := outboxpgx.New(pool, outbox.Tables{})
+	if err != nil {
+		panic(err)
+	}
+	if err := drv.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id BIGINT PRIMARY KEY, status TEXT NOT NULL)"); err != nil {
+		panic(err)
+	}
+
+	// The order and the event that announces it commit together.
+	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		panic(err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO orders (id, status) VALUES ($1, 'placed')", 42); err != nil {
+			return err
+		}
+		return w.Write(ctx, tx, outbox.Message{
+			MsgID:   "order-42:OrderPlaced",
+			Topic:   "order.placed",
+			Key:     "order-42",
+			Payload: json.RawMessage(`{"order":42}`),
+		})
+	})
+	if err != nil {
+		panic(err)
+	}
+	printStats(ctx, drv)
+
+	// outbox.Discard acknowledges everything; a real program passes a broker
+	// adapter and calls relay.Run(ctx) instead.
+	relay, err := outbox.NewRelay(drv, outbox.Discard, outbox.RelayConfig{})
+	if err != nil {
+		panic(err)
+	}
+	rep, err := relay.RunOnce(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("relay sent:", rep.Sent)
+	printStats(ctx, drv)
+
+	// Output:
+	// pending=1 sent=0 dead=0
+	// relay sent: 1
+	// pending=0 sent=1 dead=0
+}
+
+func printStats(ctx context.Context, store outbox.Store) {
+	st, err := store.Stats(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("pending=%d sent=%d dead=%d\n", st.Pending, st.Sent, st.Dead)
+}
+
+// The same driver on database/sql: open with pgx's stdlib driver ("pgx"), and
+// the Writer and Inbox take a *sql.Tx.
+func ExampleNewStdlib() {
+	ctx := context.Background()
+	const server = "postgres://postgres@127.0.0.1:5432/test"
+
+	schema := fmt.Sprintf("outbox_example_%08x", rand.Uint32())
+	admin, err := sql.Open("pgx", server)
+	if err != nil {
+		panic(err)
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		panic(err)
+	}
+	defer admin.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE")
+
+	db, err := sql.Open("pgx", server+"?search_path="+schema)
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	drv, err := outboxpgx.NewStdlib(db, outbox.Tables{})
+	if err != nil {
+		panic(err)
+	}
+	if err := drv.Migrate(ctx); err != nil {
+		panic(err)
+	}
+
+	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		panic(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	err = w.Write(ctx, tx, outbox.Message{
+		MsgID:   "order-42:OrderPlaced",
+		Topic:   "order.placed",
+		Payload: json.RawMessage(`{"order":42,"total":"19.90"}`),
+	})
+	if err != nil {
+		tx.Rollback()
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+
+	pub := outbox.PublishFunc(func(ctx context.Context, m outbox.Message) error {
+		// The payload is stored as jsonb, so it comes back normalised.
+		fmt.Println("publish:", m.Topic, m.MsgID, string(m.Payload))
+		return nil
+	})
+	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{})
+	if err != nil {
+		panic(err)
+	}
+	rep, err := relay.RunOnce(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("relay sent:", rep.Sent)
+
+	// Output:
+	// publish: order.placed order-42:OrderPlaced {"order": 42, "total": "19.90"}
+	// relay sent: 1
+}
