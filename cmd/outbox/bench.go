@@ -109,6 +109,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !o.keep {
 		defer st.Truncate(context.WithoutCancel(ctx))
 	}
+	if o.cpuProfile != "" {
+		pf, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if o.writer {
 		return benchWriter(ctx, db, o, stdout)
 	}
@@ -121,17 +132,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
 		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
 	prefix := randomPrefix()
-	if o.cpuProfile != "" {
-		pf, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
 	var rates, p50s, p99s, ratios []float64
 	for run := 1; run <= o.runs; run++ {
 		base := 0.0
@@ -164,6 +164,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.runs > 1 {
 		fmt.Fprintf(stdout, "median of %d runs: %.0f msgs/s; last run / first run = %.2f\n", o.runs, median(rates), rates[len(rates)-1]/rates[0])
+	}
+	if o.runs >= 6 {
+		// Ageing: the table keeps every SENT row, so the last runs see
+		// (runs-3)*messages rows of history that the first ones did not.
+		first, last := median(rates[:3]), median(rates[len(rates)-3:])
+		fmt.Fprintf(stdout, "ageing: median of the last 3 runs / median of the first 3 = %.0f / %.0f = %.2f, after %d messages\n",
+			last, first, last/first, (o.runs-3)*o.messages)
 	}
 	fmt.Fprintf(stdout, "result msgs_per_s=%.0f p50_ms=%.2f p99_ms=%.2f\n", median(rates), median(p50s), median(p99s))
 	return nil

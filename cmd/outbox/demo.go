@@ -16,7 +16,6 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
-	"github.com/outbox-go/outbox/internal/sqlstore"
 )
 
 // demoText is the narrative, in the words of seed 000 (zh) and in English.
@@ -108,9 +107,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 type demo struct {
 	text     map[string]string
 	bankDB   *sql.DB
-	bank     *sqlstore.SQLDriver
+	bank     *outboxsqlite.Driver
 	pointsDB *sql.DB
-	points   *sqlstore.SQLDriver
+	points   *outboxsqlite.Driver
 }
 
 func newDemo(ctx context.Context, dir string, text map[string]string) (*demo, error) {
@@ -143,7 +142,7 @@ func newDemo(ctx context.Context, dir string, text map[string]string) (*demo, er
 	return d, nil
 }
 
-func openDemoDB(ctx context.Context, path string) (*sql.DB, *sqlstore.SQLDriver, error) {
+func openDemoDB(ctx context.Context, path string) (*sql.DB, *outboxsqlite.Driver, error) {
 	db, err := outboxsqlite.Open(path)
 	if err != nil {
 		return nil, nil, err

@@ -160,7 +160,7 @@ func openMySQL(ctx context.Context, dsn string, tables outbox.Tables) (*database
 		db.Close()
 		return nil, err
 	}
-	return &database{Store: drv, Dialect: "mysql", SQL: drv, Close: func() { db.Close() }, where: where}, nil
+	return &database{Store: drv, Dialect: "mysql", SQL: drv.SQLDriver, Close: func() { db.Close() }, where: where}, nil
 }
 
 // mysqlLogger sends the MySQL driver's own messages (a connection dropped by
@@ -203,7 +203,7 @@ func openSQLite(ctx context.Context, dsn string, tables outbox.Tables) (*databas
 		db.Close()
 		return nil, err
 	}
-	return &database{Store: drv, Dialect: "sqlite", SQL: drv, Close: func() { db.Close() }, where: where}, nil
+	return &database{Store: drv, Dialect: "sqlite", SQL: drv.SQLDriver, Close: func() { db.Close() }, where: where}, nil
 }
 
 func ping(ctx context.Context, f func(context.Context) error) error {

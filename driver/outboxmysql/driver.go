@@ -12,12 +12,24 @@ import (
 
 // New returns a driver on db, opened with the "mysql" driver. The DSN should set
 // parseTime=true; interpolateParams=true saves a round trip per statement.
-func New(db *sql.DB, tables outbox.Tables) (*sqlstore.SQLDriver, error) {
-	return sqlstore.NewSQLDriver(db, "mysql", tables, Classify)
+func New(db *sql.DB, tables outbox.Tables) (*Driver, error) {
+	d, err := sqlstore.NewSQLDriver(db, "mysql", tables, classify)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{d}, nil
 }
 
-// Classify translates MySQL error numbers for the store.
-func Classify(err error) sqlstore.ErrorKind {
+// Driver is an outbox.Driver on a *sql.DB: the Writer and Inbox take the
+// caller's *sql.Tx. Its methods are the outbox.Driver and outbox.Store calls.
+type Driver struct {
+	*sqlstore.SQLDriver
+}
+
+var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
+
+// classify translates MySQL error numbers for the store.
+func classify(err error) sqlstore.ErrorKind {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {

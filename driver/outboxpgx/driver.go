@@ -26,7 +26,7 @@ func New(pool *pgxpool.Pool, tables outbox.Tables) (*Driver, error) {
 	if pool == nil {
 		return nil, errors.New("outboxpgx: pool is nil")
 	}
-	s, err := sqlstore.New(poolDB{pool}, "postgres", tables, Classify)
+	s, err := sqlstore.New(poolDB{pool}, "postgres", tables, classify)
 	if err != nil {
 		return nil, err
 	}
@@ -35,9 +35,21 @@ func New(pool *pgxpool.Pool, tables outbox.Tables) (*Driver, error) {
 
 // NewStdlib returns a driver on a *sql.DB opened with pgx's stdlib
 // ("pgx" driver name): the Writer and Inbox take a *sql.Tx.
-func NewStdlib(db *sql.DB, tables outbox.Tables) (*sqlstore.SQLDriver, error) {
-	return sqlstore.NewSQLDriver(db, "postgres", tables, Classify)
+func NewStdlib(db *sql.DB, tables outbox.Tables) (*StdlibDriver, error) {
+	d, err := sqlstore.NewSQLDriver(db, "postgres", tables, classify)
+	if err != nil {
+		return nil, err
+	}
+	return &StdlibDriver{d}, nil
 }
+
+// StdlibDriver is an outbox.Driver on a *sql.DB opened with pgx's stdlib: the
+// Writer and Inbox take the caller's *sql.Tx.
+type StdlibDriver struct {
+	*sqlstore.SQLDriver
+}
+
+var _ outbox.Driver[*sql.Tx] = (*StdlibDriver)(nil)
 
 // Pool returns the pool the driver runs on.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
@@ -57,8 +69,8 @@ func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, pgx.Tx) e
 	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
 }
 
-// Classify translates PostgreSQL error codes for the store.
-func Classify(err error) sqlstore.ErrorKind {
+// classify translates PostgreSQL error codes for the store.
+func classify(err error) sqlstore.ErrorKind {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {

@@ -16,9 +16,21 @@ import (
 
 // New returns a driver on db, which must be opened with the "sqlite" driver of
 // modernc.org/sqlite. Open does that with the settings the outbox wants.
-func New(db *sql.DB, tables outbox.Tables) (*sqlstore.SQLDriver, error) {
-	return sqlstore.NewSQLDriver(db, "sqlite", tables, Classify)
+func New(db *sql.DB, tables outbox.Tables) (*Driver, error) {
+	d, err := sqlstore.NewSQLDriver(db, "sqlite", tables, classify)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{d}, nil
 }
+
+// Driver is an outbox.Driver on a *sql.DB: the Writer and Inbox take the
+// caller's *sql.Tx. Its methods are the outbox.Driver and outbox.Store calls.
+type Driver struct {
+	*sqlstore.SQLDriver
+}
+
+var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
 
 // Open opens the SQLite file at path for the outbox: WAL journal, NORMAL
 // synchronous (durable at each checkpoint, safe against corruption), a busy
@@ -44,8 +56,8 @@ func Open(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Classify translates SQLite result codes for the store.
-func Classify(err error) sqlstore.ErrorKind {
+// classify translates SQLite result codes for the store.
+func classify(err error) sqlstore.ErrorKind {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() {

@@ -110,5 +110,5 @@ func (d *SQLDriver) RunInTx(ctx context.Context, fn func(context.Context, *sql.T
 	return d.wrap("commit", tx.Commit())
 }
 
-// DB returns the *sql.DB the driver runs on.
+// SQLDB returns the *sql.DB the driver runs on.
 func (d *SQLDriver) SQLDB() *sql.DB { return d.db }

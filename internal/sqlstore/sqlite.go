@@ -1,6 +1,6 @@
 package sqlstore
 
-// sqliteDialect is all the SQL the outbox runs on SQLite 3.35+. Times are UTC
+// sqliteDialect is all the SQL the outbox runs on SQLite 3.38+ (modernc.org/sqlite ships its own, newer). Times are UTC
 // text in SQLite's own format ('YYYY-MM-DD HH:MM:SS.SSS'), which sorts as time.
 // Every statement on the pending rows says "status = 0" as a literal so that
 // the planner can use the partial index.
