@@ -18,6 +18,10 @@ import (
 
 // The business schema of the writer benchmark: an order is inserted and an
 // account debited, the shape of most transactions that emit an event.
+//
+// Two shapes: "order" inserts an order and debits an account (two small
+// statements); "transfer" is seed 000's transfer: lock both accounts, check
+// the balance, debit one and credit the other (four statements).
 var benchBusinessSQL = map[string][3]string{
 	"postgres": {
 		`CREATE TABLE IF NOT EXISTS outbox_bench_accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL);
@@ -47,6 +51,27 @@ WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 1000) I
 	},
 }
 
+// benchTransferSQL holds the transfer's statements per dialect: lock and read
+// both accounts in id order (so that concurrent transfers cannot deadlock),
+// debit, credit.
+var benchTransferSQL = map[string][3]string{
+	"postgres": {
+		`SELECT id, balance FROM outbox_bench_accounts WHERE id IN ($1, $2) ORDER BY id FOR UPDATE`,
+		`UPDATE outbox_bench_accounts SET balance = balance - 1 WHERE id = $1`,
+		`UPDATE outbox_bench_accounts SET balance = balance + 1 WHERE id = $1`,
+	},
+	"mysql": {
+		`SELECT id, balance FROM outbox_bench_accounts WHERE id IN (?, ?) ORDER BY id FOR UPDATE`,
+		`UPDATE outbox_bench_accounts SET balance = balance - 1 WHERE id = ?`,
+		`UPDATE outbox_bench_accounts SET balance = balance + 1 WHERE id = ?`,
+	},
+	"sqlite": {
+		`SELECT id, balance FROM outbox_bench_accounts WHERE id IN (?, ?) ORDER BY id`,
+		`UPDATE outbox_bench_accounts SET balance = balance - 1 WHERE id = ?`,
+		`UPDATE outbox_bench_accounts SET balance = balance + 1 WHERE id = ?`,
+	},
+}
+
 // benchWriter measures what the outbox costs a business transaction: the
 // same transaction with and without one outbox insert, --producers at a time,
 // in alternating rounds so that both see the same machine; it prints the
@@ -58,25 +83,33 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	}
 	round := 3 * time.Second
 	rounds := max(o.runs, 3)
-	fmt.Fprintf(stdout, "bench writer: %s: producers=%d payload=%dB, %d rounds of %s each way\n", db.where, o.producers, o.payloadBytes, rounds, round)
+	fmt.Fprintf(stdout, "bench writer: %s: producers=%d payload=%dB, %d rounds of %s each way per shape\n", db.where, o.producers, o.payloadBytes, rounds, round)
 	payload := benchPayload(o.payloadBytes)
 	prefix := randomPrefix()
-	var base, with []float64
-	for r := 1; r <= rounds; r++ {
-		b, err := writerRound(ctx, db, stmts, o.producers, round, nil)
-		if err != nil {
-			return err
+	ratios := map[string]float64{}
+	var lastBase, lastWith float64
+	for _, shape := range []string{"order", "transfer"} {
+		var base, with []float64
+		for r := 1; r <= rounds; r++ {
+			b, err := writerRound(ctx, db, shape, o.producers, round, nil)
+			if err != nil {
+				return err
+			}
+			w, err := writerRound(ctx, db, shape, o.producers, round, func(p int, i int64) outbox.Message {
+				return outbox.Message{MsgID: fmt.Sprintf("w%s-%s-%d-%d-%d", prefix, shape[:1], r, p, i), Topic: "order.placed", Payload: payload(int(i))}
+			})
+			if err != nil {
+				return err
+			}
+			base, with = append(base, b), append(with, w)
+			fmt.Fprintf(stdout, "%s round %d: business tx alone %.0f tx/s, with outbox insert %.0f tx/s, ratio %.2f\n", shape, r, b, w, w/b)
 		}
-		w, err := writerRound(ctx, db, stmts, o.producers, round, func(p int, i int64) outbox.Message {
-			return outbox.Message{MsgID: fmt.Sprintf("w%s-%d-%d-%d", prefix, r, p, i), Topic: "order.placed", Payload: payload(int(i))}
-		})
-		if err != nil {
-			return err
-		}
-		base, with = append(base, b), append(with, w)
-		fmt.Fprintf(stdout, "round %d: business tx alone %.0f tx/s, with outbox insert %.0f tx/s, ratio %.2f\n", r, b, w, w/b)
+		ratios[shape] = median(with) / median(base)
+		lastBase, lastWith = median(base), median(with)
+		fmt.Fprintf(stdout, "%s: median %.0f tx/s alone, %.0f tx/s with the outbox insert: ratio %.2f\n", shape, median(base), median(with), ratios[shape])
 	}
-	fmt.Fprintf(stdout, "result writer_ratio=%.2f base_tx_per_s=%.0f outbox_tx_per_s=%.0f\n", median(with)/median(base), median(base), median(with))
+	fmt.Fprintf(stdout, "result writer_ratio=%.2f order_ratio=%.2f base_tx_per_s=%.0f outbox_tx_per_s=%.0f\n",
+		ratios["transfer"], ratios["order"], lastBase, lastWith)
 	return nil
 }
 
@@ -105,9 +138,52 @@ func splitScript(s string) []string {
 	return out
 }
 
+// txOps runs statements in a transaction of type TTx.
+type txOps[TTx any] struct {
+	exec  func(ctx context.Context, tx TTx, q string, args ...any) error
+	query func(ctx context.Context, tx TTx, q string, args ...any) (rows int, err error)
+}
+
+var pgOps = txOps[pgx.Tx]{
+	exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+		_, err := tx.Exec(ctx, q, args...)
+		return err
+	},
+	query: func(ctx context.Context, tx pgx.Tx, q string, args ...any) (int, error) {
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		return n, rows.Err()
+	},
+}
+
+var sqlOps = txOps[*sql.Tx]{
+	exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	},
+	query: func(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) {
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		return n, rows.Err()
+	},
+}
+
 // writerRound runs producers for d and returns committed transactions per
 // second; with msg nil the transactions write no outbox row.
-func writerRound(ctx context.Context, db *database, stmts [3]string, producers int, d time.Duration, msg func(p int, i int64) outbox.Message) (float64, error) {
+func writerRound(ctx context.Context, db *database, shape string, producers int, d time.Duration, msg func(p int, i int64) outbox.Message) (float64, error) {
 	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var n atomic.Int64
@@ -120,15 +196,9 @@ func writerRound(ctx context.Context, db *database, stmts [3]string, producers i
 			defer wg.Done()
 			var err error
 			if db.PG != nil {
-				err = writerLoop(rctx, db.PG, p, &n, msg, func(ctx context.Context, tx pgx.Tx, q string, a any) error {
-					_, err := tx.Exec(ctx, q, a)
-					return err
-				}, stmts)
+				err = writerLoop(rctx, db.PG, pgOps, db.Dialect, shape, p, &n, msg)
 			} else {
-				err = writerLoop(rctx, db.SQL, p, &n, msg, func(ctx context.Context, tx *sql.Tx, q string, a any) error {
-					_, err := tx.ExecContext(ctx, q, a)
-					return err
-				}, stmts)
+				err = writerLoop(rctx, db.SQL, sqlOps, db.Dialect, shape, p, &n, msg)
 			}
 			if err != nil && rctx.Err() == nil {
 				errs <- err
@@ -143,21 +213,37 @@ func writerRound(ctx context.Context, db *database, stmts [3]string, producers i
 	return float64(n.Load()) / time.Since(start).Seconds(), nil
 }
 
-func writerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], p int, n *atomic.Int64, msg func(int, int64) outbox.Message,
-	exec func(context.Context, TTx, string, any) error, stmts [3]string) error {
+func writerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], ops txOps[TTx], dialect, shape string, p int,
+	n *atomic.Int64, msg func(int, int64) outbox.Message) error {
 	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
 	if err != nil {
 		return err
 	}
+	order, transfer := benchBusinessSQL[dialect], benchTransferSQL[dialect]
 	rnd := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano())))
 	for i := int64(0); ctx.Err() == nil; i++ {
-		account := rnd.IntN(1000) + 1
+		from := rnd.IntN(1000) + 1
+		to := (from+rnd.IntN(998))%1000 + 1
 		err := d.RunInTx(ctx, func(ctx context.Context, tx TTx) error {
-			if err := exec(ctx, tx, stmts[1], account); err != nil {
-				return err
-			}
-			if err := exec(ctx, tx, stmts[2], account); err != nil {
-				return err
+			if shape == "transfer" {
+				if got, err := ops.query(ctx, tx, transfer[0], min(from, to), max(from, to)); err != nil {
+					return err
+				} else if got != 2 {
+					return fmt.Errorf("transfer: read %d accounts, want 2", got)
+				}
+				if err := ops.exec(ctx, tx, transfer[1], from); err != nil {
+					return err
+				}
+				if err := ops.exec(ctx, tx, transfer[2], to); err != nil {
+					return err
+				}
+			} else {
+				if err := ops.exec(ctx, tx, order[1], from); err != nil {
+					return err
+				}
+				if err := ops.exec(ctx, tx, order[2], from); err != nil {
+					return err
+				}
 			}
 			if msg != nil {
 				return w.Write(ctx, tx, msg(p, i))
