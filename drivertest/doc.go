@@ -48,8 +48,8 @@
 //
 // Where a database cannot do something, the Env says so and the suite adapts
 // its checks instead of the driver faking it. [Env].ConcurrentWriters is false
-// for SQLite, whose writers take turns. The suite then does not hold two
-// writing transactions open at once, and it also takes the flag to mean that
-// claims are leases: it checks a crashed relay's claim by letting its lease
-// run out rather than by aborting the claim's transaction.
+// for SQLite, whose writers take turns: the suite then does not hold two
+// writing transactions open at once. [Env].LeasedClaims is true where a claim
+// is held by a lease (SQLite): the suite checks a crashed relay's claim by
+// letting its lease run out rather than by aborting the claim's transaction.
 package drivertest

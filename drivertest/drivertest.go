@@ -27,6 +27,10 @@ type Env[TTx any] struct {
 	// ConcurrentWriters is true where two transactions can insert at once
 	// (PostgreSQL, MySQL), false where writers take turns (SQLite).
 	ConcurrentWriters bool
+	// LeasedClaims is true where a claim is held by a lease that runs out
+	// (SQLite's claims table), false where it is held by an open transaction
+	// that a crash rolls back (PostgreSQL, MySQL).
+	LeasedClaims bool
 }
 
 // Setup makes a fresh Env for one test and registers its cleanup on t.

@@ -776,7 +776,7 @@ func (s suite[TTx]) testCrash(t *testing.T) {
 	deliveries = append(deliveries, claim.Messages()...) // published...
 	// ...and the process dies: a transaction-holding claim loses its connection
 	// (rolled back, as Abort does); a lease just runs out.
-	if env.ConcurrentWriters {
+	if !env.LeasedClaims {
 		if err := claim.Abort(ctx); err != nil {
 			t.Fatal(err)
 		}

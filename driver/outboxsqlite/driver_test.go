@@ -28,9 +28,11 @@ func setup(t *testing.T) *drivertest.Env[*sql.Tx] {
 	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
+	env := drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
 		return outboxsqlite.New(db, tb)
 	}, false)
+	env.LeasedClaims = true
+	return env
 }
 
 func TestSQLite(t *testing.T) { drivertest.Run(t, setup) }
