@@ -35,6 +35,7 @@ type benchOptions struct {
 	writer       bool
 	baseline     bool
 	cpuProfile   string
+	round        time.Duration
 	pub          publisherOptions
 }
 
@@ -60,6 +61,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.keep, "keep", "keep the rows after the last run (default: empty the table)")
 	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8)")
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
+	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "/outbox", "URI", "CloudEvents source attribute")
 	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
@@ -88,6 +90,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "--payload-bytes must be 16..%d", outbox.DefaultMaxBytes)
 	case o.runs < 1:
 		return usagef(f.hint(), "--runs must be at least 1")
+	case o.round < 10*time.Millisecond:
+		return usagef(f.hint(), "--round must be at least 10ms")
 	}
 	if o.writer && o.producers == 0 {
 		o.producers = 8

@@ -81,7 +81,7 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	if err := execScript(ctx, db, stmts[0]); err != nil {
 		return fmt.Errorf("writer bench: create business tables: %w", err)
 	}
-	round := 3 * time.Second
+	round := o.round
 	rounds := max(o.runs, 3)
 	fmt.Fprintf(stdout, "bench writer: %s: producers=%d payload=%dB, %d rounds of %s each way per shape\n", db.where, o.producers, o.payloadBytes, rounds, round)
 	payload := benchPayload(o.payloadBytes)
@@ -100,6 +100,9 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 			})
 			if err != nil {
 				return err
+			}
+			if b == 0 || w == 0 {
+				return fmt.Errorf("writer bench: a round of %s committed no transaction; give it a longer --round", round)
 			}
 			base, with = append(base, b), append(with, w)
 			fmt.Fprintf(stdout, "%s round %d: business tx alone %.0f tx/s, with outbox insert %.0f tx/s, ratio %.2f\n", shape, r, b, w, w/b)
