@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 )
 
 // Publisher delivers a batch of messages to a broker or endpoint. The relay owns
@@ -22,14 +23,26 @@ type Publisher interface {
 
 // PublishFunc adapts a function that publishes one message to a Publisher. It
 // publishes the batch one message at a time, in order: meant for library users
-// that hand messages to in-process code, and for tests.
+// that hand messages to in-process code, and for tests. Once a message with a
+// key fails, the later messages of that key in the batch are not attempted:
+// they get ErrHeldBack, so that they cannot overtake it.
 type PublishFunc func(ctx context.Context, m Message) error
 
 // Publish calls f for each message in order.
 func (f PublishFunc) Publish(ctx context.Context, msgs []Message) []error {
 	var errs []error
+	var failedKeys map[string]string
 	for i, m := range msgs {
-		if err := f(ctx, m); err != nil {
+		var err error
+		if first, held := failedKeys[m.Key]; held && m.Key != "" {
+			err = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, first)
+		} else if err = f(ctx, m); err != nil && m.Key != "" {
+			if failedKeys == nil {
+				failedKeys = map[string]string{}
+			}
+			failedKeys[m.Key] = m.MsgID
+		}
+		if err != nil {
 			if errs == nil {
 				errs = make([]error, len(msgs))
 			}

@@ -217,3 +217,26 @@ func TestTablesValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestPublishFuncHoldsBackKey(t *testing.T) {
+	var called []string
+	pub := PublishFunc(func(_ context.Context, m Message) error {
+		called = append(called, m.MsgID)
+		if m.MsgID == "a1" {
+			return errors.New("refused")
+		}
+		return nil
+	})
+	errs := pub.Publish(context.Background(), []Message{
+		{MsgID: "a1", Key: "a"}, {MsgID: "b1", Key: "b"}, {MsgID: "a2", Key: "a"}, {MsgID: "n1"}, {MsgID: "a3", Key: "a"},
+	})
+	if fmt.Sprint(called) != "[a1 b1 n1]" {
+		t.Fatalf("published %v; a2 and a3 must wait behind a1", called)
+	}
+	if errs[0] == nil || errs[1] != nil || !errors.Is(errs[2], ErrHeldBack) || errs[3] != nil || !errors.Is(errs[4], ErrHeldBack) {
+		t.Fatalf("errors = %v", errs)
+	}
+	if pub.Publish(context.Background(), []Message{{MsgID: "x"}}) != nil {
+		t.Fatal("a batch with no failure must return nil")
+	}
+}
