@@ -46,6 +46,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("WriterValidation", s.testWriterValidation)
 	t.Run("WriterDuplicate", s.testWriterDuplicate)
 	t.Run("Sidecar", s.testSidecar)
+	t.Run("ClaimPlan", s.testClaimPlan)
 	t.Run("Relay", s.testRelay)
 	t.Run("RelayFailures", s.testRelayFailures)
 	t.Run("RelayUnavailable", s.testRelayUnavailable)

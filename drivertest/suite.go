@@ -475,6 +475,31 @@ func (s suite[TTx]) testSidecar(t *testing.T) {
 	}
 }
 
+// testClaimPlan checks that the claim goes through the pending index: a
+// planner may skip a partial index (SQLite does when the query does not repeat
+// its condition literally), and then every claim scans the whole table.
+func (s suite[TTx]) testClaimPlan(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	s.write(t, env, manyMsgs("plan", 2000)...)
+	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{BatchSize: 1000}))
+	s.write(t, env, manyMsgs("plan-new", 50)...)
+	ex, ok := env.Driver.(interface {
+		ExplainClaim(context.Context) (string, error)
+	})
+	if !ok {
+		t.Fatalf("driver %T cannot explain its claim", env.Driver)
+	}
+	plan, err := ex.ExplainClaim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "outbox_pending_idx") {
+		t.Fatalf("the claim does not use the pending index:\n%s", plan)
+	}
+}
+
 func (s suite[TTx]) testRelay(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)

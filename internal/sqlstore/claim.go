@@ -347,6 +347,8 @@ func (n *nullString_) Scan(src any) error {
 		n.s = v
 	case []byte:
 		n.s = string(v)
+	case int64, uint64, float64, bool:
+		n.s = fmt.Sprint(v)
 	default:
 		return fmt.Errorf("outbox: cannot read %T as text", src)
 	}

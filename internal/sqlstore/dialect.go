@@ -69,6 +69,9 @@ type dialect struct {
 	dropDead   string // args: JSON array of msg_ids, all, topic
 	deleteSent string // args: older-than ms, limit
 
+	// explain is the prefix that makes the dialect describe a statement's
+	// plan without running it.
+	explain string
 	// truncate empties the outbox table (benchmarks only).
 	truncate string
 

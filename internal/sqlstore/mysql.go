@@ -65,6 +65,7 @@ WHERE status = 2
 WHERE status = 1 AND sent_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 ORDER BY id LIMIT ?`,
 
+	explain:  `EXPLAIN `,
 	truncate: `TRUNCATE TABLE {{outbox}}`,
 
 	migrationsTable: "CREATE TABLE IF NOT EXISTS {{migrations}} (\n" +

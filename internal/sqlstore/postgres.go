@@ -79,6 +79,7 @@ WHERE status = 2
   WHERE status = 1 AND sent_at < now() - $1 * interval '1 millisecond'
   ORDER BY id LIMIT $2)`,
 
+	explain:  `EXPLAIN `,
 	truncate: `TRUNCATE {{outbox}}, {{inbox}}`,
 
 	migrationsTable: `CREATE TABLE IF NOT EXISTS {{migrations}} (

@@ -76,6 +76,7 @@ WHERE status = 2
   WHERE status = 1 AND sent_at < strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', -?1 / 1000.0))
   ORDER BY id LIMIT ?2)`,
 
+	explain:  `EXPLAIN QUERY PLAN `,
 	truncate: `DELETE FROM {{outbox}}`,
 
 	migrationsTable: `CREATE TABLE IF NOT EXISTS {{migrations}} (

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox"
@@ -439,6 +440,31 @@ func (s *Store) DeleteSent(ctx context.Context, olderThan time.Duration, limit i
 	return n, s.wrap("delete sent messages", err)
 }
 
+// ExplainClaim returns the database's plan for the claim's statement, one
+// line per row of EXPLAIN output, so that tests can check that it goes
+// through the pending index (a planner may skip a partial index).
+func (s *Store) ExplainClaim(ctx context.Context) (string, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return "", s.wrap("explain claim", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, s.c.explain+s.c.claim, int64(0), 500)
+	if err != nil {
+		return "", s.wrap("explain claim", err)
+	}
+	defer rows.Close()
+	var plan strings.Builder
+	for rows.Next() {
+		cols, err := rowStrings(rows)
+		if err != nil {
+			return "", s.wrap("explain claim", err)
+		}
+		plan.WriteString(strings.Join(cols, " ") + "\n")
+	}
+	return plan.String(), s.wrap("explain claim", rows.Err())
+}
+
 // Truncate deletes every row of the outbox table, whatever its status. It is
 // for benchmarks on tables of their own, never for production tables, and is
 // deliberately not part of outbox.Store.
@@ -498,6 +524,32 @@ func scanStrings(rows Rows) ([]string, error) {
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// rowStrings reads a row of unknown shape as text.
+func rowStrings(rows Rows) ([]string, error) {
+	type columner interface{ Columns() ([]string, error) }
+	n := 1
+	if c, ok := rows.(columner); ok {
+		cols, err := c.Columns()
+		if err != nil {
+			return nil, err
+		}
+		n = len(cols)
+	}
+	vals := make([]nullString_, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i, v := range vals {
+		out[i] = v.s
+	}
+	return out, nil
 }
 
 func drain(rows Rows) error {
