@@ -28,15 +28,25 @@
 //
 // # How a claim works
 //
-// A relay claims in a transaction of its own: one statement selects the due
-// rows in id order with FOR UPDATE SKIP LOCKED and marks them SENT. The
-// transaction stays open while the batch is published; before it commits, the
-// messages the broker did not acknowledge are put back to NEW (with a retry
-// spent, or DEAD, or untouched when the broker was unreachable). Other relays
-// skip the locked rows instead of waiting for them, so several relays share a
-// table without publishing the same row twice. A relay that dies mid-batch
-// leaves a transaction that PostgreSQL rolls back: the rows are NEW again and
-// will be published again.
+// A relay claims in a transaction of its own: one statement walks the due
+// rows in id order, takes a transaction-scoped advisory lock on each chunk of
+// 256 consecutive ids it meets (pg_try_advisory_xact_lock, keyed by the
+// table's oid and the chunk number), skips the rows of chunks another relay
+// holds, and marks the rest SENT. The transaction stays open while the batch
+// is published; before it commits, the messages the broker did not
+// acknowledge are put back to NEW (with a retry spent, or DEAD, or untouched
+// when the broker was unreachable). So several relays share a table without
+// publishing the same row twice, and without waiting for each other. A relay
+// that dies mid-batch leaves a transaction that PostgreSQL rolls back: its
+// locks are released and the rows are NEW again, to be published again.
+//
+// Chunk locks replace FOR UPDATE SKIP LOCKED, which locks, and writes a WAL
+// record for, every row: measured on a 2-core machine, two relays with row
+// locks were slower than one (0.8×), with chunk locks they are not (1.0 to
+// 1.3×). The locks share PostgreSQL's 64-bit advisory lock space with the
+// application's own pg_advisory_lock(bigint) calls; the keys are the table's
+// oid shifted left by 31 bits, so a collision would need an application key
+// of that shape, and would only delay a chunk.
 //
 // The claim's transaction commits with synchronous_commit = off, which saves a
 // write-ahead-log flush per batch. That is safe because the transaction only

@@ -18,9 +18,10 @@ var migrationFS embed.FS
 type claimMode int
 
 const (
-	// claimLockMark: in one transaction, lock the rows (SKIP LOCKED) and mark
-	// them SENT in the same statement; commit after the broker acks, revert the
-	// failures before commit. A crash rolls everything back.
+	// claimLockMark: in one transaction, lock the rows (PostgreSQL: advisory
+	// locks on chunks of ids) and mark them SENT in the same statement; commit
+	// after the broker acks, revert the failures before commit. A crash rolls
+	// everything back.
 	claimLockMark claimMode = iota
 	// claimLockSelect: in one transaction, SELECT ... FOR UPDATE SKIP LOCKED,
 	// then mark after the broker acks and commit.

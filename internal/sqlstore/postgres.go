@@ -29,17 +29,28 @@ RETURNING msg_id`,
 	// row was committed durably. This saves a WAL flush per batch.
 	claimSetup: `SET LOCAL synchronous_commit = off`,
 
-	// The rows are locked and marked SENT in the claim's transaction, which
-	// commits only after the broker acks; other relays skip the locked rows.
-	claim: `WITH due AS (
+	// Relays keep off each other's rows with transaction-scoped advisory
+	// locks on chunks of 256 consecutive ids, taken as the index scan meets
+	// each due row: a relay skips the rows of chunks another relay holds, and
+	// marks its own SENT without locking them one by one. Row locks (FOR
+	// UPDATE SKIP LOCKED) cost a WAL record per row and, measured here, made
+	// two relays slower than one; chunk locks let them scale. The locks and
+	// the SENT marks last until the transaction commits, after the broker
+	// acks; a crash rolls both back. The CTE is materialized so that the lock
+	// function runs only for the rows the index scan visits, in id order. The
+	// lock key is the table's oid (resolved once per statement) and the chunk
+	// number, so outbox tables in different schemas never share a chunk.
+	claim: `WITH due AS MATERIALIZED (
   SELECT id FROM {{outbox}}
-  WHERE status = 0 AND id > $1 AND next_retry_at <= now()
+  WHERE status = 0 AND id > $1
+    AND CASE WHEN next_retry_at <= now()
+        THEN pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((id >> 8) & 2147483647))
+        ELSE false END
   ORDER BY id
   LIMIT $2
-  FOR UPDATE SKIP LOCKED
 )
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
-FROM due WHERE o.id = due.id
+FROM due WHERE o.id = due.id AND o.status = 0
 RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at`,
 
 	// k: 1 retry, 2 dead, 3 release (see outbox.OutcomeKind).
