@@ -165,6 +165,10 @@ type BatchReport struct {
 	Released int
 	// Duration is the time from claim to finished mark.
 	Duration time.Duration
+
+	// fromCursor: the claim started past the previous batch, so a short
+	// batch does not prove that nothing is due below it.
+	fromCursor bool
 }
 
 // MessageResult is the outcome of one message in a batch.
@@ -201,8 +205,8 @@ func (r *Relay) Run(ctx context.Context) error {
 				"released", rep.Released, "error", rep.unavailable(), "pause", pause)
 		default:
 			pause = 0
-			if len(rep.Results) >= r.cfg.BatchSize {
-				continue
+			if len(rep.Results) >= r.cfg.BatchSize || rep.fromCursor {
+				continue // more may be due: a full batch, or rows below the cursor
 			}
 		}
 		t := time.NewTimer(wait)
@@ -255,14 +259,14 @@ func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 	// From here on the batch is ours: finish it even if ctx is cancelled.
 	bctx := context.WithoutCancel(ctx)
 	if len(msgs) == 0 {
-		return BatchReport{}, claim.Finish(bctx, nil)
+		return BatchReport{fromCursor: after > 0}, claim.Finish(bctx, nil)
 	}
 
 	pctx, cancel := context.WithTimeout(bctx, r.cfg.PublishTimeout)
 	errs := r.publish(pctx, msgs)
 	cancel()
 
-	rep := BatchReport{Results: make([]MessageResult, len(msgs))}
+	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: after > 0}
 	outcomes := make([]Outcome, len(msgs))
 	for i, m := range msgs {
 		var perr error

@@ -107,6 +107,36 @@ func TestRelayCursor(t *testing.T) {
 	}
 }
 
+// Run does not idle after a short batch that started past the cursor: rows
+// below it may be due, so it claims from the first id at once.
+func TestRelayRunRescansAtOnce(t *testing.T) {
+	st := newFakeStore(25)
+	r, _ := NewRelay(st, Discard, RelayConfig{BatchSize: 10, Interval: time.Hour, RescanInterval: time.Hour, Logger: quiet()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st.mu.Lock()
+		n := len(st.afterIDs)
+		st.mu.Unlock()
+		if n >= 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // a fifth claim now would mean no idle wait
+	cancel()
+	<-done
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// 0 (10 rows), 10 (10), 20 (5: short, from the cursor), 0 at once (empty),
+	// then the relay idles for Interval.
+	if got := fmt.Sprint(st.afterIDs); got != "[0 10 20 0]" {
+		t.Fatalf("claims started after %s, want [0 10 20 0] and then an idle wait", got)
+	}
+}
+
 func TestRelayRescanInterval(t *testing.T) {
 	st := newFakeStore(100)
 	r, _ := NewRelay(st, Discard, RelayConfig{BatchSize: 10, RescanInterval: 30 * time.Millisecond, Logger: quiet()})
