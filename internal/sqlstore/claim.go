@@ -27,12 +27,6 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
-	if s.c.claimSetup != "" {
-		if _, err := tx.Exec(ctx, s.c.claimSetup); err != nil {
-			tx.Rollback(context.WithoutCancel(ctx))
-			return nil, s.wrap("claim: setup", err)
-		}
-	}
 	rows, err := tx.Query(ctx, s.c.claim, p.AfterID, p.Limit)
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))

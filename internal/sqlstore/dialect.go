@@ -55,8 +55,7 @@ type dialect struct {
 	// consume inserts the inbox record; 0 rows affected means a duplicate.
 	consume string
 
-	claimSetup string // optional, first statement of a claim transaction
-	claim      string // args: limit
+	claim string // args: limit
 	// claimRange mode: expire old claims; record (token, lo, hi, lease ms);
 	// release (token).
 	claimExpire, claimRecord, claimRelease string
@@ -112,7 +111,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claimSetup, &c.claim, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}
