@@ -452,7 +452,7 @@ func (s suite[TTx]) testSidecar(t *testing.T) {
 	if err := env.Exec(ctx, `INSERT INTO outbox (msg_id, topic, payload) VALUES ('side-1', 'order.paid', '{"order":42}')`); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Exec(ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload, headers) VALUES ('side-2', 'order.paid', 'k1', '{"order":43}', '{"tenant":"a"}')`); err != nil {
+	if err := env.Exec(ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload, headers) VALUES ('side-2', 'order.paid', 'k1', '{"order":43}', '{"tenant":"a","attempt":2}')`); err != nil {
 		t.Fatal(err)
 	}
 	// The schema itself rejects what the Writer would reject.
@@ -470,7 +470,7 @@ func (s suite[TTx]) testSidecar(t *testing.T) {
 	if n := drain(t, newRelay(t, env.Driver, rec, outbox.RelayConfig{})); n != 2 {
 		t.Fatalf("relayed %d sidecar rows, want 2", n)
 	}
-	if rec.got[1].Key != "k1" || rec.got[1].Headers["tenant"] != "a" || !jsonEqual(rec.got[0].Payload, []byte(`{"order":42}`)) {
+	if rec.got[1].Key != "k1" || rec.got[1].Headers["tenant"] != "a" || rec.got[1].Headers["attempt"] != "2" || !jsonEqual(rec.got[0].Payload, []byte(`{"order":42}`)) {
 		t.Fatalf("sidecar messages relayed as %+v", rec.got)
 	}
 }

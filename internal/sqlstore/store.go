@@ -490,10 +490,25 @@ func decodeHeaders(b []byte) (map[string]string, error) {
 		return nil, nil
 	}
 	var h map[string]string
-	if err := json.Unmarshal(b, &h); err != nil {
-		// A sidecar may have written headers that are not a string map; keep
-		// the message deliverable and say so in a header of our own.
+	if err := json.Unmarshal(b, &h); err == nil {
+		return h, nil
+	}
+	// A sidecar writer may store values that are not strings ({"attempt": 2}):
+	// keep them, as their JSON text.
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		// Not an object at all: keep the message deliverable and say so in a
+		// header of our own rather than drop what was written.
 		return map[string]string{"outboxbadheaders": strconv.Quote(string(b))}, nil
+	}
+	h = make(map[string]string, len(raw))
+	for k, v := range raw {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			h[k] = s
+		} else {
+			h[k] = string(v)
+		}
 	}
 	return h, nil
 }
