@@ -4,6 +4,7 @@ GO      ?= go
 PG      ?= postgres://postgres@127.0.0.1:5432/test
 BENCH_MESSAGES ?= 100000
 BENCH_RUNS     ?= 5
+FUZZTIME       ?= 30s
 
 .DEFAULT_GOAL := help
 
@@ -26,8 +27,8 @@ lint: ## golangci-lint every module (needs golangci-lint on PATH)
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for 30s
-	$(GO) test -run XXX -fuzz FuzzValidateMessage -fuzztime 30s .
-	@for f in $$(cd webhook && $(GO) test -list 'Fuzz.*' . | grep ^Fuzz); do $(GO) test -run XXX -fuzz $$f -fuzztime 30s ./webhook/; done
+	$(GO) test -run XXX -fuzz FuzzValidateMessage -fuzztime $(FUZZTIME) .
+	@for f in $$(cd webhook && $(GO) test -list 'Fuzz.*' . | grep ^Fuzz); do $(GO) test -run XXX -fuzz $$f -fuzztime $(FUZZTIME) ./webhook/; done
 
 .PHONY: build
 build: ## build bin/outbox
