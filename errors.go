@@ -79,7 +79,7 @@ func (e *ValidationError) Error() string {
 
 // Unwrap returns ErrInvalidMessage and the specific sentinel.
 func (e *ValidationError) Unwrap() []error {
-	if e.Err == nil || e.Err == ErrInvalidMessage {
+	if e.Err == nil || errors.Is(e.Err, ErrInvalidMessage) {
 		return []error{ErrInvalidMessage}
 	}
 	return []error{ErrInvalidMessage, e.Err}

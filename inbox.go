@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -38,7 +39,7 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, group, msgID string, fn func(
 		return fn(ctx, tx)
 	})
 	switch {
-	case err == errAlreadyConsumed:
+	case errors.Is(err, errAlreadyConsumed):
 		return false, nil
 	case err != nil:
 		return false, err

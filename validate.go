@@ -82,7 +82,7 @@ func checkHeaderName(name string) string {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
 			return fmt.Sprintf("header name %q: use lower-case letters and digits only (CloudEvents attribute naming)", name)
 		}
 	}

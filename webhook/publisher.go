@@ -220,7 +220,7 @@ func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
 		req.Header.Set(p.sigHeader, Sign(p.secret, m.Payload))
 	}
 
-	resp, err := p.client.Do(req)
+	resp, err := p.client.Do(req) //nolint:bodyclose // closed below by drainAndClose
 	if err != nil {
 		return p.transportError(ctx, reqCtx, err, connected.Load())
 	}

@@ -232,7 +232,7 @@ func writerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], ops txOps[TT
 		return err
 	}
 	order, transfer := benchBusinessSQL[dialect], benchTransferSQL[dialect]
-	rnd := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano())))
+	rnd := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano()))) //nolint:gosec // p counts producers from 0
 	for i := int64(0); ctx.Err() == nil; i++ {
 		from := rnd.IntN(1000) + 1
 		to := (from+rnd.IntN(998))%1000 + 1

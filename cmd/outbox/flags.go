@@ -161,10 +161,6 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 	return pos, nil
 }
 
-// isSet reports whether a flag was given on the command line or in the
-// environment.
-func (f *flagSet) isSet(name string) bool { return f.set[name] }
-
 // flagError rewrites the flag package's messages with the double dashes the
 // usage text shows.
 func flagError(err error) string {

@@ -61,7 +61,7 @@ func openDatabase(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 	case "sqlite":
 		return openSQLite(ctx, dsn, tables)
 	}
-	return nil, fmt.Errorf("unknown database scheme %q in --db; use postgres://, mysql:// or sqlite:", scheme)
+	return nil, fmt.Errorf("unknown database scheme %q in --db; use postgres://, mysql:// or sqlite:", scheme) //nolint:staticcheck // ends with the scheme "sqlite:", not punctuation
 }
 
 func openPostgres(ctx context.Context, dsn string, tables outbox.Tables) (*database, error) {

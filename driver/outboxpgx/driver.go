@@ -126,4 +126,4 @@ func (t txQuerier) Rollback(ctx context.Context) error { return t.tx.Rollback(ct
 
 type pgxRows struct{ pgx.Rows }
 
-func (r pgxRows) Close() error { r.Rows.Close(); return r.Rows.Err() }
+func (r pgxRows) Close() error { r.Rows.Close(); return r.Err() }

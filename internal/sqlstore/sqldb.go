@@ -22,7 +22,7 @@ func (d sqlDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (d sqlDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	return d.db.QueryContext(ctx, q, args...)
+	return d.db.QueryContext(ctx, q, args...) //nolint:rowserrcheck // the caller iterates and checks Err
 }
 
 func (d sqlDB) Begin(ctx context.Context) (Tx, error) {
@@ -40,7 +40,7 @@ func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (t sqlTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	return t.tx.QueryContext(ctx, q, args...)
+	return t.tx.QueryContext(ctx, q, args...) //nolint:rowserrcheck // the caller iterates and checks Err
 }
 
 func (t sqlTx) Commit(context.Context) error { return t.tx.Commit() }

@@ -100,7 +100,7 @@ func (s *Store) wrap(op string, err error) error {
 		return nil
 	}
 	if s.classify != nil && s.classify(err) == ErrUndefinedTable {
-		return fmt.Errorf("outbox: %s: %w (table %q or %q: %v)", op, outbox.ErrSchemaMissing, s.tables.Outbox, s.tables.Inbox, err)
+		return fmt.Errorf("outbox: %s: %w (table %q or %q: %w)", op, outbox.ErrSchemaMissing, s.tables.Outbox, s.tables.Inbox, err)
 	}
 	return fmt.Errorf("outbox: %s: %w", op, err)
 }
@@ -316,7 +316,7 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	byTopic := map[string]*outbox.TopicStats{}
 	for rows.Next() {
 		var topic string
-		var status int
+		var status int16
 		var n int64
 		var oldest, now timeValue
 		if err := rows.Scan(&topic, &status, &n, &oldest, &now); err != nil {
@@ -368,7 +368,7 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 	for rows.Next() {
 		var m outbox.Message
 		var key, lastErr nullString_
-		var status int
+		var status int16
 		var next, created, sent timeValue
 		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &status, &m.Retries, &next, &created, &sent, &lastErr); err != nil {
 			return nil, s.wrap("list messages", err)
@@ -396,7 +396,7 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) (outbox.Message, e
 	var m outbox.Message
 	var key, lastErr nullString_
 	var payload, headers []byte
-	var status int
+	var status int16
 	var next, created, sent timeValue
 	if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &status, &m.Retries, &next, &created, &sent, &lastErr); err != nil {
 		return m, s.wrap("get message", err)
