@@ -22,8 +22,9 @@ vet: ## go vet every module and check gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: ## golangci-lint every module (needs golangci-lint on PATH)
-	@set -e; for m in $(MODULES); do (cd $$m && golangci-lint run ./...); done
+lint: ## golangci-lint every module (go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0)
+	@command -v golangci-lint >/dev/null || { echo "golangci-lint not found; install it with: go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0"; exit 1; }
+	@set -e; for m in $(MODULES); do (cd $$m && golangci-lint run --config $(CURDIR)/.golangci.yml ./...); done
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for 30s
