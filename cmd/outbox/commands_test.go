@@ -421,3 +421,46 @@ func TestCleanup(t *testing.T) {
 		}
 	})
 }
+
+// Several workers in one relay process share the table: every message is
+// delivered exactly once in normal operation, and SIGTERM stops them all.
+func TestRelayWorkers(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		var mu sync.Mutex
+		seen := map[string]int{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[r.Header.Get("Ce-Id")]++
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // let the workers overlap
+			w.WriteHeader(http.StatusOK)
+		}))
+		defer srv.Close()
+		const n = 150
+		for i := range n {
+			b.insert(t, fmt.Sprintf("w-%03d", i), "order.paid", fmt.Sprintf(`{"n":%d}`, i))
+		}
+		stop := startRelay(t, nil, "--db", b.dsn, "--broker", srv.URL, "--workers", "3", "--batch", "10",
+			"--interval", "20ms", "--concurrency", "2")
+		waitFor(t, "all rows SENT", 60*time.Second, func() bool { return b.count(t, "status = 1") == n })
+		r := stop()
+		if r.code != 0 || !strings.Contains(r.stderr, "workers=3") {
+			t.Fatalf("relay --workers 3: %s", r)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != n {
+			t.Fatalf("%d distinct messages delivered, want %d", len(seen), n)
+		}
+		for id, c := range seen {
+			if c != 1 {
+				t.Errorf("%s delivered %d times by three workers", id, c)
+			}
+		}
+	})
+	r := runCLI(t, nil, "relay", "--db", "sqlite:x.db", "--broker", "discard:", "--workers", "0")
+	if r.code != 2 || !strings.Contains(r.stderr, "--workers") {
+		t.Fatalf("--workers 0: %s", r)
+	}
+}

@@ -28,6 +28,7 @@ type relayOptions struct {
 	logFormat      string
 	logLevel       string
 	statsInterval  time.Duration
+	workers        int
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -54,6 +55,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
 	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
 	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
+	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets N+2 connections unless the DSN sets pool_max_conns)")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("OUTBOX_DB=sqlite:app.db OUTBOX_BROKER=discard: outbox relay --log-level debug")
 	pos, err := f.parse(args)
@@ -79,6 +81,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closePub()
+	db.dsn = withPoolSize(db.dsn, o.workers+2)
 	d, err := db.open(ctx, true)
 	if err != nil {
 		return err
@@ -91,22 +94,26 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	totals := &relayTotals{}
-	r, err := outbox.NewRelay(d.Store, pub, outbox.RelayConfig{
-		BatchSize:      o.batch,
-		Interval:       o.interval,
-		MaxRetries:     o.maxRetries,
-		RetryBase:      o.retryBase,
-		RetryMax:       o.retryMax,
-		PublishTimeout: o.publishTimeout,
-		Logger:         log,
-		Hooks:          []any{&batchLogger{log: log, totals: totals}},
-	})
-	if err != nil {
-		return err
+	relays := make([]*outbox.Relay, o.workers)
+	for i := range relays {
+		r, err := outbox.NewRelay(d.Store, pub, outbox.RelayConfig{
+			BatchSize:      o.batch,
+			Interval:       o.interval,
+			MaxRetries:     o.maxRetries,
+			RetryBase:      o.retryBase,
+			RetryMax:       o.retryMax,
+			PublishTimeout: o.publishTimeout,
+			Logger:         log,
+			Hooks:          []any{&batchLogger{log: log, totals: totals}},
+		})
+		if err != nil {
+			return err
+		}
+		relays[i] = r
 	}
 	t := d.Store.Tables()
 	log.Info("relay started", "db", d.where, "table", t.Outbox, "broker", redactDSN(o.broker),
-		"batch", o.batch, "max_retries", o.maxRetries)
+		"batch", o.batch, "max_retries", o.maxRetries, "workers", o.workers)
 
 	done := make(chan struct{})
 	if o.statsInterval > 0 {
@@ -123,7 +130,16 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}()
 	}
-	err = r.Run(ctx)
+	// Each worker finishes and marks its batch in flight when ctx ends.
+	errs := make(chan error, len(relays))
+	for _, r := range relays {
+		go func() { errs <- r.Run(ctx) }()
+	}
+	for range relays {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
 	close(done)
 	if err != nil {
 		return err
@@ -151,6 +167,8 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--webhook-timeout %s must be positive", o.webhookTimeout)
 	case o.concurrency < 1:
 		return bad("--concurrency %d must be at least 1", o.concurrency)
+	case o.workers < 1 || o.workers > 64:
+		return bad("--workers %d is out of range; use 1..64", o.workers)
 	case o.statsInterval < 0:
 		return bad("--stats-interval %s must not be negative (0 turns it off)", o.statsInterval)
 	}
