@@ -45,7 +45,7 @@ func scanClaimed(rows Rows) ([]outbox.Message, error) {
 	var msgs []outbox.Message
 	for rows.Next() {
 		var m outbox.Message
-		var key nullString_
+		var key textValue
 		var payload, headers []byte
 		var created timeValue
 		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created); err != nil {
@@ -330,10 +330,10 @@ func (t *timeValue) parse(s string) error {
 	return fmt.Errorf("outbox: cannot parse time %q", s)
 }
 
-// nullString_ scans a nullable text column from any driver.
-type nullString_ struct{ s string }
+// textValue scans a nullable text column from any driver.
+type textValue struct{ s string }
 
-func (n *nullString_) Scan(src any) error {
+func (n *textValue) Scan(src any) error {
 	switch v := src.(type) {
 	case nil:
 		n.s = ""

@@ -60,7 +60,7 @@ type dialect struct {
 	// release (token).
 	claimExpire, claimRecord, claimRelease string
 	markSent                               string // args: JSON array of ids (lock-select and lease modes)
-	markOthers                             string // args: JSON array of {id, k, d, e}
+	markOthers                             string // args: JSON array of {id, k, d, e}; k is 1 retry or 2 dead (PostgreSQL also 3 release)
 
 	stats      string
 	list       string // args: status, topic, after id, limit

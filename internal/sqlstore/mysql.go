@@ -34,9 +34,9 @@ WHERE id IN ({{ids}}) AND status = 0`,
 	markOthers: `UPDATE {{outbox}} o
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$.id', k INT PATH '$.k', d BIGINT PATH '$.d', e TEXT PATH '$.e')) f ON o.id = f.id
 SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
-    o.retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
+    o.retries       = o.retries + 1,
     o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE o.next_retry_at END,
-    o.last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END
+    o.last_error    = f.e
 WHERE o.id IN ({{ids}}) AND o.status = 0`,
 
 	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)

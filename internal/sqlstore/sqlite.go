@@ -39,11 +39,11 @@ WHERE status = 0 AND id IN (SELECT value FROM json_each(?))`,
 
 	markOthers: `UPDATE OR FAIL {{outbox}} SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
-  retries       = retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
+  retries       = retries + 1,
   next_retry_at = CASE f.k
     WHEN 1 THEN strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', f.d / 1000.0))
     ELSE next_retry_at END,
-  last_error    = CASE f.k WHEN 3 THEN last_error ELSE f.e END
+  last_error    = f.e
 FROM (SELECT value ->> '$.id' AS id, value ->> '$.k' AS k, value ->> '$.d' AS d, value ->> '$.e' AS e
       FROM json_each(?)) AS f
 WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0`,

@@ -91,9 +91,6 @@ func (s *Store) Dialect() string { return s.c.name }
 // Tables implements outbox.Store.
 func (s *Store) Tables() outbox.Tables { return s.tables }
 
-// DB returns the pool the store runs on.
-func (s *Store) DB() DB { return s.db }
-
 // wrap translates a database error at the boundary.
 func (s *Store) wrap(op string, err error) error {
 	if err == nil {
@@ -367,7 +364,7 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 	var out []outbox.Message
 	for rows.Next() {
 		var m outbox.Message
-		var key, lastErr nullString_
+		var key, lastErr textValue
 		var status int16
 		var next, created, sent timeValue
 		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &status, &m.Retries, &next, &created, &sent, &lastErr); err != nil {
@@ -394,7 +391,7 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) (outbox.Message, e
 		return outbox.Message{}, fmt.Errorf("%w: msg_id %q", outbox.ErrNotFound, msgID)
 	}
 	var m outbox.Message
-	var key, lastErr nullString_
+	var key, lastErr textValue
 	var payload, headers []byte
 	var status int16
 	var next, created, sent timeValue
@@ -552,7 +549,7 @@ func rowStrings(rows Rows) ([]string, error) {
 		}
 		n = len(cols)
 	}
-	vals := make([]nullString_, n)
+	vals := make([]textValue, n)
 	ptrs := make([]any, n)
 	for i := range vals {
 		ptrs[i] = &vals[i]
