@@ -112,3 +112,28 @@ func quoteAll(ss []string) []string {
 	}
 	return out
 }
+
+// ErrPermanent marks a handler error that no redelivery can cure (a payload
+// the consumer cannot parse, say). A subscriber that receives it sends the
+// message to its dead-letter path at once instead of redelivering it.
+var ErrPermanent = errors.New("outbox: permanent failure")
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() []error {
+	return []error{e.err, ErrPermanent}
+}
+
+// Permanent wraps err so that IsPermanent reports true, keeping err's text and
+// what errors.Is and errors.As find in it. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil || IsPermanent(err) {
+		return err
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, returned by a Handler, asks for the
+// message to be dead-lettered without further deliveries.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }

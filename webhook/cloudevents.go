@@ -2,22 +2,11 @@ package webhook
 
 import (
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
-
-// reservedAttributes are the CloudEvents context attributes the publisher sets
-// from the row itself (or that the HTTP binding maps elsewhere, like
-// datacontenttype to Content-Type). A row header with one of these names is
-// skipped rather than allowed to contradict the row. The writer already refuses
-// such names; rows inserted by other programs (sidecar mode) are not checked.
-var reservedAttributes = map[string]bool{
-	"id": true, "source": true, "type": true, "specversion": true, "time": true,
-	"datacontenttype": true, "dataschema": true, "subject": true, "data": true,
-	"partitionkey": true,
-}
 
 // setEventHeaders writes the CloudEvents HTTP binding (binary mode) headers of
 // m into h. Every string value is percent-encoded as the binding requires, so
@@ -35,73 +24,14 @@ func (p *Publisher) setEventHeaders(h http.Header, m *outbox.Message) {
 	if m.Key != "" {
 		h.Set("Ce-Partitionkey", encodeValue(m.Key))
 	}
-	for _, ext := range extensions(m.Headers) {
-		h.Set("Ce-"+ext.name, encodeValue(ext.value))
+	for _, ext := range cloudevents.Extensions(m.Headers) {
+		h.Set("Ce-"+ext.Name, encodeValue(ext.Value))
 	}
 	// The idempotency key is the msg_id encoded like ce-id, so that a receiver
 	// sees the same string in both. Go's transport also treats a request that
 	// carries Idempotency-Key as safe to replay when a pooled connection turns
 	// out to be closed before the request was written.
 	h.Set("Idempotency-Key", id)
-}
-
-type extension struct{ name, value string }
-
-// extensions turns a row's headers into CloudEvents extension attributes.
-// Names are lower-cased and stripped of everything but a-z and 0-9, because
-// rows written by other programs may carry names like "Trace-ID"; a name that
-// ends up empty or reserved is skipped. When two names collide, the one that
-// was already well-formed wins, else the first in sorted order, so the result
-// never depends on map iteration order.
-func extensions(headers map[string]string) []extension {
-	if len(headers) == 0 {
-		return nil
-	}
-	names := make([]string, 0, len(headers))
-	for name := range headers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	chosen := make(map[string]string, len(names))
-	var order []string
-	for _, orig := range names {
-		n := extensionName(orig)
-		if n == "" {
-			continue
-		}
-		prev, taken := chosen[n]
-		if !taken {
-			order = append(order, n)
-		}
-		if !taken || (orig == n && prev != n) {
-			chosen[n] = orig
-		}
-	}
-	out := make([]extension, 0, len(order))
-	for _, n := range order {
-		out = append(out, extension{name: n, value: headers[chosen[n]]})
-	}
-	return out
-}
-
-// extensionName returns name as a CloudEvents attribute name (lower-case ASCII
-// letters and digits), or "" when nothing usable is left or the name is one the
-// publisher sets itself.
-func extensionName(name string) string {
-	b := make([]byte, 0, len(name))
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-			b = append(b, c)
-		case c >= 'A' && c <= 'Z':
-			b = append(b, c+('a'-'A'))
-		}
-	}
-	if len(b) == 0 || reservedAttributes[string(b)] {
-		return ""
-	}
-	return string(b)
 }
 
 // encodeValue percent-encodes s for an HTTP header as the CloudEvents HTTP

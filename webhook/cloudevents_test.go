@@ -3,7 +3,6 @@ package webhook
 import (
 	"net/http"
 	"net/url"
-	"reflect"
 	"testing"
 	"time"
 )
@@ -45,33 +44,6 @@ func FuzzEncodeValue(f *testing.F) {
 			t.Fatalf("PathUnescape(encodeValue(%q)) = %q, %v", s, dec, err)
 		}
 	})
-}
-
-func TestExtensions(t *testing.T) {
-	t.Parallel()
-	got := extensions(map[string]string{
-		"traceparent":  "tp",
-		"Trace-ID":     "loses to the well-formed name",
-		"traceid":      "wins",
-		"X_Tenant":     "first in sorted order",
-		"x-tenant":     "second in sorted order",
-		"spec.version": "reserved once normalised",
-		"ID":           "reserved once lower-cased",
-		"partitionkey": "reserved",
-		"日本":           "nothing left",
-		"":             "empty",
-	})
-	want := []extension{
-		{"traceid", "wins"},
-		{"xtenant", "first in sorted order"},
-		{"traceparent", "tp"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("extensions = %v, want %v", got, want)
-	}
-	if got := extensions(nil); got != nil {
-		t.Errorf("extensions(nil) = %v, want nil", got)
-	}
 }
 
 func TestNewDefaults(t *testing.T) {

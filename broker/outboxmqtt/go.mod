@@ -1,0 +1,7 @@
+module github.com/outbox-go/outbox/broker/outboxmqtt
+
+go 1.26.0
+
+require github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+
+replace github.com/outbox-go/outbox => ../..

@@ -1,0 +1,91 @@
+// Package brokertest is the conformance suite that every broker adapter
+// (publisher and subscriber) passes against its real broker: the broker
+// adapters' counterpart of drivertest.
+//
+// An adapter's test calls Run with an Env that builds, per test, a Bundle on
+// a fresh destination (a topic, stream, exchange and queue of its own), and
+// Features that say what the broker cannot do. The suite publishes through
+// the adapter's outbox.Publisher and consumes through its subscriber, and
+// checks DESIGN §4 and the subscriber contract of outbox.Handler: every
+// message acked only after the handler succeeds, redelivered after a handler
+// error, dead-lettered after the delivery limit, consumer groups, graceful
+// stop, an unreachable broker reported as outbox.Unavailable.
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+// MaxDeliveries is the delivery limit the suite's subscribers are built with.
+const MaxDeliveries = 3
+
+// Features says what a broker (or its adapter) can do; the suite skips what it
+// cannot, and logs that it did.
+type Features struct {
+	// Ordered: messages with the same key that one Publish call sends reach
+	// a single subscriber in the order of the batch.
+	Ordered bool
+	// Dedup: the broker drops a second publish of a msg_id it has already
+	// stored (within its window), so the handler sees it once.
+	Dedup bool
+	// DeadLetter: after MaxDeliveries failed deliveries, or one delivery that
+	// failed with outbox.Permanent, the message goes to the broker's
+	// dead-letter path, which Bundle.DeadLetters reads.
+	DeadLetter bool
+	// SharedGroup: two subscribers of one group share the messages, each
+	// message going to one of them.
+	SharedGroup bool
+}
+
+// Env builds the adapter under test.
+type Env struct {
+	Features Features
+	// Setup returns a Bundle on a destination no other test uses. It
+	// registers its own clean-up with t.Cleanup.
+	Setup func(t *testing.T) *Bundle
+	// Timeout bounds each wait for deliveries. Defaults to 30s.
+	Timeout time.Duration
+}
+
+// SubscriberOptions configures one subscriber the suite asks for.
+type SubscriberOptions struct {
+	// Group is the consumer group (a Kafka group, a RabbitMQ queue, a
+	// JetStream durable, a Redis consumer group, an MQTT shared subscription).
+	Group string
+	// MaxDeliveries is the delivery limit before the dead-letter path.
+	MaxDeliveries int
+}
+
+// Subscriber is what the suite needs of an adapter's subscriber.
+type Subscriber interface {
+	// Run consumes and calls h until ctx is done; then it lets the handler
+	// in hand finish, acks what succeeded, and returns nil.
+	Run(ctx context.Context, h outbox.Handler) error
+}
+
+// Bundle is one test's view of the adapter, on its own destination.
+type Bundle struct {
+	// Publisher publishes to the destination.
+	Publisher outbox.Publisher
+	// Topic is the topic of the messages the suite writes: the publisher
+	// routes it to this bundle's destination.
+	Topic string
+	// NewSubscriber returns a subscriber of the destination. When it returns,
+	// the group's subscription exists, so that messages published afterwards
+	// reach the group even before Run is called.
+	NewSubscriber func(t *testing.T, opts SubscriberOptions) Subscriber
+	// Unreachable returns a publisher configured like Publisher but pointed at
+	// an address where no broker listens.
+	Unreachable func(t *testing.T) outbox.Publisher
+	// Refused, when set, returns a message this broker refuses (too large,
+	// unroutable): Publish must fail it without failing its neighbours, with
+	// an error that is not outbox.Unavailable.
+	Refused func() outbox.Message
+	// DeadLetters returns the messages on the dead-letter path of the group,
+	// as the broker holds them now. Required when Features.DeadLetter.
+	DeadLetters func(ctx context.Context, group string) ([]outbox.Message, error)
+}

@@ -1,0 +1,695 @@
+package brokertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Run runs the whole suite against env, each test in parallel.
+func Run(t *testing.T, env Env) {
+	if env.Timeout == 0 {
+		env.Timeout = 30 * time.Second
+	}
+	s := &suite{env: env}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"PublishEmpty", s.testPublishEmpty},
+		{"RoundTrip", s.testRoundTrip},
+		{"PipelinedBatches", s.testPipelinedBatches},
+		{"ConcurrentPublish", s.testConcurrentPublish},
+		{"OrderPerKey", s.testOrderPerKey},
+		{"DuplicatePublish", s.testDuplicatePublish},
+		{"Redelivery", s.testRedelivery},
+		{"DeadLetter", s.testDeadLetter},
+		{"PermanentError", s.testPermanentError},
+		{"GroupsIndependent", s.testGroupsIndependent},
+		{"SharedGroup", s.testSharedGroup},
+		{"GracefulStop", s.testGracefulStop},
+		{"Unreachable", s.testUnreachable},
+		{"CanceledContext", s.testCanceledContext},
+		{"Refused", s.testRefused},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t)
+		})
+	}
+}
+
+type suite struct {
+	env Env
+}
+
+var epoch = time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
+
+// messages returns n messages for topic, with ids prefix-0..n-1, keys cycling
+// over keys (none when keys is 0), headers and varied payloads.
+func messages(topic, prefix string, n, keys int) []outbox.Message {
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		m := outbox.Message{
+			MsgID:     fmt.Sprintf("%s-%d", prefix, i),
+			Topic:     topic,
+			Payload:   json.RawMessage(fmt.Sprintf(`{"n":%d,"text":"größe 10€ \"quoted\"","list":[1,2,3]}`, i)),
+			Headers:   map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-01", i, i), "tenant": "t ü/1"},
+			CreatedAt: epoch.Add(time.Duration(i) * time.Microsecond),
+		}
+		if keys > 0 {
+			m.Key = fmt.Sprintf("key-%d", i%keys)
+		}
+		msgs[i] = m
+	}
+	return msgs
+}
+
+func (s *suite) publish(t *testing.T, pub outbox.Publisher, msgs []outbox.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), s.env.Timeout)
+	defer cancel()
+	errs := pub.Publish(ctx, msgs)
+	if errs == nil {
+		return
+	}
+	if len(errs) != len(msgs) {
+		t.Fatalf("Publish returned %d errors for %d messages", len(errs), len(msgs))
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Publish: message %d (%s): %v", i, msgs[i].MsgID, err)
+		}
+	}
+}
+
+// recorder is the handler side of a test: it counts deliveries and effects
+// per msg_id, deduplicating effects as the inbox would.
+type recorder struct {
+	mu         sync.Mutex
+	deliveries map[string]int
+	effects    map[string]int
+	received   map[string]outbox.Message
+	order      map[string][]string // key -> msg_ids in arrival order (first deliveries only)
+	changed    chan struct{}
+	// fail decides whether a delivery fails; nil never fails.
+	fail func(m outbox.Message, attempt int) error
+	// block, when set, is called (outside the lock) before each delivery is applied.
+	block func(m outbox.Message)
+}
+
+func newRecorder() *recorder {
+	return &recorder{
+		deliveries: map[string]int{},
+		effects:    map[string]int{},
+		received:   map[string]outbox.Message{},
+		order:      map[string][]string{},
+		changed:    make(chan struct{}, 1),
+	}
+}
+
+func (r *recorder) handler() outbox.Handler {
+	return func(ctx context.Context, m outbox.Message) error {
+		if r.block != nil {
+			r.block(m)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		defer r.notify()
+		r.deliveries[m.MsgID]++
+		if r.fail != nil {
+			if err := r.fail(m, r.deliveries[m.MsgID]); err != nil {
+				return err
+			}
+		}
+		if r.effects[m.MsgID] == 0 {
+			r.received[m.MsgID] = m
+			r.order[m.Key] = append(r.order[m.Key], m.MsgID)
+		}
+		r.effects[m.MsgID]++
+		return nil
+	}
+}
+
+func (r *recorder) notify() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until cond holds (checked under the lock) or the timeout.
+func (r *recorder) waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-tick.C:
+		case <-deadline.C:
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			t.Fatalf("timed out after %s waiting for %s; %d distinct messages applied, %d delivered",
+				timeout, what, len(r.effects), len(r.deliveries))
+		}
+	}
+}
+
+// waitApplied waits until every msg_id of msgs has been applied.
+func (r *recorder) waitApplied(t *testing.T, timeout time.Duration, msgs []outbox.Message) {
+	t.Helper()
+	r.waitFor(t, timeout, fmt.Sprintf("%d messages to be applied", len(msgs)), func() bool {
+		for _, m := range msgs {
+			if r.effects[m.MsgID] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// run starts sub with r's handler and returns a function that stops it and
+// checks that Run returned nil in time.
+func (s *suite) run(t *testing.T, sub Subscriber, h outbox.Handler) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sub.Run(ctx, h) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("subscriber Run returned %v after its context ended, want nil", err)
+				}
+			case <-time.After(s.env.Timeout):
+				t.Errorf("subscriber Run did not return within %s of its context ending", s.env.Timeout)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (s *suite) subscriber(t *testing.T, b *Bundle, group string) Subscriber {
+	t.Helper()
+	return b.NewSubscriber(t, SubscriberOptions{Group: group, MaxDeliveries: MaxDeliveries})
+}
+
+func (s *suite) testPublishEmpty(t *testing.T) {
+	b := s.env.Setup(t)
+	if errs := b.Publisher.Publish(context.Background(), nil); errs != nil {
+		t.Fatalf("Publish(nil) = %v, want nil", errs)
+	}
+}
+
+// testRoundTrip: every attribute a row carries arrives as it left.
+func (s *suite) testRoundTrip(t *testing.T) {
+	b := s.env.Setup(t)
+	msgs := messages(b.Topic, "rt", 10, 3)
+	msgs[0].Key = ""
+	msgs[1].Headers = nil
+	msgs[2].Payload = json.RawMessage(`"just a string"`)
+	msgs[3].Payload = json.RawMessage(`[]`)
+	msgs[4].MsgID = "order-42:OrderPaid/ü " + msgs[4].MsgID
+
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "rt")
+	s.publish(t, b.Publisher, msgs)
+	s.run(t, sub, rec.handler())
+	rec.waitApplied(t, s.env.Timeout, msgs)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, want := range msgs {
+		got := rec.received[want.MsgID]
+		if got.Topic != want.Topic || got.Key != want.Key || !got.CreatedAt.Equal(want.CreatedAt) {
+			t.Errorf("%s: got topic %q key %q time %s, want %q %q %s",
+				want.MsgID, got.Topic, got.Key, got.CreatedAt, want.Topic, want.Key, want.CreatedAt)
+		}
+		if !jsonEqual(got.Payload, want.Payload) {
+			t.Errorf("%s: payload %s, want %s", want.MsgID, got.Payload, want.Payload)
+		}
+		if !maps.Equal(got.Headers, want.Headers) && (len(got.Headers) != 0 || len(want.Headers) != 0) {
+			t.Errorf("%s: headers %v, want %v", want.MsgID, got.Headers, want.Headers)
+		}
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+// testPipelinedBatches: batches of the relay's default size, all acked and
+// all delivered once.
+func (s *suite) testPipelinedBatches(t *testing.T) {
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "batches")
+	s.run(t, sub, rec.handler())
+	msgs := messages(b.Topic, "pb", 2000, 16)
+	for i := 0; i < len(msgs); i += 500 {
+		s.publish(t, b.Publisher, msgs[i:i+500])
+	}
+	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	redelivered := 0
+	for _, m := range msgs {
+		if rec.effects[m.MsgID] != 1 {
+			t.Errorf("%s applied %d times", m.MsgID, rec.effects[m.MsgID])
+		}
+		if rec.deliveries[m.MsgID] > 1 {
+			redelivered++
+		}
+	}
+	if redelivered > 0 {
+		t.Logf("%d of %d messages were delivered more than once (allowed: at least once)", redelivered, len(msgs))
+	}
+}
+
+// testConcurrentPublish: one Publisher used by several relays at once.
+func (s *suite) testConcurrentPublish(t *testing.T) {
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "concurrent")
+	s.run(t, sub, rec.handler())
+	var all []outbox.Message
+	var wg sync.WaitGroup
+	for g := range 4 {
+		msgs := messages(b.Topic, fmt.Sprintf("cp%d", g), 200, 4)
+		all = append(all, msgs...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), s.env.Timeout)
+			defer cancel()
+			for i, err := range b.Publisher.Publish(ctx, msgs) {
+				if err != nil {
+					t.Errorf("concurrent Publish: %s: %v", msgs[i].MsgID, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rec.waitApplied(t, s.env.Timeout, all)
+}
+
+// testOrderPerKey: one subscriber sees each key's messages in batch order.
+func (s *suite) testOrderPerKey(t *testing.T) {
+	if !s.env.Features.Ordered {
+		t.Skip("the broker does not keep per-key order (Features.Ordered)")
+	}
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "order")
+	s.run(t, sub, rec.handler())
+	msgs := messages(b.Topic, "ord", 600, 3)
+	s.publish(t, b.Publisher, msgs[:300])
+	s.publish(t, b.Publisher, msgs[300:])
+	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	want := map[string][]string{}
+	for _, m := range msgs {
+		want[m.Key] = append(want[m.Key], m.MsgID)
+	}
+	for key, ids := range want {
+		if !slices.Equal(rec.order[key], ids) {
+			t.Errorf("key %s arrived out of order: %v", key, firstDiff(rec.order[key], ids))
+		}
+	}
+}
+
+func firstDiff(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("position %d is %s, want %s", i, got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("%d messages, want %d", len(got), len(want))
+}
+
+// testDuplicatePublish: the relay publishes a batch again (a crash between
+// publish and mark); the effect still happens once, and a broker that
+// deduplicates delivers each message once.
+func (s *suite) testDuplicatePublish(t *testing.T) {
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "dup")
+	s.run(t, sub, rec.handler())
+	msgs := messages(b.Topic, "dup", 50, 5)
+	s.publish(t, b.Publisher, msgs)
+	s.publish(t, b.Publisher, msgs)
+	marker := messages(b.Topic, "dup-marker", 1, 0)
+	s.publish(t, b.Publisher, marker)
+	rec.waitApplied(t, s.env.Timeout, append(slices.Clone(msgs), marker...))
+	if !s.env.Features.Dedup {
+		// Without broker dedup the copies arrive too; wait for them so
+		// that the effect count is checked after they were handled.
+		rec.waitFor(t, s.env.Timeout, "the second copies", func() bool {
+			for _, m := range msgs {
+				if rec.deliveries[m.MsgID] < 2 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, m := range msgs {
+		if rec.effects[m.MsgID] == 0 {
+			t.Errorf("%s never applied", m.MsgID)
+		}
+		if s.env.Features.Dedup && rec.deliveries[m.MsgID] != 1 {
+			t.Errorf("%s delivered %d times; the broker should have dropped the copy (Features.Dedup)", m.MsgID, rec.deliveries[m.MsgID])
+		}
+	}
+}
+
+var errTransient = errors.New("brokertest: transient handler failure")
+
+// testRedelivery: a handler error brings the message back; a message that
+// fails twice and then succeeds is applied once.
+func (s *suite) testRedelivery(t *testing.T) {
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	rec.fail = func(m outbox.Message, attempt int) error {
+		if attempt <= MaxDeliveries-1 && m.Key == "key-0" {
+			return errTransient
+		}
+		return nil
+	}
+	sub := s.subscriber(t, b, "redeliver")
+	s.run(t, sub, rec.handler())
+	msgs := messages(b.Topic, "re", 30, 3)
+	s.publish(t, b.Publisher, msgs)
+	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, m := range msgs {
+		want := 1
+		if m.Key == "key-0" {
+			want = MaxDeliveries
+		}
+		if got := rec.deliveries[m.MsgID]; got < want {
+			t.Errorf("%s delivered %d times, want at least %d", m.MsgID, got, want)
+		}
+	}
+}
+
+// testDeadLetter: a message whose handler always fails is delivered
+// MaxDeliveries times and then lands on the dead-letter path; its neighbours
+// are applied and do not.
+func (s *suite) testDeadLetter(t *testing.T) {
+	if !s.env.Features.DeadLetter {
+		t.Skip("the adapter has no dead-letter path (Features.DeadLetter)")
+	}
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	msgs := messages(b.Topic, "dl", 10, 0)
+	poison := msgs[3].MsgID
+	rec.fail = func(m outbox.Message, attempt int) error {
+		if m.MsgID == poison {
+			return fmt.Errorf("poison, attempt %d", attempt)
+		}
+		return nil
+	}
+	sub := s.subscriber(t, b, "dead")
+	s.run(t, sub, rec.handler())
+	s.publish(t, b.Publisher, msgs)
+	good := slices.Delete(slices.Clone(msgs), 3, 4)
+	rec.waitApplied(t, s.env.Timeout, good)
+	s.waitDeadLetters(t, b, "dead", []string{poison})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.deliveries[poison]; got != MaxDeliveries {
+		t.Errorf("poison message delivered %d times, want MaxDeliveries = %d", got, MaxDeliveries)
+	}
+}
+
+// testPermanentError: outbox.Permanent skips the remaining deliveries.
+func (s *suite) testPermanentError(t *testing.T) {
+	if !s.env.Features.DeadLetter {
+		t.Skip("the adapter has no dead-letter path (Features.DeadLetter)")
+	}
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	msgs := messages(b.Topic, "perm", 5, 0)
+	bad := msgs[1].MsgID
+	rec.fail = func(m outbox.Message, attempt int) error {
+		if m.MsgID == bad {
+			return outbox.Permanent(errors.New("cannot parse"))
+		}
+		return nil
+	}
+	sub := s.subscriber(t, b, "perm")
+	s.run(t, sub, rec.handler())
+	s.publish(t, b.Publisher, msgs)
+	s.waitDeadLetters(t, b, "perm", []string{bad})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.deliveries[bad]; got != 1 {
+		t.Errorf("message failed with outbox.Permanent delivered %d times, want 1", got)
+	}
+}
+
+// waitDeadLetters waits until the group's dead-letter path holds exactly ids.
+func (s *suite) waitDeadLetters(t *testing.T, b *Bundle, group string, ids []string) {
+	t.Helper()
+	deadline := time.Now().Add(s.env.Timeout)
+	var got []string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		dead, err := b.DeadLetters(ctx, group)
+		cancel()
+		if err != nil {
+			t.Fatalf("DeadLetters: %v", err)
+		}
+		got = got[:0]
+		for _, m := range dead {
+			got = append(got, m.MsgID)
+			if len(m.Payload) == 0 {
+				t.Errorf("dead letter %s has no payload", m.MsgID)
+			}
+		}
+		slices.Sort(got)
+		if slices.Equal(got, ids) {
+			return
+		}
+		if len(got) > len(ids) || time.Now().After(deadline) {
+			t.Fatalf("dead-letter path of group %s holds %v, want %v", group, got, ids)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// testGroupsIndependent: each consumer group gets every message.
+func (s *suite) testGroupsIndependent(t *testing.T) {
+	b := s.env.Setup(t)
+	recA, recB := newRecorder(), newRecorder()
+	subA := s.subscriber(t, b, "group-a")
+	subB := s.subscriber(t, b, "group-b")
+	s.run(t, subA, recA.handler())
+	s.run(t, subB, recB.handler())
+	msgs := messages(b.Topic, "grp", 100, 4)
+	s.publish(t, b.Publisher, msgs)
+	recA.waitApplied(t, s.env.Timeout, msgs)
+	recB.waitApplied(t, s.env.Timeout, msgs)
+}
+
+// testSharedGroup: two subscribers of one group share the work; together
+// they apply every message once.
+func (s *suite) testSharedGroup(t *testing.T) {
+	if !s.env.Features.SharedGroup {
+		t.Skip("the adapter cannot share a group between subscribers (Features.SharedGroup)")
+	}
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	var mu sync.Mutex
+	per := map[int]int{}
+	h := rec.handler()
+	counted := func(i int) outbox.Handler {
+		return func(ctx context.Context, m outbox.Message) error {
+			mu.Lock()
+			per[i]++
+			mu.Unlock()
+			return h(ctx, m)
+		}
+	}
+	sub1 := s.subscriber(t, b, "shared")
+	sub2 := s.subscriber(t, b, "shared")
+	s.run(t, sub1, counted(1))
+	s.run(t, sub2, counted(2))
+	msgs := messages(b.Topic, "sh", 400, 8)
+	s.publish(t, b.Publisher, msgs)
+	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, m := range msgs {
+		if rec.effects[m.MsgID] != 1 {
+			t.Errorf("%s applied %d times in one group", m.MsgID, rec.effects[m.MsgID])
+		}
+	}
+	mu.Lock()
+	t.Logf("deliveries per subscriber: %v", per)
+	mu.Unlock()
+}
+
+// testGracefulStop: stopping a subscriber lets the handler in hand finish
+// and acks it, so the group does not see it again.
+func (s *suite) testGracefulStop(t *testing.T) {
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	first := messages(b.Topic, "stop", 1, 0)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	rec.block = func(m outbox.Message) {
+		if m.MsgID == first[0].MsgID {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+	}
+	sub := s.subscriber(t, b, "stop")
+	stop := s.run(t, sub, rec.handler())
+	s.publish(t, b.Publisher, first)
+	select {
+	case <-entered:
+	case <-time.After(s.env.Timeout):
+		t.Fatal("the first message never reached the handler")
+	}
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while its handler was still running")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	<-stopped
+	rec.mu.Lock()
+	if rec.effects[first[0].MsgID] != 1 {
+		t.Fatalf("the message in hand was applied %d times, want 1", rec.effects[first[0].MsgID])
+	}
+	rec.mu.Unlock()
+
+	// A new subscriber of the group gets the next message, and not the one
+	// acked before the stop.
+	rec.block = nil
+	next := messages(b.Topic, "stop-next", 3, 0)
+	sub2 := s.subscriber(t, b, "stop")
+	s.run(t, sub2, rec.handler())
+	s.publish(t, b.Publisher, next)
+	rec.waitApplied(t, s.env.Timeout, next)
+	time.Sleep(200 * time.Millisecond)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if n := rec.deliveries[first[0].MsgID]; n != 1 {
+		t.Errorf("the message acked before the stop was delivered %d times, want 1", n)
+	}
+}
+
+// testUnreachable: a broker that cannot be reached is reported as
+// outbox.Unavailable for every message, within the context's deadline.
+func (s *suite) testUnreachable(t *testing.T) {
+	b := s.env.Setup(t)
+	pub := b.Unreachable(t)
+	msgs := messages(b.Topic, "unr", 5, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	errs := pub.Publish(ctx, msgs)
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("Publish took %s with a 5s deadline", elapsed)
+	}
+	if len(errs) != len(msgs) {
+		t.Fatalf("Publish to an unreachable broker returned %d errors for %d messages", len(errs), len(msgs))
+	}
+	for i, err := range errs {
+		if !outbox.IsUnavailable(err) {
+			t.Errorf("message %d: error %v, want one that satisfies outbox.IsUnavailable", i, err)
+		}
+	}
+}
+
+// testCanceledContext: a Publish whose context is over spends no retries.
+func (s *suite) testCanceledContext(t *testing.T) {
+	b := s.env.Setup(t)
+	msgs := messages(b.Topic, "cancel", 3, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	errs := b.Publisher.Publish(ctx, msgs)
+	if len(errs) != len(msgs) {
+		t.Fatalf("Publish with a canceled context returned %d errors for %d messages, want one per message", len(errs), len(msgs))
+	}
+	for i, err := range errs {
+		if !outbox.IsUnavailable(err) {
+			t.Errorf("message %d: error %v, want one that satisfies outbox.IsUnavailable", i, err)
+		}
+	}
+	// The publisher is still usable afterwards.
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "cancel")
+	s.run(t, sub, rec.handler())
+	s.publish(t, b.Publisher, msgs)
+	rec.waitApplied(t, s.env.Timeout, msgs)
+}
+
+// testRefused: a message the broker refuses fails alone, as a refusal.
+func (s *suite) testRefused(t *testing.T) {
+	b := s.env.Setup(t)
+	if b.Refused == nil {
+		t.Skip("the adapter gives no message its broker refuses (Bundle.Refused)")
+	}
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "refused")
+	s.run(t, sub, rec.handler())
+	msgs := messages(b.Topic, "ref", 3, 0)
+	bad := b.Refused()
+	batch := []outbox.Message{msgs[0], bad, msgs[1], msgs[2]}
+	ctx, cancel := context.WithTimeout(context.Background(), s.env.Timeout)
+	defer cancel()
+	errs := b.Publisher.Publish(ctx, batch)
+	if len(errs) != len(batch) {
+		t.Fatalf("Publish returned %v, want an error for the refused message", errs)
+	}
+	for i, err := range errs {
+		switch {
+		case i == 1 && err == nil:
+			t.Errorf("the refused message %s was acked", bad.MsgID)
+		case i == 1 && outbox.IsUnavailable(err):
+			t.Errorf("the refused message failed with %v: a refusal must not be outbox.Unavailable (it would never reach DEAD)", err)
+		case i != 1 && err != nil:
+			t.Errorf("message %s failed beside the refused one: %v", batch[i].MsgID, err)
+		}
+	}
+	rec.waitApplied(t, s.env.Timeout, msgs)
+}
