@@ -1,0 +1,519 @@
+// Package e2e runs the whole path of the outbox through each real broker:
+// business transactions on PostgreSQL write their messages to the outbox
+// table, a real relay publishes them, the broker adapter's subscriber applies
+// them through the inbox to a second database (a SQLite file), and the test
+// checks the promise of the seeds: every committed message has exactly one
+// effect, and no rolled-back transaction has any.
+//
+// Along the way Run makes the failures the outbox exists for: a relay that
+// stops between publish and mark (its batch is published again by the next
+// relay), duplicate deliveries, a handler that fails and is redelivered, and a
+// broker restart while everything runs.
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/brokertest"
+	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/driver/outboxsqlite"
+)
+
+// Broker is the adapter under test, pointed at a broker the test owns.
+type Broker struct {
+	// Name names the broker in messages.
+	Name string
+	// Topic is the topic of the rows; the publisher routes it to the
+	// destination the subscribers consume.
+	Topic string
+	// NewPublisher returns a new publisher on each call; Run closes it when
+	// it is an io.Closer.
+	NewPublisher func(t *testing.T) outbox.Publisher
+	// NewSubscriber returns a subscriber of group on the destination.
+	NewSubscriber func(t *testing.T, group string) brokertest.Subscriber
+	// Restart stops the broker and starts it again on the same port with
+	// the same data. Nil when the test cannot restart it.
+	Restart func(t *testing.T)
+}
+
+// Scenario sizes. Every tenth transaction rolls back.
+const (
+	transactions = 600
+	producers    = 4
+	group        = "e2e-consumer"
+	// crashAfter is the batch after whose publish the first relay "dies"
+	// before marking it.
+	crashAfter = 3
+	// duplicates is how many already-delivered messages are published again.
+	duplicates = 40
+)
+
+// PostgresDSN is the producer's server; the test fails, not skips, when it is down.
+func PostgresDSN() string {
+	if dsn := os.Getenv("OUTBOX_TEST_POSTGRES"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// Run runs the scenario through b and checks the outcome.
+func Run(t *testing.T, b Broker) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	h := newHarness(ctx, t, b)
+
+	// The subscriber exists before anything is published, so that brokers
+	// that keep nothing for absent consumers (MQTT) lose nothing.
+	sub := b.NewSubscriber(t, group)
+	subCtx, stopSub := context.WithCancel(ctx)
+	subDone := make(chan error, 1)
+	go func() { subDone <- sub.Run(subCtx, h.handler()) }()
+
+	// Producers commit business transactions while the relays run.
+	var prodWG sync.WaitGroup
+	for p := range producers {
+		prodWG.Add(1)
+		go func() {
+			defer prodWG.Done()
+			h.produce(ctx, t, p)
+		}()
+	}
+
+	// Relay 1 publishes crashAfter batches, then "dies" after publishing the
+	// next one and before marking it: its publisher reports the broker as
+	// unavailable, so the rows stay NEW, and the relay stops.
+	pub1 := b.NewPublisher(t)
+	crash := &crashingPublisher{Publisher: pub1, after: crashAfter}
+	relayCtx1, stopRelay1 := context.WithCancel(ctx)
+	crash.crash = stopRelay1
+	if err := h.newRelay(t, crash).Run(relayCtx1); err != nil {
+		t.Fatalf("relay 1: %v", err)
+	}
+	closeIfCloser(pub1)
+	if !crash.crashed.Load() {
+		t.Fatalf("relay 1 stopped before its crash point (%d batches published)", crash.batches.Load())
+	}
+	t.Logf("%s: relay 1 died after publishing batch %d unmarked (%d messages)", b.Name, crash.batches.Load(), crash.lost.Load())
+
+	// Relay 2 takes over and publishes the unmarked batch again.
+	pub2 := b.NewPublisher(t)
+	defer closeIfCloser(pub2)
+	relayCtx2, stopRelay2 := context.WithCancel(ctx)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- h.newRelay(t, pub2).Run(relayCtx2) }()
+
+	// Duplicate deliveries: messages already applied are published again.
+	h.waitEffects(ctx, t, duplicates*2, "first effects")
+	h.publishDuplicates(ctx, t, pub2)
+
+	// The broker restarts while producers, relay and subscriber run.
+	if b.Restart != nil {
+		h.waitEffects(ctx, t, transactions/3, "a third of the effects before the restart")
+		t.Logf("%s: restarting the broker", b.Name)
+		b.Restart(t)
+	} else {
+		t.Logf("%s: no broker restart in this test (Broker.Restart is nil)", b.Name)
+	}
+
+	prodWG.Wait()
+	committed := h.committedIDs()
+	h.waitEffects(ctx, t, len(committed), "every committed message's effect")
+	h.waitOutboxDrained(ctx, t)
+	// Let stray redeliveries arrive before counting.
+	time.Sleep(time.Second)
+	stopRelay2()
+	if err := <-relayDone; err != nil {
+		t.Errorf("relay 2: %v", err)
+	}
+	stopSub()
+	select {
+	case err := <-subDone:
+		if err != nil {
+			t.Errorf("subscriber: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("subscriber did not stop within 30s")
+	}
+	h.check(t, committed)
+}
+
+type harness struct {
+	b        Broker
+	pool     *pgxpool.Pool
+	producer *outboxpgx.Driver
+	writer   *outbox.Writer[pgx.Tx]
+	consumer *sql.DB
+	inbox    *outbox.Inbox[*sql.Tx]
+
+	mu         sync.Mutex
+	committed  map[string]bool
+	rolledBack map[string]bool
+	sent       []outbox.Message // delivered messages, for duplicates
+
+	deliveries atomic.Int64 // handler calls
+	discarded  atomic.Int64 // deliveries the inbox recognised as duplicates
+	failed     atomic.Int64 // injected handler failures
+}
+
+func newHarness(ctx context.Context, t *testing.T, b Broker) *harness {
+	t.Helper()
+	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}}
+
+	// Producer: PostgreSQL, in a schema of this test's own.
+	admin, err := pgxpool.New(ctx, PostgresDSN())
+	if err == nil {
+		err = admin.Ping(ctx)
+	}
+	if err != nil {
+		t.Fatalf("PostgreSQL at %s is required for the end-to-end tests: %v", PostgresDSN(), err)
+	}
+	t.Cleanup(admin.Close)
+	schema := "e2e_" + strings.ToLower(b.Name) + "_" + randomHex(4)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	cfg, err := pgxpool.ParseConfig(PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 8
+	if h.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.pool.Close)
+	if h.producer, err = outboxpgx.New(h.pool, outbox.Tables{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.producer.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.pool.Exec(ctx, `CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL);
+		INSERT INTO accounts SELECT 'acct-' || g, 1000000 FROM generate_series(0, 6) g`); err != nil {
+		t.Fatal(err)
+	}
+	if h.writer, err = outbox.NewWriter(h.producer, outbox.WriterConfig{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Consumer: a SQLite file, its own database.
+	if h.consumer, err = outboxsqlite.Open(filepath.Join(t.TempDir(), "consumer.db")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.consumer.Close() })
+	cdrv, err := outboxsqlite.New(h.consumer, outbox.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cdrv.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// effects has no unique key on purpose: a second effect would show.
+	if _, err := h.consumer.ExecContext(ctx, `CREATE TABLE effects (msg_id TEXT NOT NULL, account TEXT NOT NULL, amount INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	h.inbox = outbox.NewInbox(cdrv)
+	return h
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type transfer struct {
+	Account string `json:"account"`
+	Amount  int    `json:"amount"`
+}
+
+// produce runs this producer's share of the business transactions: each
+// debits an account and writes its message in the same transaction; every
+// tenth rolls back after writing.
+func (h *harness) produce(ctx context.Context, t *testing.T, p int) {
+	for i := p; i < transactions; i += producers {
+		id := fmt.Sprintf("%s-tx-%04d", h.b.Name, i)
+		acct := fmt.Sprintf("acct-%d", i%7)
+		payload, _ := json.Marshal(transfer{Account: acct, Amount: i + 1})
+		rollback := i%10 == 9
+		err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, i+1, acct); err != nil {
+				return err
+			}
+			if err := h.writer.Write(ctx, tx, outbox.Message{
+				MsgID: id, Topic: h.b.Topic, Key: acct, Payload: payload,
+				Headers: map[string]string{"producer": fmt.Sprint(p)},
+			}); err != nil {
+				return err
+			}
+			if rollback {
+				return errRollback
+			}
+			return nil
+		})
+		h.mu.Lock()
+		switch {
+		case err == nil:
+			h.committed[id] = true
+		case errors.Is(err, errRollback):
+			h.rolledBack[id] = true
+		default:
+			h.mu.Unlock()
+			t.Errorf("business transaction %s: %v", id, err)
+			return
+		}
+		h.mu.Unlock()
+		if i%50 == 0 {
+			time.Sleep(20 * time.Millisecond) // spread the load over the run
+		}
+	}
+}
+
+var errRollback = errors.New("e2e: business rule says roll back")
+
+func (h *harness) committedIDs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]string, 0, len(h.committed))
+	for id := range h.committed {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// handler applies a transfer through the inbox: the credit and the inbox
+// record commit together. The first delivery of every 25th message fails, so
+// the broker's redelivery is part of every run.
+func (h *harness) handler() outbox.Handler {
+	var mu sync.Mutex
+	failedOnce := map[string]bool{}
+	return func(ctx context.Context, m outbox.Message) error {
+		h.deliveries.Add(1)
+		var n int
+		if _, err := fmt.Sscanf(m.MsgID[strings.LastIndex(m.MsgID, "-")+1:], "%d", &n); err == nil && n%25 == 0 {
+			mu.Lock()
+			first := !failedOnce[m.MsgID]
+			failedOnce[m.MsgID] = true
+			mu.Unlock()
+			if first {
+				h.failed.Add(1)
+				return errors.New("e2e: injected handler failure")
+			}
+		}
+		var tr transfer
+		if err := json.Unmarshal(m.Payload, &tr); err != nil {
+			return outbox.Permanent(err)
+		}
+		applied, err := h.inbox.Process(ctx, group, m.MsgID, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO effects (msg_id, account, amount) VALUES (?, ?, ?)`, m.MsgID, tr.Account, tr.Amount)
+			return err
+		})
+		if err == nil && !applied {
+			h.discarded.Add(1)
+		}
+		if err == nil && applied {
+			h.mu.Lock()
+			if len(h.sent) < duplicates {
+				h.sent = append(h.sent, m)
+			}
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (h *harness) newRelay(t *testing.T, pub outbox.Publisher) *outbox.Relay {
+	t.Helper()
+	r, err := outbox.NewRelay(h.producer, pub, outbox.RelayConfig{
+		BatchSize:      50,
+		Interval:       50 * time.Millisecond,
+		RetryBase:      100 * time.Millisecond,
+		RetryMax:       time.Second,
+		MaxRetries:     20,
+		PublishTimeout: 5 * time.Second,
+		PauseBase:      100 * time.Millisecond,
+		PauseMax:       2 * time.Second,
+		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// testWriter sends the relay's log lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (h *harness) publishDuplicates(ctx context.Context, t *testing.T, pub outbox.Publisher) {
+	t.Helper()
+	h.mu.Lock()
+	dups := append([]outbox.Message(nil), h.sent...)
+	h.mu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i, err := range pub.Publish(pctx, dups) {
+		if err != nil {
+			t.Fatalf("publishing duplicate %s: %v", dups[i].MsgID, err)
+		}
+	}
+	t.Logf("%s: published %d delivered messages again", h.b.Name, len(dups))
+}
+
+// waitEffects waits until the consumer database holds at least n effects.
+func (h *harness) waitEffects(ctx context.Context, t *testing.T, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var got int
+		if err := h.consumer.QueryRowContext(ctx, `SELECT count(DISTINCT msg_id) FROM effects`).Scan(&got); err != nil {
+			t.Fatalf("counting effects: %v", err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: waiting for %s: %d of %d effects after 2 minutes (%d deliveries)", h.b.Name, what, got, n, h.deliveries.Load())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitOutboxDrained waits until no outbox row is NEW.
+func (h *harness) waitOutboxDrained(ctx context.Context, t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var pending int
+		if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE status <> 1`).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d outbox rows still not SENT after a minute", h.b.Name, pending)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// check compares the consumer's effects with the producer's commits.
+func (h *harness) check(t *testing.T, committed []string) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := h.consumer.QueryContext(ctx, `SELECT msg_id, count(*) FROM effects GROUP BY msg_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	effects := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		effects[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var lost, doubled, phantom []string
+	for _, id := range committed {
+		switch n := effects[id]; {
+		case n == 0:
+			lost = append(lost, id)
+		case n > 1:
+			doubled = append(doubled, fmt.Sprintf("%s×%d", id, n))
+		}
+	}
+	for id := range effects {
+		if h.rolledBack[id] {
+			phantom = append(phantom, id)
+		} else if !h.committed[id] {
+			phantom = append(phantom, id+" (never written)")
+		}
+	}
+	var rows2 int
+	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&rows2); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d committed, %d rolled back, %d outbox rows; %d deliveries, %d duplicates discarded by the inbox, %d injected handler failures",
+		h.b.Name, len(committed), len(h.rolledBack), rows2, h.deliveries.Load(), h.discarded.Load(), h.failed.Load())
+	t.Logf("%s: lost %d, duplicate effects %d, effects of rolled-back transactions %d", h.b.Name, len(lost), len(doubled), len(phantom))
+	if len(lost)+len(doubled)+len(phantom) > 0 {
+		t.Errorf("%s: lost %v; applied more than once %v; effects without a commit %v", h.b.Name, lost, doubled, phantom)
+	}
+	if rows2 != len(committed) {
+		t.Errorf("%s: %d outbox rows for %d committed transactions", h.b.Name, rows2, len(committed))
+	}
+	if h.discarded.Load() == 0 {
+		t.Errorf("%s: the inbox discarded no duplicate, so the duplicate deliveries did not happen", h.b.Name)
+	}
+}
+
+// crashingPublisher publishes through Publisher; after `after` batches it
+// publishes one more batch for real, reports it as unavailable (the relay
+// leaves the rows NEW, as if it had died before marking them) and stops the
+// relay.
+type crashingPublisher struct {
+	outbox.Publisher
+	after   int64
+	crash   func()
+	batches atomic.Int64
+	lost    atomic.Int64
+	crashed atomic.Bool
+}
+
+func (c *crashingPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	errs := c.Publisher.Publish(ctx, msgs)
+	if c.batches.Add(1) <= c.after || c.crashed.Load() {
+		return errs
+	}
+	for _, err := range errs {
+		if err != nil {
+			return errs // not a clean crash point; try the next batch
+		}
+	}
+	c.crashed.Store(true)
+	c.lost.Store(int64(len(msgs)))
+	c.crash()
+	out := make([]error, len(msgs))
+	for i := range out {
+		out[i] = outbox.Unavailable(errors.New("e2e: relay died between publish and mark"))
+	}
+	return out
+}
+
+func closeIfCloser(p outbox.Publisher) {
+	if c, ok := p.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
