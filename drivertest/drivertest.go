@@ -31,6 +31,9 @@ type Env[TTx any] struct {
 	// (SQLite's claims table), false where it is held by an open transaction
 	// that a crash rolls back (PostgreSQL, MySQL).
 	LeasedClaims bool
+	// IsUniqueViolation is the driver's predicate for a unique-key violation
+	// (outboxpgx.IsUniqueViolation, ...), for the business-key strategy.
+	IsUniqueViolation func(error) bool
 }
 
 // Setup makes a fresh Env for one test and registers its cleanup on t.
@@ -58,6 +61,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("InboxConcurrent", s.testInboxConcurrent)
 	t.Run("Admin", s.testAdmin)
 	t.Run("Cleanup", s.testCleanup)
+	t.Run("IdempotencyUniqueKey", s.testUniqueKey)
 }
 
 type suite[TTx any] struct {

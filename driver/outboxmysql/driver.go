@@ -41,3 +41,7 @@ func classify(err error) sqlstore.ErrorKind {
 	}
 	return sqlstore.ErrOther
 }
+
+// IsUniqueViolation reports whether err is MySQL's ER_DUP_ENTRY (1062): for
+// outbox.UniqueKey, the business-key idempotency strategy.
+func IsUniqueViolation(err error) bool { return classify(err) == sqlstore.ErrUnique }

@@ -80,9 +80,11 @@ func setup(t *testing.T) *drivertest.Env[*sql.Tx] {
 	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
+	env := drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
 		return outboxmysql.New(db, tb)
 	}, true)
+	env.IsUniqueViolation = outboxmysql.IsUniqueViolation
+	return env
 }
 
 func TestMySQL(t *testing.T) { drivertest.Run(t, setup) }

@@ -127,3 +127,7 @@ func (t txQuerier) Rollback(ctx context.Context) error { return t.tx.Rollback(ct
 type pgxRows struct{ pgx.Rows }
 
 func (r pgxRows) Close() error { r.Rows.Close(); return r.Err() }
+
+// IsUniqueViolation reports whether err is PostgreSQL's unique_violation
+// (23505): for outbox.UniqueKey, the business-key idempotency strategy.
+func IsUniqueViolation(err error) bool { return classify(err) == sqlstore.ErrUnique }

@@ -127,6 +127,7 @@ func setupPGX(t *testing.T) *drivertest.Env[pgx.Tx] {
 			return err
 		},
 		ConcurrentWriters: true,
+		IsUniqueViolation: outboxpgx.IsUniqueViolation,
 	}
 }
 
@@ -144,9 +145,11 @@ func setupStdlib(t *testing.T) *drivertest.Env[*sql.Tx] {
 	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return drivertest.SQLEnv(d, db, dollar, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
+	env := drivertest.SQLEnv(d, db, dollar, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
 		return outboxpgx.NewStdlib(db, tb)
 	}, true)
+	env.IsUniqueViolation = outboxpgx.IsUniqueViolation
+	return env
 }
 
 func TestPGX(t *testing.T)    { drivertest.Run(t, setupPGX) }

@@ -76,3 +76,8 @@ func classify(err error) sqlstore.ErrorKind {
 	}
 	return sqlstore.ErrOther
 }
+
+// IsUniqueViolation reports whether err is a SQLite UNIQUE or PRIMARY KEY
+// constraint failure: for outbox.UniqueKey, the business-key idempotency
+// strategy.
+func IsUniqueViolation(err error) bool { return classify(err) == sqlstore.ErrUnique }

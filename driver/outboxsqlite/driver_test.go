@@ -32,6 +32,7 @@ func setup(t *testing.T) *drivertest.Env[*sql.Tx] {
 		return outboxsqlite.New(db, tb)
 	}, false)
 	env.LeasedClaims = true
+	env.IsUniqueViolation = outboxsqlite.IsUniqueViolation
 	return env
 }
 
