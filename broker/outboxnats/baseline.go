@@ -1,0 +1,77 @@
+package outboxnats
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Baseline publishes n messages of payloadBytes bytes to the destination of
+// topic with the bare client, in windows of `window` (PublishMsgAsync with a
+// Nats-Msg-Id each, then wait for every PubAck of the window), and returns
+// how long that took. It is the broker's own acked publish rate, against
+// which the relay's rate is a ratio. brokerURL is read as for a Publisher,
+// and the stream is created the same way when it is missing.
+func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
+	if n <= 0 || payloadBytes < 2 || window <= 0 {
+		return 0, fmt.Errorf("outboxnats: Baseline needs n > 0, payloadBytes >= 2 and window > 0; got %d, %d, %d", n, payloadBytes, window)
+	}
+	st, err := PublisherConfig{URL: brokerURL}.settings()
+	if err != nil {
+		return 0, err
+	}
+	subject := st.prefix + topic
+	if err := checkSubject(subject); err != nil {
+		return 0, fmt.Errorf("outboxnats: topic %q makes the subject %q, which %v", topic, subject, err)
+	}
+	nc, err := connect(ctx, st.url, "outbox baseline", st.Credentials, st.Timeout)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := newJetStream(nc, st.Timeout)
+	if err != nil {
+		return 0, fmt.Errorf("outboxnats: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, st.Timeout)
+	_, err = ensureStream(sctx, js, st.streamConfig(), "subjects the baseline writes to")
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	// A JSON string of exactly payloadBytes bytes.
+	payload := []byte(`"` + strings.Repeat("x", payloadBytes-2) + `"`)
+	// Ids unique per run, so that the stream's dedup window keeps nothing out.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	futures := make([]jetstream.PubAckFuture, 0, window)
+	start := time.Now()
+	for sent := 0; sent < n; {
+		futures = futures[:0]
+		for ; sent < n && len(futures) < window; sent++ {
+			msg := &nats.Msg{Subject: subject, Data: payload, Header: nats.Header{}}
+			msg.Header.Set(headerMsgID, run+"-"+strconv.Itoa(sent))
+			f, err := js.PublishMsgAsync(msg)
+			if err != nil {
+				return 0, jsError("baseline publish", err)
+			}
+			futures = append(futures, f)
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return 0, jsError("baseline PubAck", err)
+			case <-ctx.Done():
+				return 0, outbox.Unavailable(fmt.Errorf("outboxnats: baseline: %w", ctx.Err()))
+			}
+		}
+	}
+	return time.Since(start), nil
+}

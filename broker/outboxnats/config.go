@@ -1,0 +1,581 @@
+package outboxnats
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
+const (
+	DefaultSource            = "/outbox"
+	DefaultSubject           = "outbox.{topic}"
+	DefaultStream            = "OUTBOX"
+	DefaultDuplicates        = 2 * time.Minute
+	DefaultMaxAge            = 7 * 24 * time.Hour
+	DefaultTimeout           = 5 * time.Second
+	DefaultDeadLetterSubject = "outbox_dead.{group}"
+	DefaultDeadLetterStream  = "OUTBOX_DEAD"
+	DefaultMaxDeliveries     = 5
+	DefaultAckWait           = 30 * time.Second
+	DefaultRedeliveryDelay   = time.Second
+	DefaultPrefetch          = 16
+)
+
+const (
+	topicVar = "{topic}"
+	groupVar = "{group}"
+)
+
+// PublisherConfig configures a Publisher. Zero fields take their defaults, or
+// the value of the URL's query parameter of the same meaning; a field that is
+// set wins over the URL.
+type PublisherConfig struct {
+	// URL is the broker URL, nats://host:4222, with more servers separated by
+	// commas, user:password@ or token@ before a host, and the query
+	// parameters described in the package documentation. Required.
+	URL string
+	// Source is the CloudEvents source attribute. Defaults to "/outbox".
+	Source string
+	// Subject is the subject template of a message, with {topic} as its last
+	// token(s), e.g. "outbox.{topic}"; the query parameter is "subject".
+	// Defaults to "outbox.{topic}".
+	Subject string
+	// Stream is the JetStream stream that stores the messages; NewPublisher
+	// creates it over Subject's prefix followed by ">" when it does not exist
+	// (query parameter "stream"). Defaults to "OUTBOX".
+	Stream string
+	// Duplicates is the stream's duplicate window: a second publish of a
+	// msg_id within it is acked as a duplicate and not stored again. Used only
+	// when NewPublisher creates the stream (query parameter "duplicates").
+	// Defaults to 2m.
+	Duplicates time.Duration
+	// MaxAge is how long the stream keeps a message. Used only when
+	// NewPublisher creates the stream (query parameter "max_age"); a negative
+	// value keeps messages until someone removes them. Defaults to 168h.
+	MaxAge time.Duration
+	// MemoryStorage creates the stream in memory instead of on disk (query
+	// parameter "storage=memory"). Used only when NewPublisher creates the
+	// stream. Defaults to false (file storage).
+	MemoryStorage bool
+	// Timeout bounds connecting, each JetStream API call, and the wait for
+	// one message's PubAck (query parameter "timeout"). A PubAck that does not
+	// come in time is reported as outbox.Unavailable: the message may or may
+	// not be stored, and publishing it again is deduplicated. Defaults to 5s.
+	Timeout time.Duration
+	// Credentials is the path of a NATS credentials file (JWT and nkey seed)
+	// (query parameter "creds"). Defaults to "" (none).
+	Credentials string
+}
+
+// SubscriberConfig configures a Subscriber. Zero fields take their defaults,
+// or the value of the URL's query parameter of the same meaning; a field that
+// is set wins over the URL.
+type SubscriberConfig struct {
+	// URL is the broker URL, as for PublisherConfig.URL; "subject", "stream",
+	// "timeout" and "creds" mean the same here. Required.
+	URL string
+	// Group is the consumer group: the subscribers of one group share one
+	// durable JetStream consumer, named after the group (see ConsumerName).
+	// Required.
+	Group string
+	// Topic selects the messages of one topic (the consumer's filter subject
+	// is Subject with {topic} replaced); "" consumes every topic under the
+	// subject template (query parameter "topic"). Defaults to "" (all).
+	Topic string
+	// Subject is the subject template, as for PublisherConfig.Subject.
+	// Defaults to "outbox.{topic}".
+	Subject string
+	// Stream is the stream to consume; it must exist (a Publisher creates
+	// it). Defaults to "OUTBOX".
+	Stream string
+	// MaxDeliveries is how many times a message is handed to the handler
+	// before it goes to the dead-letter subject (query parameter
+	// "max_deliveries"). Defaults to 5.
+	MaxDeliveries int
+	// DeadLetterSubject is the subject template of the dead-letter path, with
+	// {group} as its last token (query parameter "dead"). It must not be
+	// covered by Stream's subjects. Defaults to "outbox_dead.{group}".
+	DeadLetterSubject string
+	// DeadLetterStream stores the dead letters; NewSubscriber creates it over
+	// DeadLetterSubject's prefix followed by ">" when it does not exist, with
+	// file storage and no age limit (query parameter "dead_stream").
+	// Defaults to "OUTBOX_DEAD".
+	DeadLetterStream string
+	// AckWait is how long the broker waits for an ack before it delivers a
+	// message again; while the handler runs, the subscriber tells the broker
+	// every AckWait/2 that it is still working (query parameter "ack_wait").
+	// Used when NewSubscriber creates the consumer. Defaults to 30s.
+	AckWait time.Duration
+	// RedeliveryDelay is how long a message whose handler failed waits
+	// before it is delivered again; it doubles with each delivery, up to one
+	// minute (query parameter "redelivery_delay"). Defaults to 1s.
+	RedeliveryDelay time.Duration
+	// DeliverNew makes a new group start with the messages published after
+	// its consumer is created, instead of every message the stream holds
+	// (query parameter "deliver=new"). Defaults to false (all).
+	DeliverNew bool
+	// Prefetch is how many messages the subscriber asks the broker for
+	// ahead of the handler (query parameter "prefetch"). Defaults to 16.
+	Prefetch int
+	// Timeout bounds connecting, each JetStream API call, each confirmed ack
+	// and each dead-letter publish. Defaults to 5s.
+	Timeout time.Duration
+	// Credentials is the path of a NATS credentials file. Defaults to "".
+	Credentials string
+	// Logger receives what the subscriber cannot return: a failed ack, a
+	// dead-lettered message, a dead-letter publish that failed. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// brokerURL is a parsed broker URL: the servers (with credentials, for
+// nats.Connect), their redacted form (for messages), and the query.
+type brokerURL struct {
+	servers  string
+	redacted string
+	query    url.Values
+}
+
+// knownParams are the query parameters of the package documentation. Both
+// sides accept all of them, so that one URL can serve the relay and the
+// consumers alike; each side ignores the other's. Anything else is a typo
+// worth an error.
+var knownParams = []string{
+	"subject", "stream", "timeout", "creds", // both
+	"duplicates", "max_age", "storage", // publisher
+	"topic", "max_deliveries", "dead", "dead_stream", "ack_wait", "redelivery_delay", "deliver", "prefetch", // subscriber
+}
+
+// parseURL splits "nats://a:4222,nats://b:4222?k=v" into servers and query,
+// and checks each server URL. Errors never contain a password or token.
+func parseURL(raw string) (*brokerURL, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, fmt.Errorf(`outboxnats: the URL is empty; set it to the NATS server, e.g. "nats://127.0.0.1:4222"`)
+	}
+	serverPart, rawQuery, _ := strings.Cut(raw, "?")
+	query, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("outboxnats: the URL's query %q is not valid (%v); use e.g. ?subject=outbox.{topic}&stream=OUTBOX", rawQuery, err)
+	}
+	for name := range query {
+		if !contains(knownParams, name) {
+			return nil, fmt.Errorf("outboxnats: unknown URL parameter %q; known ones are %s", name, strings.Join(knownParams, ", "))
+		}
+	}
+	var redacted []string
+	for _, s := range strings.Split(serverPart, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return nil, fmt.Errorf("outboxnats: the URL %q has an empty server in its comma-separated list", redactList(serverPart))
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("outboxnats: server %q is not a valid URL; use nats://host:4222", redactServer(s))
+		}
+		if u.Scheme != "nats" && u.Scheme != "tls" {
+			return nil, fmt.Errorf("outboxnats: server %q has scheme %q; use nats:// (or tls:// for TLS)", redactServer(s), u.Scheme)
+		}
+		if u.Host == "" || u.Hostname() == "" {
+			return nil, fmt.Errorf("outboxnats: server %q has no host; use nats://host:4222", redactServer(s))
+		}
+		if u.Path != "" && u.Path != "/" {
+			return nil, fmt.Errorf("outboxnats: server %q has a path %q; NATS URLs have none: put options in the query (?stream=...)", redactServer(s), u.Path)
+		}
+		redacted = append(redacted, redactServer(s))
+	}
+	return &brokerURL{servers: serverPart, redacted: strings.Join(redacted, ","), query: query}, nil
+}
+
+// redactServer hides the password, or the token (a user name without a
+// password is a token in NATS), of one server URL.
+func redactServer(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		if at := strings.LastIndex(s, "@"); at >= 0 {
+			if i := strings.Index(s, "://"); i >= 0 && i < at {
+				return s[:i+3] + "xxxxx" + s[at:]
+			}
+			return "xxxxx" + s[at:]
+		}
+		return s
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	} else {
+		u.User = url.User("xxxxx")
+	}
+	return u.String()
+}
+
+func redactList(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactServer(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// str fills *dst from the query when *dst is empty.
+func (u *brokerURL) str(dst *string, name string) {
+	if *dst == "" {
+		*dst = u.query.Get(name)
+	}
+}
+
+// dur fills *dst from the query when *dst is zero.
+func (u *brokerURL) dur(dst *time.Duration, name string) error {
+	v := u.query.Get(name)
+	if *dst != 0 || v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("outboxnats: URL parameter %s=%q is not a duration; use e.g. %s=2m", name, v, name)
+	}
+	*dst = d
+	return nil
+}
+
+// num fills *dst from the query when *dst is zero.
+func (u *brokerURL) num(dst *int, name string) error {
+	v := u.query.Get(name)
+	if *dst != 0 || v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("outboxnats: URL parameter %s=%q is not a whole number", name, v)
+	}
+	*dst = n
+	return nil
+}
+
+// publisherSettings is a PublisherConfig after defaults, URL and validation.
+type publisherSettings struct {
+	PublisherConfig
+	url    *brokerURL
+	prefix string // subject prefix, "outbox."
+}
+
+func (cfg PublisherConfig) settings() (*publisherSettings, error) {
+	u, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	u.str(&cfg.Subject, "subject")
+	u.str(&cfg.Stream, "stream")
+	u.str(&cfg.Credentials, "creds")
+	for _, d := range []struct {
+		dst  *time.Duration
+		name string
+	}{{&cfg.Duplicates, "duplicates"}, {&cfg.MaxAge, "max_age"}, {&cfg.Timeout, "timeout"}} {
+		if err := u.dur(d.dst, d.name); err != nil {
+			return nil, err
+		}
+	}
+	switch st := u.query.Get("storage"); st {
+	case "", "file":
+	case "memory":
+		cfg.MemoryStorage = true
+	default:
+		return nil, fmt.Errorf("outboxnats: URL parameter storage=%q; use storage=file or storage=memory", st)
+	}
+	if cfg.Source == "" {
+		cfg.Source = DefaultSource
+	}
+	if cfg.Subject == "" {
+		cfg.Subject = DefaultSubject
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.Duplicates == 0 {
+		cfg.Duplicates = DefaultDuplicates
+	}
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = DefaultMaxAge
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	prefix, err := subjectPrefix("Subject", "subject", cfg.Subject, topicVar)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkStreamName("Stream", "stream", cfg.Stream); err != nil {
+		return nil, err
+	}
+	if _, err := url.Parse(cfg.Source); err != nil {
+		return nil, fmt.Errorf("outboxnats: Source %q is not a URI reference (%v); use e.g. \"/outbox\"", cfg.Source, err)
+	}
+	switch {
+	case cfg.Duplicates < 0:
+		return nil, fmt.Errorf("outboxnats: Duplicates (duplicates) is %s; it must be positive", cfg.Duplicates)
+	case cfg.MaxAge > 0 && cfg.Duplicates > cfg.MaxAge:
+		return nil, fmt.Errorf("outboxnats: Duplicates (duplicates) %s is longer than MaxAge (max_age) %s; the duplicate window cannot outlast the messages", cfg.Duplicates, cfg.MaxAge)
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("outboxnats: Timeout (timeout) is %s; it must be positive", cfg.Timeout)
+	}
+	return &publisherSettings{PublisherConfig: cfg, url: u, prefix: prefix}, nil
+}
+
+// subscriberSettings is a SubscriberConfig after defaults, URL and validation.
+type subscriberSettings struct {
+	SubscriberConfig
+	url        *brokerURL
+	stream     *publisherSettings // how to create the stream when it is missing
+	filter     string             // the consumer's filter subject
+	consumer   string             // the durable consumer's name
+	deadPrefix string             // dead-letter subject prefix, "outbox_dead."
+}
+
+func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
+	u, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	u.str(&cfg.Topic, "topic")
+	u.str(&cfg.Subject, "subject")
+	u.str(&cfg.Stream, "stream")
+	u.str(&cfg.DeadLetterSubject, "dead")
+	u.str(&cfg.DeadLetterStream, "dead_stream")
+	u.str(&cfg.Credentials, "creds")
+	for _, d := range []struct {
+		dst  *time.Duration
+		name string
+	}{{&cfg.AckWait, "ack_wait"}, {&cfg.RedeliveryDelay, "redelivery_delay"}, {&cfg.Timeout, "timeout"}} {
+		if err := u.dur(d.dst, d.name); err != nil {
+			return nil, err
+		}
+	}
+	if err := u.num(&cfg.MaxDeliveries, "max_deliveries"); err != nil {
+		return nil, err
+	}
+	if err := u.num(&cfg.Prefetch, "prefetch"); err != nil {
+		return nil, err
+	}
+	switch d := u.query.Get("deliver"); d {
+	case "", "all":
+	case "new":
+		cfg.DeliverNew = true
+	default:
+		return nil, fmt.Errorf("outboxnats: URL parameter deliver=%q; use deliver=all or deliver=new", d)
+	}
+	if cfg.Subject == "" {
+		cfg.Subject = DefaultSubject
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.MaxDeliveries == 0 {
+		cfg.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if cfg.DeadLetterSubject == "" {
+		cfg.DeadLetterSubject = DefaultDeadLetterSubject
+	}
+	if cfg.DeadLetterStream == "" {
+		cfg.DeadLetterStream = DefaultDeadLetterStream
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.RedeliveryDelay == 0 {
+		cfg.RedeliveryDelay = DefaultRedeliveryDelay
+	}
+	if cfg.Prefetch == 0 {
+		cfg.Prefetch = DefaultPrefetch
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if strings.TrimSpace(cfg.Group) == "" {
+		return nil, fmt.Errorf("outboxnats: SubscriberConfig.Group is empty; name the consumer group, e.g. \"billing\"")
+	}
+	if len(cfg.Group) > 64 {
+		return nil, fmt.Errorf("outboxnats: SubscriberConfig.Group %q is longer than 64 bytes (the inbox's consumer_group column)", cfg.Group)
+	}
+	prefix, err := subjectPrefix("Subject", "subject", cfg.Subject, topicVar)
+	if err != nil {
+		return nil, err
+	}
+	filter := prefix + ">"
+	if cfg.Topic != "" {
+		filter = prefix + cfg.Topic
+		if err := checkSubject(filter); err != nil {
+			return nil, fmt.Errorf("outboxnats: Topic %q makes the subject %q, %v", cfg.Topic, filter, err)
+		}
+	}
+	deadPrefix, err := subjectPrefix("DeadLetterSubject", "dead", cfg.DeadLetterSubject, groupVar)
+	if err != nil {
+		return nil, err
+	}
+	if subjectsOverlap(prefix+">", deadPrefix+">") {
+		return nil, fmt.Errorf("outboxnats: DeadLetterSubject %q lies under the messages' subjects %q, so the dead letters would land in stream %s again; pick a prefix outside it, e.g. %q",
+			cfg.DeadLetterSubject, prefix+">", cfg.Stream, DefaultDeadLetterSubject)
+	}
+	if err := checkStreamName("Stream", "stream", cfg.Stream); err != nil {
+		return nil, err
+	}
+	if err := checkStreamName("DeadLetterStream", "dead_stream", cfg.DeadLetterStream); err != nil {
+		return nil, err
+	}
+	if cfg.DeadLetterStream == cfg.Stream {
+		return nil, fmt.Errorf("outboxnats: DeadLetterStream and Stream are both %q; the dead letters need a stream of their own", cfg.Stream)
+	}
+	switch {
+	case cfg.MaxDeliveries < 0:
+		return nil, fmt.Errorf("outboxnats: MaxDeliveries (max_deliveries) is %d; it must be at least 1", cfg.MaxDeliveries)
+	case cfg.AckWait < 0 || (cfg.AckWait > 0 && cfg.AckWait < time.Second):
+		return nil, fmt.Errorf("outboxnats: AckWait (ack_wait) is %s; it must be at least 1s", cfg.AckWait)
+	case cfg.RedeliveryDelay < 0:
+		return nil, fmt.Errorf("outboxnats: RedeliveryDelay (redelivery_delay) is %s; it must be positive", cfg.RedeliveryDelay)
+	case cfg.Prefetch < 0:
+		return nil, fmt.Errorf("outboxnats: Prefetch (prefetch) is %d; it must be at least 1", cfg.Prefetch)
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("outboxnats: Timeout (timeout) is %s; it must be positive", cfg.Timeout)
+	}
+	// The stream is created as a publisher would create it, from the same
+	// URL parameters (duplicates, max_age, storage).
+	stream, err := PublisherConfig{URL: cfg.URL, Subject: cfg.Subject, Stream: cfg.Stream, Timeout: cfg.Timeout}.settings()
+	if err != nil {
+		return nil, err
+	}
+	return &subscriberSettings{
+		SubscriberConfig: cfg,
+		stream:           stream,
+		url:              u,
+		filter:           filter,
+		consumer:         ConsumerName(cfg.Group),
+		deadPrefix:       deadPrefix,
+	}, nil
+}
+
+// subjectPrefix checks a template that ends with variable as its last
+// token(s) ("outbox.{topic}") and returns what comes before ("outbox.").
+func subjectPrefix(field, param, tmpl, variable string) (string, error) {
+	example := strings.TrimSuffix(DefaultSubject, topicVar) + variable
+	if variable == groupVar {
+		example = DefaultDeadLetterSubject
+	}
+	prefix, ok := strings.CutSuffix(tmpl, "."+variable)
+	if !ok || strings.Contains(prefix, variable) || strings.Contains(prefix, "{") {
+		return "", fmt.Errorf("outboxnats: %s (%s) %q must be a subject prefix followed by .%s, e.g. %q", field, param, tmpl, variable, example)
+	}
+	if err := checkSubject(prefix); err != nil {
+		return "", fmt.Errorf("outboxnats: %s (%s) %q: the prefix %q %v", field, param, tmpl, prefix, err)
+	}
+	return prefix + ".", nil
+}
+
+// checkSubject checks a literal subject a message can be published to: dot
+// separated non-empty tokens, no whitespace or control characters, and no
+// wildcard token.
+func checkSubject(s string) error {
+	if s == "" {
+		return fmt.Errorf("is empty")
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == 0x7f {
+			return fmt.Errorf("contains whitespace or a control character (byte %d), which NATS subjects cannot carry", i)
+		}
+	}
+	for _, tok := range strings.Split(s, ".") {
+		switch tok {
+		case "":
+			return fmt.Errorf("has an empty token (a leading, trailing or double dot)")
+		case "*", ">":
+			return fmt.Errorf("has the wildcard token %q", tok)
+		}
+	}
+	return nil
+}
+
+// subjectsOverlap reports whether two subjects (with wildcards) can match a
+// common subject.
+func subjectsOverlap(a, b string) bool {
+	ta, tb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(ta) && i < len(tb); i++ {
+		x, y := ta[i], tb[i]
+		if x == ">" || y == ">" {
+			return true
+		}
+		if x != "*" && y != "*" && x != y {
+			return false
+		}
+	}
+	return len(ta) == len(tb)
+}
+
+// subjectCovers reports whether every subject matching sub also matches
+// pattern (both may hold wildcards).
+func subjectCovers(pattern, sub string) bool {
+	tp, ts := strings.Split(pattern, "."), strings.Split(sub, ".")
+	for i, p := range tp {
+		if p == ">" {
+			return i < len(ts)
+		}
+		if i >= len(ts) {
+			return false
+		}
+		s := ts[i]
+		if s == ">" {
+			return false
+		}
+		if p != "*" && (s == "*" || p != s) {
+			return false
+		}
+	}
+	return len(tp) == len(ts)
+}
+
+// checkStreamName checks a JetStream stream name.
+func checkStreamName(field, param, name string) error {
+	if name == "" || len(name) > 255 || strings.ContainsAny(name, ".*> \t\r\n/\\") {
+		return fmt.Errorf("outboxnats: %s (%s) %q is not a valid stream name; use letters, digits, '-' and '_', e.g. %q", field, param, name, DefaultStream)
+	}
+	return nil
+}
+
+// ConsumerName returns the durable JetStream consumer name of a consumer
+// group: the group itself when it is made of ASCII letters, digits, '-' and
+// '_' only, else those characters with '_' for every other one, followed by
+// '_' and 8 hex digits of the group's SHA-256 so that different groups never
+// share a consumer. The same name is the last token of the group's
+// dead-letter subject.
+func ConsumerName(group string) string {
+	clean := true
+	b := make([]byte, 0, len(group)+9)
+	for i := 0; i < len(group); i++ {
+		c := group[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b = append(b, c)
+		default:
+			b = append(b, '_')
+			clean = false
+		}
+	}
+	if clean && len(b) > 0 {
+		return string(b)
+	}
+	sum := sha256.Sum256([]byte(group))
+	return string(b) + "_" + hex.EncodeToString(sum[:4])
+}

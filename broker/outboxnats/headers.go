@@ -1,0 +1,120 @@
+package outboxnats
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
+)
+
+// Header names on the wire. The CloudEvents NATS binding (binary mode) puts
+// each attribute in a header named "ce-" followed by the attribute's name,
+// and datacontenttype in "content-type". NATS headers are case-sensitive;
+// these are written in lower case, as the binding spells them, and read in
+// any case.
+const (
+	headerPrefix      = "ce-"
+	headerContentType = "content-type"
+	// headerMsgID is JetStream's deduplication header.
+	headerMsgID = "Nats-Msg-Id"
+	// Headers added to a dead letter, on top of the original's.
+	headerDeadReason   = "Outbox-Dead-Reason"
+	headerDeadGroup    = "Outbox-Dead-Group"
+	headerDeadSubject  = "Outbox-Dead-Subject"
+	headerDeadSequence = "Outbox-Dead-Sequence"
+)
+
+// eventHeader returns the NATS headers of m: the CloudEvents attributes,
+// content-type and Nats-Msg-Id. source is already encoded.
+func eventHeader(m *outbox.Message, source string) nats.Header {
+	attrs := cloudevents.Attributes(m, "")
+	h := make(nats.Header, len(attrs)+2)
+	for _, a := range attrs {
+		v := encodeValue(a.Value)
+		if a.Name == cloudevents.Source {
+			v = source
+		}
+		h[headerPrefix+a.Name] = []string{v}
+	}
+	h[headerContentType] = []string{cloudevents.JSON}
+	h[headerMsgID] = []string{encodeValue(m.MsgID)}
+	return h
+}
+
+// decodeHeader returns the CloudEvents attributes of a received message,
+// by canonical name: every ce- header, and content-type as datacontenttype.
+func decodeHeader(h nats.Header) map[string]string {
+	attrs := make(map[string]string, len(h))
+	for k, vs := range h {
+		if len(vs) == 0 {
+			continue
+		}
+		lk := strings.ToLower(k)
+		switch {
+		case strings.HasPrefix(lk, headerPrefix) && len(lk) > len(headerPrefix):
+			attrs[lk[len(headerPrefix):]] = decodeValue(vs[0])
+		case lk == headerContentType:
+			attrs[cloudevents.ContentType] = vs[0]
+		}
+	}
+	return attrs
+}
+
+// decodeMessage rebuilds the outbox message of a received NATS message; the
+// error wraps cloudevents.ErrNotEvent.
+func decodeMessage(h nats.Header, data []byte) (outbox.Message, error) {
+	return cloudevents.Decode(decodeHeader(h), data)
+}
+
+// encodeValue percent-encodes s the way the CloudEvents HTTP binding does
+// for header values: every byte outside printable ASCII (U+0021..U+007E),
+// plus space, '"' and '%', becomes %XX over its UTF-8 bytes. NATS headers
+// cannot carry CR or LF, trim surrounding spaces and are ASCII by protocol,
+// so without it a row's value would not come back as it left. Values made of
+// printable ASCII only (ids, topics, times) pass unchanged.
+func encodeValue(s string) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if mustEncode(s[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(s)+2*n)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if mustEncode(c) {
+			b = append(b, '%', hex[c>>4], hex[c&0x0f])
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func mustEncode(c byte) bool {
+	return c <= ' ' || c >= 0x7f || c == '"' || c == '%'
+}
+
+// decodeValue undoes encodeValue. A value that is not valid percent-encoding
+// (written by a producer that does not encode) is taken as it is.
+func decodeValue(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	v, err := url.PathUnescape(s)
+	if err != nil {
+		return s
+	}
+	return v
+}
+
+// formatTime is how a dead letter records when it died.
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -1,0 +1,210 @@
+package outboxnats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Publisher publishes outbox messages to a JetStream stream, one NATS message
+// per row, each acknowledged by a PubAck. It is safe for concurrent use.
+type Publisher struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	prefix   string // subject prefix, e.g. "outbox."
+	stream   string
+	source   string // percent-encoded
+	redacted string
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// NewPublisher validates cfg, connects, and makes sure the stream exists:
+// it creates cfg.Stream over the subject prefix followed by ">" when the
+// stream is missing, and checks that an existing one covers those subjects.
+// When the server cannot be reached the error satisfies outbox.IsUnavailable.
+func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) {
+	st, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := connect(ctx, st.url, "outbox publisher", st.Credentials, st.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	js, err := newJetStream(nc, st.Timeout)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("outboxnats: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, st.Timeout)
+	defer cancel()
+	_, err = ensureStream(ctx, js, st.streamConfig(), "subjects the publisher writes to")
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &Publisher{
+		nc:       nc,
+		js:       js,
+		prefix:   st.prefix,
+		stream:   st.Stream,
+		source:   encodeValue(st.Source),
+		redacted: st.url.redacted,
+	}, nil
+}
+
+// streamConfig is the stream NewPublisher creates when it is missing.
+func (st *publisherSettings) streamConfig() jetstream.StreamConfig {
+	storage := jetstream.FileStorage
+	if st.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	return jetstream.StreamConfig{
+		Name:        st.Stream,
+		Description: "outbox messages (created by outboxnats)",
+		Subjects:    []string{st.prefix + ">"},
+		Storage:     storage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      max(st.MaxAge, 0),
+		Duplicates:  st.Duplicates,
+	}
+}
+
+// Subject returns the subject a message of topic is published to.
+func (p *Publisher) Subject(topic string) string { return p.prefix + topic }
+
+// Close closes the connection. Publish fails with outbox.Unavailable after it.
+func (p *Publisher) Close() error {
+	p.nc.Close()
+	return nil
+}
+
+// Publish sends every message of the batch with PublishMsgAsync, then waits
+// for each PubAck, and returns one error per message, in order, or nil when
+// the stream stored them all. A PubAck that says Duplicate (the msg_id was
+// stored within the stream's duplicate window) counts as success.
+//
+// Errors that satisfy outbox.IsUnavailable (the relay pauses and the message
+// keeps its retries): the connection is down or reconnecting, no PubAck
+// within Timeout, no stream answering for the subject (a stream that was
+// removed cannot be told from JetStream restarting), a 5xx answer from
+// JetStream (not ready, storage exhausted), ctx ended. A refusal spends a
+// retry: a topic that makes an invalid subject, a message over the server's
+// max_payload, or a 4xx answer from the stream (e.g. over its max_msg_size).
+//
+// Messages are sent in slice order over one connection, so the stream stores
+// a batch in order. When a message with a key fails before it was sent, the
+// later messages of its key get outbox.ErrHeldBack; a message that fails
+// after it was sent (its PubAck is an error) cannot hold back the later ones,
+// which are already on their way.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	errs := make([]error, len(msgs))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = outbox.Unavailable(fmt.Errorf("outboxnats: publish to %s: %w", p.redacted, err))
+		}
+		return errs
+	}
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	var down error // once the connection fails, the rest of the batch is not tried
+	var failedKeys map[string]string
+	for i := range msgs {
+		m := &msgs[i]
+		if down != nil {
+			errs[i] = down
+			continue
+		}
+		if first, held := failedKeys[m.Key]; held && m.Key != "" {
+			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", outbox.ErrHeldBack, first)
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			errs[i] = outbox.Unavailable(fmt.Errorf("outboxnats: publish to %s: %w", p.redacted, err))
+		} else {
+			futures[i], errs[i] = p.send(m)
+		}
+		if errs[i] != nil {
+			if outbox.IsUnavailable(errs[i]) {
+				down = errs[i]
+			}
+			if m.Key != "" {
+				if failedKeys == nil {
+					failedKeys = map[string]string{}
+				}
+				failedKeys[m.Key] = m.MsgID
+			}
+		}
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs[i] = p.ackError(&msgs[i], err)
+		case <-ctx.Done():
+			errs[i] = outbox.Unavailable(fmt.Errorf("outboxnats: waiting for the PubAck of %q: %w", msgs[i].MsgID, ctx.Err()))
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// send hands one message to the connection.
+func (p *Publisher) send(m *outbox.Message) (jetstream.PubAckFuture, error) {
+	subject := p.prefix + m.Topic
+	if err := checkSubject(subject); err != nil {
+		return nil, fmt.Errorf("outboxnats: topic %q of %q makes the subject %q, which %v; use topics of dot-separated words",
+			m.Topic, m.MsgID, subject, err)
+	}
+	msg := &nats.Msg{Subject: subject, Header: eventHeader(m, p.source), Data: m.Payload}
+	f, err := p.js.PublishMsgAsync(msg)
+	if err == nil {
+		return f, nil
+	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return nil, fmt.Errorf("outboxnats: message %q: %d bytes of payload and headers are over the server's max_payload of %d bytes: %w",
+			m.MsgID, len(m.Payload)+headerSize(msg.Header), p.nc.MaxPayload(), err)
+	}
+	if errors.Is(err, nats.ErrBadSubject) {
+		return nil, fmt.Errorf("outboxnats: message %q: subject %q: %w", m.MsgID, subject, err)
+	}
+	return nil, outbox.Unavailable(fmt.Errorf("outboxnats: publish %q to %s: %w", m.MsgID, p.redacted, err))
+}
+
+// ackError classifies a failed PubAck.
+func (p *Publisher) ackError(m *outbox.Message, err error) error {
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		return outbox.Unavailable(fmt.Errorf("outboxnats: message %q: no stream answered on subject %q (is stream %s there, and JetStream up?): %w",
+			m.MsgID, p.prefix+m.Topic, p.stream, err))
+	}
+	err = fmt.Errorf("outboxnats: message %q: %w", m.MsgID, err)
+	if unavailableErr(err) {
+		return outbox.Unavailable(err)
+	}
+	return fmt.Errorf("%w (refused by stream %s)", err, p.stream)
+}
+
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}

@@ -1,0 +1,316 @@
+package outboxnats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outbox-go/outbox"
+)
+
+// maxRedeliveryDelay caps the doubling of SubscriberConfig.RedeliveryDelay.
+const maxRedeliveryDelay = time.Minute
+
+// maxReasonLen bounds the handler error recorded in a dead letter, so that
+// the dead letter stays within the server's max_payload.
+const maxReasonLen = 1024
+
+// Subscriber consumes one consumer group's durable JetStream consumer and
+// hands each message to a handler. The subscribers of a group, in one
+// process or many, share the consumer and so the messages.
+type Subscriber struct {
+	st      *subscriberSettings
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	cons    jetstream.Consumer
+	log     *slog.Logger
+	dead    string // the group's dead-letter subject
+	running atomic.Bool
+}
+
+// NewSubscriber validates cfg, connects, and makes sure that the stream (as
+// a Publisher would create it), the dead-letter stream and the group's
+// durable consumer exist. When it returns, messages published afterwards
+// reach the group even before Run is called. A consumer that exists already
+// is used as it is, provided its filter subject is the one cfg asks for.
+func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, error) {
+	st, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := connect(ctx, st.url, "outbox subscriber "+st.Group, st.Credentials, st.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscriber{st: st, nc: nc, log: st.Logger, dead: st.deadPrefix + st.consumer}
+	if err := s.setUp(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Subscriber) setUp(ctx context.Context) error {
+	st := s.st
+	js, err := newJetStream(s.nc, st.Timeout)
+	if err != nil {
+		return fmt.Errorf("outboxnats: %w", err)
+	}
+	s.js = js
+	ctx, cancel := context.WithTimeout(ctx, 3*st.Timeout)
+	defer cancel()
+	if _, err := ensureStream(ctx, js, st.stream.streamConfig(), "subjects the group consumes"); err != nil {
+		return err
+	}
+	_, err = ensureStream(ctx, js, jetstream.StreamConfig{
+		Name:        st.DeadLetterStream,
+		Description: "outbox dead letters (created by outboxnats)",
+		Subjects:    []string{st.deadPrefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  DefaultDuplicates,
+	}, "dead-letter subjects")
+	if err != nil {
+		return err
+	}
+	s.cons, err = s.ensureConsumer(ctx)
+	return err
+}
+
+// ensureConsumer looks the group's consumer up and creates it when missing.
+// The consumer's MaxDeliver is unlimited: the subscriber counts deliveries
+// itself and dead-letters a message once MaxDeliveries is reached, so that a
+// message whose last delivery could not be dead-lettered (the connection
+// dropped) comes back instead of staying unacknowledged for good.
+func (s *Subscriber) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	st := s.st
+	deliver := jetstream.DeliverAllPolicy
+	if st.DeliverNew {
+		deliver = jetstream.DeliverNewPolicy
+	}
+	want := jetstream.ConsumerConfig{
+		Durable:       st.consumer,
+		Description:   "outbox consumer group " + strconv.Quote(st.Group),
+		FilterSubject: st.filter,
+		DeliverPolicy: deliver,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       st.AckWait,
+		MaxDeliver:    -1,
+	}
+	for attempt := 0; ; attempt++ {
+		c, err := s.js.Consumer(ctx, st.Stream, st.consumer)
+		if err == nil {
+			if got := c.CachedInfo().Config.FilterSubject; got != st.filter {
+				return nil, fmt.Errorf("outboxnats: consumer %s of stream %s (group %q) exists with filter subject %q, not %q; a group consumes one subject: use another group name, or delete the consumer",
+					st.consumer, st.Stream, st.Group, got, st.filter)
+			}
+			return c, nil
+		}
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, jsError(fmt.Sprintf("look up consumer %s of stream %s", st.consumer, st.Stream), err)
+		}
+		c, err = s.js.CreateConsumer(ctx, st.Stream, want)
+		if err == nil {
+			return c, nil
+		}
+		if errors.Is(err, jetstream.ErrConsumerExists) && attempt == 0 {
+			continue // created by another subscriber of the group meanwhile
+		}
+		return nil, jsError(fmt.Sprintf("create consumer %s on stream %s", st.consumer, st.Stream), err)
+	}
+}
+
+// DeadLetterSubject returns the subject the group's dead letters go to.
+func (s *Subscriber) DeadLetterSubject() string { return s.dead }
+
+// Close closes the connection; a Run in progress returns an error.
+func (s *Subscriber) Close() error {
+	s.nc.Close()
+	return nil
+}
+
+// Run consumes the group's messages one at a time and calls h for each,
+// until ctx ends; then it lets the handler in hand finish, acks it, gives
+// the messages it had fetched ahead back to the broker, and returns nil.
+// Only one Run of a Subscriber may be in progress at a time.
+//
+// A nil error from h is acked with a confirmed ack (the broker answers it)
+// before the next message is taken, so that the inbox's commit and the ack
+// happen in that order. An error asks for the message again after
+// RedeliveryDelay (doubling per delivery); at the MaxDeliveries-th failed
+// delivery, or at once for an error wrapped with outbox.Permanent or a
+// message that is not an outbox event, the message goes to the dead-letter
+// subject and is terminated once the broker acked the dead letter.
+//
+// h's context is not canceled when ctx ends, so that the handler in hand
+// can finish. Run returns an error when consumption stops for good: the
+// connection was closed, or the consumer was deleted. It survives broker
+// restarts: the client reconnects and resumes.
+func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
+	if h == nil {
+		return errors.New("outboxnats: Run needs a handler")
+	}
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("outboxnats: Run is already in progress on this Subscriber; build another Subscriber of the group to consume in parallel")
+	}
+	defer s.running.Store(false)
+	if ctx.Err() != nil {
+		return nil
+	}
+	it, err := s.cons.Messages(
+		jetstream.PullMaxMessages(s.st.Prefetch),
+		jetstream.WithMessagesErrOnMissingHeartbeat(false),
+	)
+	if err != nil {
+		return jsError("consume from consumer "+s.st.consumer, err)
+	}
+	defer it.Stop()
+	// Drain stops fetching but still hands out the messages fetched already,
+	// which go back to the broker below.
+	stopDrain := context.AfterFunc(ctx, it.Drain)
+	defer stopDrain()
+	hctx := context.WithoutCancel(ctx)
+	for {
+		var msg jetstream.Msg
+		if ctx.Err() != nil {
+			msg, err = it.Next(jetstream.NextMaxWait(s.st.Timeout))
+		} else {
+			msg, err = it.Next()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+				errors.Is(err, jetstream.ErrBadRequest) || s.nc.IsClosed() {
+				return fmt.Errorf("outboxnats: consuming group %q from stream %s stopped: %w", s.st.Group, s.st.Stream, err)
+			}
+			s.log.Warn("outboxnats: consuming", "group", s.st.Group, "err", err)
+			continue
+		}
+		if ctx.Err() != nil {
+			// Fetched ahead but not handled: hand it back for another
+			// subscriber of the group at once, rather than after AckWait.
+			_ = msg.Nak()
+			continue
+		}
+		s.handle(hctx, msg, h)
+	}
+}
+
+// handle runs h on one message and settles it.
+func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Handler) {
+	md, err := msg.Metadata()
+	if err != nil {
+		s.log.Error("outboxnats: a message without JetStream metadata; skipped", "group", s.st.Group, "subject", msg.Subject(), "err", err)
+		return
+	}
+	m, err := decodeMessage(msg.Headers(), msg.Data())
+	if err != nil {
+		s.deadLetter(ctx, msg, md, "", err)
+		return
+	}
+	if int(md.NumDelivered) > s.st.MaxDeliveries {
+		// The handler had its MaxDeliveries tries; an earlier attempt to
+		// dead-letter the message failed, or it went unacknowledged.
+		s.deadLetter(ctx, msg, md, m.MsgID, fmt.Errorf("delivered %d times, over MaxDeliveries %d", md.NumDelivered, s.st.MaxDeliveries))
+		return
+	}
+	stop := s.keepAlive(msg)
+	err = h(ctx, m)
+	stop()
+	switch {
+	case err == nil:
+		actx, cancel := context.WithTimeout(ctx, s.st.Timeout)
+		defer cancel()
+		if aerr := msg.DoubleAck(actx); aerr != nil {
+			// The broker delivers the message again after AckWait; the
+			// inbox makes that second delivery harmless.
+			s.log.Warn("outboxnats: ack not confirmed; the message will be delivered again", "group", s.st.Group, "msg_id", m.MsgID, "err", aerr)
+		}
+	case outbox.IsPermanent(err):
+		s.deadLetter(ctx, msg, md, m.MsgID, err)
+	case int(md.NumDelivered) >= s.st.MaxDeliveries:
+		s.deadLetter(ctx, msg, md, m.MsgID, fmt.Errorf("failed %d deliveries (MaxDeliveries), the last with: %w", md.NumDelivered, err))
+	default:
+		_ = msg.NakWithDelay(s.redeliveryDelay(md.NumDelivered))
+	}
+}
+
+// redeliveryDelay is RedeliveryDelay doubled per delivery so far, capped.
+func (s *Subscriber) redeliveryDelay(delivered uint64) time.Duration {
+	d := s.st.RedeliveryDelay
+	for i := uint64(1); i < delivered && d < maxRedeliveryDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxRedeliveryDelay)
+}
+
+// keepAlive tells the broker every AckWait/2 that the handler is still
+// working, so that a slow handler does not get its message delivered to
+// another subscriber meanwhile.
+func (s *Subscriber) keepAlive(msg jetstream.Msg) (stop func()) {
+	t := time.NewTicker(s.st.AckWait / 2)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-t.C:
+				_ = msg.InProgress()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(done)
+		<-finished
+	}
+}
+
+// deadLetter publishes msg to the group's dead-letter subject, waits for the
+// PubAck, and then terminates msg. When the dead letter cannot be stored, msg
+// is handed back, and its next delivery tries again.
+func (s *Subscriber) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, msgID string, reason error) {
+	text := reason.Error()
+	if len(text) > maxReasonLen {
+		text = text[:maxReasonLen] + "..."
+	}
+	h := make(nats.Header, len(msg.Headers())+5)
+	for k, v := range msg.Headers() {
+		h[k] = v
+	}
+	h[headerDeadReason] = []string{encodeValue(text)}
+	h[headerDeadGroup] = []string{encodeValue(s.st.Group)}
+	h[headerDeadSubject] = []string{msg.Subject()}
+	h[headerDeadSequence] = []string{strconv.FormatUint(md.Sequence.Stream, 10)}
+	// The dead-letter stream drops a second copy of the same stored message
+	// for the same group (a Term that got lost), not the same msg_id
+	// dead-lettered by another group.
+	h[headerMsgID] = []string{fmt.Sprintf("%s:%d:%s", md.Stream, md.Sequence.Stream, s.st.consumer)}
+	pctx, cancel := context.WithTimeout(ctx, s.st.Timeout)
+	defer cancel()
+	_, err := s.js.PublishMsg(pctx, &nats.Msg{Subject: s.dead, Header: h, Data: msg.Data()})
+	if err != nil {
+		s.log.Error("outboxnats: could not store a dead letter; the message will be delivered again",
+			"group", s.st.Group, "msg_id", msgID, "subject", s.dead, "err", err)
+		_ = msg.NakWithDelay(s.redeliveryDelay(md.NumDelivered))
+		return
+	}
+	if err := msg.Term(); err != nil {
+		s.log.Warn("outboxnats: dead letter stored, but the original was not terminated; it will be dead-lettered again (deduplicated)",
+			"group", s.st.Group, "msg_id", msgID, "err", err)
+	}
+	s.log.Warn("outboxnats: message dead-lettered", "group", s.st.Group, "msg_id", msgID,
+		"deliveries", md.NumDelivered, "dead_letter_subject", s.dead, "reason", text)
+}

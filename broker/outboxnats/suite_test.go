@@ -1,0 +1,154 @@
+package outboxnats
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/brokertest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// features says what JetStream does with this adapter; see the report in
+// doc.go: one subscriber handles messages one at a time in stream order, so
+// same-key order holds while no delivery fails.
+var features = brokertest.Features{Ordered: true, Dedup: true, DeadLetter: true, SharedGroup: true}
+
+func TestConformance(t *testing.T) {
+	requireShared(t)
+	brokertest.Run(t, brokertest.Env{
+		Features: features,
+		Setup: func(t *testing.T) *brokertest.Bundle {
+			return newBundle(t, sharedURL())
+		},
+	})
+}
+
+const suiteTopic = "suite.events"
+
+// newBundle builds the suite's view of the adapter on streams of its own.
+func newBundle(t *testing.T, serverURL string) *brokertest.Bundle {
+	t.Helper()
+	u, _ := testURL(t, serverURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pub, err := NewPublisher(ctx, PublisherConfig{URL: u})
+	if err != nil {
+		t.Fatalf("NewPublisher: %v", err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	return &brokertest.Bundle{
+		Publisher: pub,
+		Topic:     suiteTopic,
+		NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
+			return newTestSubscriber(t, u, opts.Group, opts.MaxDeliveries)
+		},
+		Unreachable: func(t *testing.T) outbox.Publisher {
+			// NewPublisher needs the server, so build the publisher against
+			// a private one and then stop it: what is left is a publisher
+			// pointed at an address where no broker listens.
+			srv := startPrivateServer(t)
+			pu, _ := testURL(t, srv.URL())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := NewPublisher(ctx, PublisherConfig{URL: pu})
+			if err != nil {
+				t.Fatalf("NewPublisher on the private server: %v", err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			srv.Stop()
+			return p
+		},
+		Refused: func() outbox.Message {
+			// Over the server's max_payload (1 MiB by default).
+			return outbox.Message{
+				MsgID:   "refused-too-large",
+				Topic:   suiteTopic,
+				Payload: []byte(`"` + strings.Repeat("x", 1<<20) + `"`),
+			}
+		},
+		DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
+			return readDeadLetters(ctx, u, group)
+		},
+	}
+}
+
+func newTestSubscriber(t testing.TB, u, group string, maxDeliveries int) *Subscriber {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := NewSubscriber(ctx, SubscriberConfig{
+		URL:             u,
+		Group:           group,
+		Topic:           suiteTopic,
+		MaxDeliveries:   maxDeliveries,
+		RedeliveryDelay: 50 * time.Millisecond,
+		Logger:          quiet(),
+	})
+	if err != nil {
+		t.Fatalf("NewSubscriber: %v", err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	return sub
+}
+
+// readDeadLetters returns the messages on group's dead-letter subject, read
+// from the dead-letter stream by sequence.
+func readDeadLetters(ctx context.Context, u, group string) ([]outbox.Message, error) {
+	st, err := SubscriberConfig{URL: u, Group: group}.settings()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(st.url.servers)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := js.Stream(ctx, st.DeadLetterStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	state := stream.CachedInfo().State
+	subject := st.deadPrefix + st.consumer
+	var out []outbox.Message
+	for seq := state.FirstSeq; seq <= state.LastSeq && state.Msgs > 0; seq++ {
+		raw, err := stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if raw.Subject != subject {
+			continue
+		}
+		m, err := decodeMessage(raw.Header, raw.Data)
+		if err != nil {
+			// A dead letter that was not an event: keep what there is.
+			m = outbox.Message{MsgID: raw.Header.Get(headerMsgID), Payload: raw.Data}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
