@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/outbox-go/outbox"
@@ -57,5 +58,43 @@ func (s suite[TTx]) testUniqueKey(t *testing.T) {
 	}
 	if n, err := env.QueryInt(ctx, `SELECT count(*) FROM payments`); err != nil || n != 1 {
 		t.Fatalf("payments = %d, %v; want 1", n, err)
+	}
+}
+
+// testInboxHandler: Inbox.Handler, the form subscribers take, applies a
+// message once per group, returns the function's error for a redelivery, and
+// marks a msg_id the inbox cannot record as permanent.
+func (s suite[TTx]) testInboxHandler(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := context.Background()
+	if err := env.Exec(ctx, `CREATE TABLE credits (msg_id VARCHAR(64) NOT NULL, amount INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	fail := true
+	h := outbox.NewInbox(env.Driver).Handler("billing", func(ctx context.Context, tx TTx, m outbox.Message) error {
+		if err := env.ExecTx(ctx, tx, `INSERT INTO credits (msg_id, amount) VALUES (?, 100)`, m.MsgID); err != nil {
+			return err
+		}
+		if fail {
+			fail = false
+			return errors.New("downstream hiccup")
+		}
+		return nil
+	})
+	m := outbox.Message{MsgID: "m-1", Topic: "credit", Payload: []byte(`{}`)}
+	if err := h(ctx, m); err == nil || outbox.IsPermanent(err) {
+		t.Fatalf("first delivery: %v, want the function's (transient) error", err)
+	}
+	for i := range 3 {
+		if err := h(ctx, m); err != nil {
+			t.Fatalf("delivery %d: %v", i+2, err)
+		}
+	}
+	if n, err := env.QueryInt(ctx, `SELECT count(*) FROM credits`); err != nil || n != 1 {
+		t.Fatalf("credits = %d, %v; want 1 (the failed attempt rolled back, the copies skipped)", n, err)
+	}
+	if err := h(ctx, outbox.Message{MsgID: ""}); !outbox.IsPermanent(err) {
+		t.Fatalf("empty msg_id: %v, want a permanent error", err)
 	}
 }
