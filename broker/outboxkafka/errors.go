@@ -1,0 +1,103 @@
+package outboxkafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-go/outbox"
+)
+
+// ErrHeldBack marks a message that was not produced because an earlier message
+// with the same key in the same Publish call failed before it could be sent.
+// It is outbox.ErrHeldBack: the relay leaves the message untouched.
+var ErrHeldBack = outbox.ErrHeldBack
+
+// ErrTooLarge marks a message refused because its record cannot fit in a
+// record batch of MaxMessageBytes; it was not sent. It wraps
+// kerr.MessageTooLarge.
+var ErrTooLarge = fmt.Errorf("outboxkafka: record larger than the producer's MaxMessageBytes: %w", kerr.MessageTooLarge)
+
+// classify turns the error franz-go reported for one record into the error
+// Publish returns: outbox.Unavailable when the broker could not be reached
+// or gave no answer in time, a plain error when it refused the record.
+func classify(err error, topic string, lastConn *connState) error {
+	if err == nil {
+		return nil
+	}
+	var ke *kerr.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return outbox.Unavailable(fmt.Errorf("outboxkafka: no ack for topic %q before the context ended%s: %w", topic, lastConn.suffix(), err))
+	case errors.Is(err, kgo.ErrClientClosed):
+		return outbox.Unavailable(fmt.Errorf("outboxkafka: the publisher was closed before the ack: %w", err))
+	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries), errors.Is(err, kgo.ErrMaxBuffered):
+		return outbox.Unavailable(fmt.Errorf("outboxkafka: topic %q%s: %w", topic, lastConn.suffix(), err))
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		// Retriable for Kafka, but after franz-go's retries it means the topic
+		// is missing: a matter of this message's destination, not of the broker.
+		return fmt.Errorf("outboxkafka: topic %q does not exist; create it (or allow auto_create): %w", topic, err)
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
+		errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.UnsupportedSaslMechanism):
+		// Every message fails alike until the credentials are fixed: pause
+		// the relay rather than spend the messages' retries.
+		return outbox.Unavailable(fmt.Errorf("outboxkafka: the broker refused this client (check the URL's user, password and sasl mechanism, and the IDEMPOTENT_WRITE permission): %w", err))
+	case errors.As(err, &ke) && ke.Retriable:
+		return outbox.Unavailable(fmt.Errorf("outboxkafka: topic %q: %w", topic, err))
+	case errors.As(err, &ke):
+		return fmt.Errorf("outboxkafka: the broker refused the record for topic %q: %w", topic, err)
+	case isConnectionError(err):
+		return outbox.Unavailable(fmt.Errorf("outboxkafka: topic %q: %w", topic, err))
+	}
+	return fmt.Errorf("outboxkafka: topic %q: %w", topic, err)
+}
+
+// isConnectionError reports whether err is a network failure.
+func isConnectionError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// connState remembers the latest failed connection attempt, so that a record
+// that times out waiting for a broker can say why (franz-go retries
+// connections by itself and reports only the context's end to the record).
+type connState struct {
+	last atomic.Pointer[connFailure]
+}
+
+type connFailure struct {
+	addr string
+	err  error
+	at   time.Time
+}
+
+// OnBrokerConnect implements kgo.HookBrokerConnect.
+func (s *connState) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil {
+		s.last.Store(nil)
+		return
+	}
+	s.last.Store(&connFailure{addr: net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port)), err: err, at: time.Now()})
+}
+
+func (s *connState) suffix() string {
+	if s == nil {
+		return ""
+	}
+	f := s.last.Load()
+	if f == nil || time.Since(f.at) > time.Minute {
+		return ""
+	}
+	return fmt.Sprintf(" (last connection attempt to %s: %v)", f.addr, f.err)
+}
+
+var _ kgo.HookBrokerConnect = (*connState)(nil)

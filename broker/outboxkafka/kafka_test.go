@@ -1,0 +1,164 @@
+package outboxkafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxkafka"
+	"github.com/outbox-go/outbox/brokertest"
+)
+
+// brokerURL is the URL of the cluster TestMain starts: kfake, franz-go's
+// in-process implementation of the Kafka protocol, is the Kafka broker of
+// these tests (there is no Kafka server on the machine).
+var brokerURL string
+
+func TestMain(m *testing.M) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cannot start the kfake Kafka cluster the tests need: %v\n", err)
+		os.Exit(1)
+	}
+	brokerURL = "kafka://" + strings.Join(cluster.ListenAddrs(), ",")
+	code := m.Run()
+	cluster.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var topicSeq atomic.Int64
+
+// newTopic creates a topic of its own for a test on the cluster at url.
+func newTopic(t testing.TB, url string, partitions int32) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d", strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()), topicSeq.Add(1))
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, name)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(strings.TrimPrefix(url, "kafka://"), ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("creating topic %s: %v", name, err)
+	}
+	return name
+}
+
+func newPublisher(t testing.TB, cfg outboxkafka.PublisherConfig) *outboxkafka.Publisher {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := outboxkafka.NewPublisher(ctx, cfg)
+	if err != nil {
+		t.Fatalf("NewPublisher: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func newSubscriber(t testing.TB, cfg outboxkafka.SubscriberConfig) *outboxkafka.Subscriber {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := outboxkafka.NewSubscriber(ctx, cfg)
+	if err != nil {
+		t.Fatalf("NewSubscriber: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// freePort returns a port nobody listens on right now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestConformance(t *testing.T) {
+	brokertest.Run(t, brokertest.Env{
+		Features: brokertest.Features{
+			Ordered:     true, // the key picks the partition; a partition is consumed in order
+			Dedup:       false,
+			DeadLetter:  true,
+			SharedGroup: true,
+		},
+		Setup: func(t *testing.T) *brokertest.Bundle {
+			topic := newTopic(t, brokerURL, 4)
+			pub := newPublisher(t, outboxkafka.PublisherConfig{URL: brokerURL})
+			subCfg := func(group string, maxDeliveries int) outboxkafka.SubscriberConfig {
+				return outboxkafka.SubscriberConfig{
+					URL: brokerURL, Group: group, Topics: []string{topic},
+					MaxDeliveries: maxDeliveries, RetryBackoff: 10 * time.Millisecond,
+				}
+			}
+			return &brokertest.Bundle{
+				Publisher: pub,
+				Topic:     topic,
+				NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
+					return newSubscriber(t, subCfg(opts.Group, opts.MaxDeliveries))
+				},
+				Unreachable: func(t *testing.T) outbox.Publisher {
+					// NewPublisher insists on a broker that answers, so the
+					// publisher is made against a private cluster that is
+					// then stopped.
+					c, err := kfake.NewCluster(kfake.NumBrokers(1))
+					if err != nil {
+						t.Fatal(err)
+					}
+					p := newPublisher(t, outboxkafka.PublisherConfig{URL: "kafka://" + c.ListenAddrs()[0], DialTimeout: time.Second})
+					c.Close()
+					return p
+				},
+				Refused: func() outbox.Message {
+					big := `{"big":"` + strings.Repeat("x", outboxkafka.DefaultMaxMessageBytes) + `"}`
+					return outbox.Message{MsgID: "too-large", Topic: topic, Payload: json.RawMessage(big)}
+				},
+				DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
+					dls, err := outboxkafka.DeadLetters(ctx, subCfg(group, 0))
+					if err != nil {
+						return nil, err
+					}
+					msgs := make([]outbox.Message, len(dls))
+					for i, d := range dls {
+						msgs[i] = d.Message
+					}
+					return msgs, nil
+				},
+			}
+		},
+	})
+}

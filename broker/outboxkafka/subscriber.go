@@ -1,0 +1,438 @@
+package outboxkafka
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-go/outbox"
+)
+
+// SubscriberConfig configures a Subscriber. As for PublisherConfig, a field
+// left zero takes the value of the URL's query parameter, then its default.
+type SubscriberConfig struct {
+	// URL is the broker URL, as for the publisher; its query parameters set
+	// the options below. Required.
+	URL string
+	// Group is the Kafka consumer group. Subscribers of one group share the
+	// partitions; each group gets every message. Required.
+	Group string
+	// Topics are the row topics to consume (e.g. "order.paid"); each is put
+	// through Destination to name the Kafka topic. Required.
+	Topics []string
+	// Destination is the publisher's destination template, so that Topics
+	// name the same Kafka topics the publisher writes to. URL parameter
+	// "topic". Defaults to "{topic}".
+	Destination string
+	// MaxDeliveries is how many times a message is handed to the handler
+	// before it goes to the dead-letter topic. URL parameter
+	// "max_deliveries". Defaults to 5.
+	MaxDeliveries int
+	// RetryBackoff is the pause before a failed message is handed to the
+	// handler again; it doubles with each failure, up to 20 times its value.
+	// URL parameter "retry_backoff". Defaults to 100ms.
+	RetryBackoff time.Duration
+	// DeadLetterTopic is the topic a message goes to after MaxDeliveries
+	// failed deliveries (or one outbox.Permanent failure), as a template in
+	// which "{topic}" stands for the Kafka topic it was consumed from.
+	// NewSubscriber creates it (with the broker's default partitions and
+	// replication) when it does not exist. URL parameter "dlt". Defaults to
+	// "{topic}.dlt".
+	DeadLetterTopic string
+	// Concurrency is how many partitions are processed at once; records of
+	// one partition are always processed one after another. URL parameter
+	// "concurrency". Defaults to 16.
+	Concurrency int
+	// ClientID, DialTimeout, Compression (of dead-lettered records), TLS
+	// and MaxMessageBytes are as for PublisherConfig, with the same URL
+	// parameters and defaults ("outbox", 10s, "snappy", nil, 1000012).
+	ClientID        string
+	DialTimeout     time.Duration
+	Compression     string
+	TLS             *tls.Config
+	MaxMessageBytes int
+	// Timeout bounds one produce to the dead-letter topic and one offset
+	// commit. URL parameter "timeout". Defaults to 30s.
+	Timeout time.Duration
+	// Logger receives handler failures, dead-lettered messages and failed
+	// commits. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Subscriber consumes the destination topics of Topics in a consumer group
+// and hands each message to a handler; see Run.
+type Subscriber struct {
+	cl            *kgo.Client
+	conn          *connection
+	group         string
+	topics        []string // Kafka topics consumed
+	dlt           map[string]string
+	maxDeliveries int
+	backoff       time.Duration
+	concurrency   int
+	log           *slog.Logger
+
+	mu      sync.Mutex
+	running bool
+	ran     bool
+	stop    chan struct{} // closed by Close
+	runDone chan struct{} // closed when Run returns
+	once    sync.Once
+}
+
+// NewSubscriber checks cfg, connects, and creates the dead-letter topics that
+// do not exist yet. A new group starts at the earliest retained offset of
+// each partition, so every message published after NewSubscriber returns (and
+// any still retained from before) reaches the group, whenever Run starts.
+func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, error) {
+	c, s, err := newSubscriberConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	state := &connState{}
+	s.cl, err = c.newClient(ctx, state,
+		kgo.ConsumerGroup(s.group),
+		kgo.ConsumeTopics(s.topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		// Partitions are not revoked while a poll's records are processed:
+		// Run commits what it finished and then allows the rebalance, so a
+		// partition's next owner starts right after the last handled record.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+			s.log.Warn("outboxkafka: partitions lost without a chance to commit; their uncommitted records will be delivered again",
+				"group", s.group, "partitions", lost)
+		}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureDeadLetterTopics(ctx); err != nil {
+		s.cl.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error) {
+	c, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.common(cfg.ClientID, cfg.DialTimeout, cfg.Timeout, cfg.MaxMessageBytes, cfg.Compression, cfg.TLS, cfg.Logger); err != nil {
+		return nil, nil, err
+	}
+	c.str("topic", &cfg.Destination)
+	c.str("dlt", &cfg.DeadLetterTopic)
+	if err := c.integer("max_deliveries", &cfg.MaxDeliveries); err != nil {
+		return nil, nil, err
+	}
+	if err := c.integer("concurrency", &cfg.Concurrency); err != nil {
+		return nil, nil, err
+	}
+	if err := c.duration("retry_backoff", &cfg.RetryBackoff); err != nil {
+		return nil, nil, err
+	}
+	if err := checkTemplate("Destination", "topic", cfg.Destination); err != nil {
+		return nil, nil, err
+	}
+	if err := checkTemplate("DeadLetterTopic", "dlt", cfg.DeadLetterTopic); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case strings.TrimSpace(cfg.Group) == "":
+		return nil, nil, configError("SubscriberConfig.Group is empty; name the consumer group")
+	case len(cfg.Topics) == 0:
+		return nil, nil, configError("SubscriberConfig.Topics is empty; list the row topics to consume")
+	case cfg.MaxDeliveries < 0:
+		return nil, nil, configError("MaxDeliveries is %d; it must be positive (or 0 for %d)", cfg.MaxDeliveries, DefaultMaxDeliveries)
+	case cfg.Concurrency < 0:
+		return nil, nil, configError("Concurrency is %d; it must be positive (or 0 for %d)", cfg.Concurrency, DefaultConcurrency)
+	case cfg.RetryBackoff < 0:
+		return nil, nil, configError("RetryBackoff is %s; it must be positive (or 0 for %s)", cfg.RetryBackoff, DefaultRetryBackoff)
+	}
+	dest := template(def(cfg.Destination, DefaultDestination))
+	dlt := template(def(cfg.DeadLetterTopic, DefaultDeadLetterTopic))
+	s := &Subscriber{
+		conn:          c,
+		group:         cfg.Group,
+		dlt:           map[string]string{},
+		maxDeliveries: def(cfg.MaxDeliveries, DefaultMaxDeliveries),
+		backoff:       def(cfg.RetryBackoff, DefaultRetryBackoff),
+		concurrency:   def(cfg.Concurrency, DefaultConcurrency),
+		log:           c.logger,
+		stop:          make(chan struct{}),
+		runDone:       make(chan struct{}),
+	}
+	for _, t := range cfg.Topics {
+		kt := dest.render(t)
+		if reason := validTopic(kt); reason != "" {
+			return nil, nil, configError("topic %q becomes %q, which is not a valid Kafka topic name: %s", t, kt, reason)
+		}
+		if _, dup := s.dlt[kt]; dup {
+			continue
+		}
+		d := dlt.render(kt)
+		if d == kt {
+			return nil, nil, configError("DeadLetterTopic %q makes the dead-letter topic of %q the topic itself", string(dlt), kt)
+		}
+		s.topics = append(s.topics, kt)
+		s.dlt[kt] = d
+	}
+	return c, s, nil
+}
+
+// ensureDeadLetterTopics creates the dead-letter topics that do not exist.
+func (s *Subscriber) ensureDeadLetterTopics(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
+	defer cancel()
+	adm := kadm.NewClient(s.cl)
+	seen := map[string]bool{}
+	var names []string
+	for _, d := range s.dlt {
+		if !seen[d] {
+			seen[d] = true
+			names = append(names, d)
+		}
+	}
+	resp, err := adm.CreateTopics(ctx, -1, -1, nil, names...)
+	if err != nil {
+		return s.brokerError(fmt.Errorf("outboxkafka: creating the dead-letter topics %v: %w", names, err))
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("outboxkafka: cannot create dead-letter topic %q (create it yourself, or choose another with DeadLetterTopic / ?dlt=): %w", r.Topic, r.Err)
+		}
+	}
+	return nil
+}
+
+func (s *Subscriber) brokerError(err error) error {
+	if isConnectionError(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return outbox.Unavailable(err)
+	}
+	return err
+}
+
+// Run consumes until ctx ends or Close is called, and then returns nil after
+// the handler calls in hand have finished and their offsets are committed.
+//
+// Records of one partition are handled one after another, in offset order,
+// so that messages with the same key are handled in publish order; up to
+// Concurrency partitions are handled at once. A record's offset is committed
+// only after h returned nil for it, or after it was produced (and acked) to
+// the dead-letter topic. When h fails, the record is handed to h again after
+// RetryBackoff (doubling), up to MaxDeliveries calls in all, and later records
+// of its partition wait; then it goes to the dead-letter topic. A failure
+// wrapped with outbox.Permanent, or a record that is not an outbox event,
+// goes there at once.
+//
+// The handler runs with a context that is not canceled when ctx ends, so
+// that the call in hand can finish and be committed. Run returns an error
+// only for a consumer that cannot go on (it was closed, or called twice).
+// Run may be called only once; the subscriber is closed when it returns.
+func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
+	s.mu.Lock()
+	if s.ran {
+		s.mu.Unlock()
+		return errors.New("outboxkafka: Subscriber.Run called twice; make a new Subscriber")
+	}
+	s.ran, s.running = true, true
+	s.mu.Unlock()
+	defer close(s.runDone)
+	defer s.closeClient()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	for ctx.Err() == nil {
+		fetches := s.cl.PollRecords(ctx, 1000)
+		if fetches.IsClientClosed() {
+			return errors.New("outboxkafka: the subscriber's client was closed while Run was running")
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				s.log.Warn("outboxkafka: fetch failed; retrying", "group", s.group, "topic", topic, "partition", p, "err", err)
+			}
+		})
+		done := s.process(ctx, fetches, h)
+		s.commit(ctx, done)
+		s.cl.AllowRebalance()
+	}
+	return nil
+}
+
+// process handles the records of one poll, partitions in parallel, and
+// returns the last record done of each partition.
+func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.Handler) []*kgo.Record {
+	var (
+		mu   sync.Mutex
+		done []*kgo.Record
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, s.concurrency)
+	)
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var last *kgo.Record
+			for _, r := range p.Records {
+				if ctx.Err() != nil || !s.deliver(ctx, r, h) {
+					break
+				}
+				last = r
+			}
+			if last != nil {
+				mu.Lock()
+				done = append(done, last)
+				mu.Unlock()
+			}
+		}()
+	})
+	wg.Wait()
+	return done
+}
+
+// deliver hands r to h until it succeeds or goes to the dead-letter topic,
+// and reports whether r is done (may be committed). It gives up, reporting
+// false, only when ctx ends between deliveries.
+func (s *Subscriber) deliver(ctx context.Context, r *kgo.Record, h outbox.Handler) bool {
+	m, err := decodeRecord(r)
+	if err != nil {
+		return s.deadLetter(ctx, r, err, 0)
+	}
+	hctx := context.WithoutCancel(ctx)
+	backoff := s.backoff
+	for attempt := 1; ; attempt++ {
+		err := h(hctx, m)
+		if err == nil {
+			return true
+		}
+		if outbox.IsPermanent(err) || attempt >= s.maxDeliveries {
+			return s.deadLetter(ctx, r, err, attempt)
+		}
+		s.log.Info("outboxkafka: handler failed; delivering again", "group", s.group, "msg_id", m.MsgID,
+			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", attempt, "err", err)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 20*s.backoff)
+	}
+}
+
+// deadLetter produces r to its dead-letter topic and waits for the ack,
+// trying again while ctx lasts. It reports whether r is done.
+func (s *Subscriber) deadLetter(ctx context.Context, r *kgo.Record, cause error, deliveries int) bool {
+	dl := deadLetterRecord(r, s.dlt[r.Topic], s.group, cause, deliveries)
+	backoff := s.backoff
+	for {
+		// The produce in hand may finish after ctx ends, like a handler call.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.conn.timeout)
+		err := s.cl.ProduceSync(pctx, dl).FirstErr()
+		cancel()
+		if err == nil {
+			s.log.Warn("outboxkafka: message moved to the dead-letter topic", "group", s.group,
+				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "dead_letter_topic", dl.Topic,
+				"deliveries", deliveries, "err", cause)
+			return true
+		}
+		s.log.Error("outboxkafka: producing to the dead-letter topic failed; trying again", "group", s.group,
+			"dead_letter_topic", dl.Topic, "err", err)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 20*s.backoff)
+	}
+}
+
+func deadLetterRecord(r *kgo.Record, topic, group string, cause error, deliveries int) *kgo.Record {
+	headers := make([]kgo.RecordHeader, 0, len(r.Headers)+7)
+	for _, h := range r.Headers {
+		if !strings.HasPrefix(h.Key, deadLetterHeaderPrefix) {
+			headers = append(headers, h)
+		}
+	}
+	headers = append(headers,
+		kgo.RecordHeader{Key: HeaderDeadLetterGroup, Value: []byte(group)},
+		kgo.RecordHeader{Key: HeaderDeadLetterError, Value: []byte(cause.Error())},
+		kgo.RecordHeader{Key: HeaderDeadLetterDeliveries, Value: []byte(fmt.Sprint(deliveries))},
+		kgo.RecordHeader{Key: HeaderDeadLetterTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: HeaderDeadLetterPartition, Value: []byte(fmt.Sprint(r.Partition))},
+		kgo.RecordHeader{Key: HeaderDeadLetterOffset, Value: []byte(fmt.Sprint(r.Offset))},
+		kgo.RecordHeader{Key: HeaderDeadLetterTime, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano))},
+	)
+	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: headers}
+}
+
+// commit commits the offsets after done. A failed commit is logged: those
+// records are delivered again to whoever consumes the partition next, and a
+// later commit of the same partition covers them.
+func (s *Subscriber) commit(ctx context.Context, done []*kgo.Record) {
+	if len(done) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.conn.timeout)
+	defer cancel()
+	if err := s.cl.CommitRecords(cctx, done...); err != nil {
+		s.log.Warn("outboxkafka: committing offsets failed; the records since the last commit will be delivered again",
+			"group", s.group, "err", err)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// closeClient leaves the group and closes the connections.
+func (s *Subscriber) closeClient() {
+	s.once.Do(func() {
+		s.cl.AllowRebalance()
+		s.cl.Close()
+	})
+}
+
+// Close stops a running Run the way ending its context does, waits for it to
+// return, and closes the subscriber. It may be called more than once.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	running := s.running
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	if running {
+		<-s.runDone
+	}
+	s.closeClient()
+	return nil
+}
