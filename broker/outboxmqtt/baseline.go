@@ -1,0 +1,97 @@
+package outboxmqtt
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// Baseline publishes n messages of payloadBytes bytes to the destination of
+// topic with the bare paho client, QoS 1, with window publishes in flight at
+// once (each a blocking paho Publish in its own goroutine, since paho has no
+// asynchronous publish that reports its PUBACK), waiting for every PUBACK, and
+// returns how long that took. It is the broker's own acked publish rate,
+// against which the relay's rate is a ratio. The URL's topic parameter sets
+// the destination as for the Publisher; a PUBACK with reason 0x10 (no
+// subscriber) counts as acked here.
+func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
+	s, err := PublisherConfig{URL: brokerURL}.settings()
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || payloadBytes < 0 || window < 1 {
+		return 0, fmt.Errorf("outboxmqtt: Baseline needs n >= 0, payloadBytes >= 0 and window >= 1 (got %d, %d, %d)", n, payloadBytes, window)
+	}
+	dest := destination(s.TopicTemplate, topic)
+	if reason := topicNameProblem(dest); reason != "" {
+		return 0, fmt.Errorf("outboxmqtt: Baseline: topic %q %s", dest, reason)
+	}
+	var recvMax uint16 = 65535
+	var mu sync.Mutex
+	cm, err := dial(ctx, connOptions{
+		url: s.url, clientID: s.ClientID + "-baseline", keepAlive: s.KeepAlive,
+		connectTimeout: s.ConnectTimeout, packetTimeout: s.AckTimeout, tls: s.TLSConfig, cleanStart: true,
+		onUp: func(_ *autopaho.ConnectionManager, ca *paho.Connack) {
+			if ca.Properties != nil && ca.Properties.ReceiveMaximum != nil {
+				mu.Lock()
+				recvMax = *ca.Properties.ReceiveMaximum
+				mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer disconnect(cm)
+	mu.Lock()
+	window = min(window, int(recvMax))
+	mu.Unlock()
+	payload := []byte(`{"pad":"` + strings.Repeat("x", max(payloadBytes-10, 0)) + `"}`)
+
+	start := time.Now()
+	next := make(chan struct{})
+	errc := make(chan error, window)
+	var wg sync.WaitGroup
+	for range window {
+		wg.Go(func() {
+			for range next {
+				_, err := cm.Publish(ctx, &paho.Publish{QoS: 1, Topic: dest, Payload: payload,
+					Properties: &paho.PublishProperties{ContentType: "application/json"}})
+				if err != nil {
+					errc <- err
+					for range next { //nolint:revive // drain so the feeder does not block
+					}
+					return
+				}
+			}
+		})
+	}
+	var sendErr error
+feed:
+	for range n {
+		select {
+		case next <- struct{}{}:
+		case sendErr = <-errc:
+			break feed
+		case <-ctx.Done():
+			sendErr = ctx.Err()
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errc)
+	elapsed := time.Since(start)
+	if sendErr == nil {
+		sendErr = <-errc
+	}
+	if sendErr != nil {
+		return 0, fmt.Errorf("outboxmqtt: Baseline: publish: %w", sendErr)
+	}
+	return elapsed, nil
+}

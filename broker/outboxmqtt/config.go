@@ -1,0 +1,505 @@
+package outboxmqtt
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
+)
+
+// Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
+const (
+	DefaultTopicTemplate      = "outbox/{topic}"
+	DefaultDeadLetterTemplate = "outbox/dead/{group}"
+	DefaultWindow             = 20
+	DefaultConnectTimeout     = 10 * time.Second
+	DefaultAckTimeout         = 30 * time.Second
+	DefaultKeepAlive          = 30 * time.Second
+	DefaultSessionExpiry      = 24 * time.Hour
+	DefaultMaxDeliveries      = 5
+	DefaultRedeliveryDelay    = 100 * time.Millisecond
+
+	// maxRedeliveryDelay caps the doubling of RedeliveryDelay.
+	maxRedeliveryDelay = 10 * time.Second
+)
+
+// NoSubscribers says what the publisher does with a PUBACK whose reason code
+// is 0x10 "no matching subscribers": the broker accepted the message and
+// dropped it, because no subscription (not even an offline persistent one)
+// matched its topic.
+type NoSubscribers string
+
+const (
+	// NoSubscribersFail makes such a message fail as a refusal (a plain error
+	// that spends one of its retries), like an unroutable message with
+	// RabbitMQ's mandatory flag: the row stays NEW, and reaches DEAD at the
+	// retry limit, where `outbox dead retry` can send it again once a
+	// consumer group exists.
+	NoSubscribersFail NoSubscribers = "fail"
+	// NoSubscribersOK counts such a message as delivered: the row is marked
+	// SENT although nobody received it.
+	NoSubscribersOK NoSubscribers = "ok"
+)
+
+// PublisherConfig configures a Publisher. Zero fields take the value of the
+// URL's query parameter of the same meaning, else their default; NewPublisher
+// checks the result and says which field or parameter to fix.
+type PublisherConfig struct {
+	// URL is the broker URL (the value of `outbox relay --broker`):
+	// mqtt://[user:password@]host[:port][?param=value&...], or mqtts:// for
+	// TLS. The port defaults to 1883 (mqtts: 8883). The query parameters are
+	// listed in the package documentation; an unknown one is an error.
+	// Required.
+	URL string
+	// Source is the CloudEvents source attribute. Defaults to the URL's
+	// source parameter, else "/outbox".
+	Source string
+	// TopicTemplate is the MQTT topic a message is published to, with
+	// "{topic}" standing for the row's topic, which is inserted unchanged
+	// (dots stay dots; a "/" in a row topic makes another topic level).
+	// Defaults to the URL's topic parameter, else "outbox/{topic}".
+	TopicTemplate string
+	// ClientID is the MQTT client identifier of the publisher's connection.
+	// Two connections with the same id take the session from each other, so
+	// each publisher needs its own. Defaults to the URL's client_id
+	// parameter, else "outbox-relay-" and 8 random hex digits.
+	ClientID string
+	// QoS is the quality of service of each PUBLISH: 1 (the PUBACK is the
+	// ack) or 2 (the PUBCOMP is). QoS 0 has no acknowledgement and is
+	// refused. Defaults to the URL's qos parameter, else 1.
+	QoS int
+	// Window is the most messages one Publish call has in flight at once
+	// (published and not yet acknowledged). It is lowered to the broker's
+	// Receive Maximum (mosquitto's max_inflight_messages, 20 by default)
+	// when that is smaller. Defaults to the URL's window parameter, else 20.
+	Window int
+	// NoSubscribers says whether a PUBACK with reason 0x10 "no matching
+	// subscribers" is a refusal ("fail") or a success ("ok"). Defaults to
+	// the URL's no_subscribers parameter, else "fail".
+	NoSubscribers NoSubscribers
+	// ConnectTimeout bounds NewPublisher's wait for the first connection.
+	// Defaults to the URL's connect_timeout parameter, else 10s.
+	ConnectTimeout time.Duration
+	// AckTimeout bounds the wait for one message's acknowledgement when the
+	// caller's context has no earlier deadline; a message not acknowledged in
+	// time fails as outbox.Unavailable. Defaults to the URL's ack_timeout
+	// parameter, else 30s.
+	AckTimeout time.Duration
+	// KeepAlive is the MQTT keep-alive interval: a connection that is silent
+	// for 1.5 times this long is dropped by the broker, and the client pings
+	// within it. Defaults to the URL's keepalive parameter, else 30s.
+	KeepAlive time.Duration
+	// TLSConfig is used for mqtts:// URLs. Defaults to nil: the system's
+	// root certificates and the URL's host name.
+	TLSConfig *tls.Config
+}
+
+// SubscriberConfig configures a Subscriber. Zero fields take the value of the
+// URL's query parameter of the same meaning, else their default;
+// NewSubscriber checks the result and says which field or parameter to fix.
+type SubscriberConfig struct {
+	// URL is the broker URL, as for PublisherConfig.URL. The publisher-only
+	// parameters (source, client_id, qos, window, no_subscribers,
+	// ack_timeout) are accepted and ignored, so both sides can share one
+	// URL. Required.
+	URL string
+	// Group is the consumer group: the share name of the MQTT shared
+	// subscription "$share/<Group>/<filter>". Each group receives every
+	// message; the members of a group share them. 1 to 64 characters, none
+	// of "/", "+", "#". Required.
+	Group string
+	// Name tells the members of a group apart. The MQTT client id is
+	// "outbox-<Group>-<Name>", and its persistent session holds the member's
+	// share of the messages while it is away, so Name must be stable across
+	// restarts of the same member and differ between members (a pod name in
+	// a StatefulSet, say). Defaults to the URL's name parameter, else the
+	// host name.
+	Name string
+	// Topic is the row topic to consume, inserted into TopicTemplate to make
+	// the subscription's topic filter. It may be an MQTT wildcard: "+" takes
+	// every row topic without a "/", "#" takes all. Defaults to the URL's
+	// consume parameter. Required (in one of the two).
+	Topic string
+	// TopicTemplate is the publisher's TopicTemplate. Defaults to the URL's
+	// topic parameter, else "outbox/{topic}".
+	TopicTemplate string
+	// MaxDeliveries is how many times a message is handed to the handler
+	// before it goes to the dead-letter topic. Defaults to the URL's
+	// max_deliveries parameter, else 5.
+	MaxDeliveries int
+	// RedeliveryDelay is the wait before the second delivery of a message
+	// whose handler failed; it doubles for each further delivery, up to 10s.
+	// Defaults to the URL's redelivery_delay parameter, else 100ms.
+	RedeliveryDelay time.Duration
+	// DeadLetterTopic is the MQTT topic that messages go to after
+	// MaxDeliveries failed deliveries, with "{group}" standing for Group.
+	// Something must subscribe to it (with a persistent session), or the
+	// broker drops what arrives there and Run stops with an error.
+	// Defaults to the URL's dead_topic parameter, else "outbox/dead/{group}".
+	DeadLetterTopic string
+	// SessionExpiry is how long the broker keeps the member's session (its
+	// subscription and the messages queued for it) while the member is
+	// disconnected. At most about 136 years. Defaults to the URL's
+	// session_expiry parameter, else 24h.
+	SessionExpiry time.Duration
+	// ConnectTimeout bounds each wait for a connection in NewSubscriber and
+	// Leave. Defaults to the URL's connect_timeout parameter, else 10s.
+	ConnectTimeout time.Duration
+	// KeepAlive is the MQTT keep-alive interval. Defaults to the URL's
+	// keepalive parameter, else 30s.
+	KeepAlive time.Duration
+	// TLSConfig is used for mqtts:// URLs. Defaults to nil: the system's
+	// root certificates and the URL's host name.
+	TLSConfig *tls.Config
+}
+
+// brokerURL is a parsed broker URL.
+type brokerURL struct {
+	server   *url.URL // scheme and host[:port] only
+	user     string
+	password []byte
+	redacted string
+	params   url.Values
+}
+
+// knownParams lists every query parameter; the value says who uses it.
+var knownParams = map[string]string{
+	"topic": "both", "connect_timeout": "both", "keepalive": "both",
+	"source": "pub", "client_id": "pub", "qos": "pub", "window": "pub",
+	"no_subscribers": "pub", "ack_timeout": "pub",
+	"name": "sub", "consume": "sub", "max_deliveries": "sub", "redelivery_delay": "sub",
+	"dead_topic": "sub", "session_expiry": "sub",
+}
+
+func parseURL(raw string) (*brokerURL, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, fmt.Errorf(`outboxmqtt: URL is empty; set it to the broker, e.g. "mqtt://localhost:1883"`)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse quotes the input in its error, which may hold a password.
+		return nil, fmt.Errorf(`outboxmqtt: URL is not a valid URL; use mqtt://[user:password@]host[:port][?topic=outbox/{topic}]`)
+	}
+	b := &brokerURL{redacted: u.Redacted(), params: u.Query()}
+	port := "1883"
+	switch u.Scheme {
+	case "mqtt":
+	case "mqtts":
+		port = "8883"
+	default:
+		return nil, fmt.Errorf("outboxmqtt: URL %q has scheme %q; use mqtt:// or mqtts:// (TLS)", b.redacted, u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf(`outboxmqtt: URL %q has no host; use e.g. "mqtt://localhost:1883"`, b.redacted)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, fmt.Errorf("outboxmqtt: URL %q has a path %q; MQTT URLs have none: set the topic with ?topic=outbox/{topic}", b.redacted, u.Path)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), port)
+	}
+	b.server = &url.URL{Scheme: u.Scheme, Host: host}
+	if u.User != nil {
+		b.user = u.User.Username()
+		if p, ok := u.User.Password(); ok {
+			b.password = []byte(p)
+		}
+	}
+	for name, values := range b.params {
+		if _, ok := knownParams[name]; !ok {
+			return nil, fmt.Errorf("outboxmqtt: URL %q has unknown parameter %q; known: topic, client_id, qos, window, no_subscribers, source, connect_timeout, ack_timeout, keepalive, name, consume, max_deliveries, redelivery_delay, dead_topic, session_expiry", b.redacted, name)
+		}
+		if len(values) > 1 {
+			return nil, fmt.Errorf("outboxmqtt: URL %q sets parameter %q %d times; set it once", b.redacted, name, len(values))
+		}
+	}
+	return b, nil
+}
+
+// str returns the parameter's value when field is empty.
+func (b *brokerURL) str(field *string, name string) {
+	if *field == "" {
+		*field = b.params.Get(name)
+	}
+}
+
+func (b *brokerURL) integer(field *int, name string) error {
+	if *field != 0 || !b.params.Has(name) {
+		return nil
+	}
+	n, err := strconv.Atoi(b.params.Get(name))
+	if err != nil {
+		return fmt.Errorf("outboxmqtt: URL parameter %s=%q is not a whole number", name, b.params.Get(name))
+	}
+	*field = n
+	return nil
+}
+
+func (b *brokerURL) duration(field *time.Duration, name string) error {
+	if *field != 0 || !b.params.Has(name) {
+		return nil
+	}
+	d, err := time.ParseDuration(b.params.Get(name))
+	if err != nil {
+		return fmt.Errorf("outboxmqtt: URL parameter %s=%q is not a duration; use e.g. 500ms, 10s, 24h", name, b.params.Get(name))
+	}
+	*field = d
+	return nil
+}
+
+// publisherSettings is a defaulted, validated PublisherConfig.
+type publisherSettings struct {
+	PublisherConfig
+	url *brokerURL
+}
+
+func (cfg PublisherConfig) settings() (*publisherSettings, error) {
+	b, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	b.str(&cfg.Source, "source")
+	b.str(&cfg.TopicTemplate, "topic")
+	b.str(&cfg.ClientID, "client_id")
+	if cfg.NoSubscribers == "" {
+		cfg.NoSubscribers = NoSubscribers(b.params.Get("no_subscribers"))
+	}
+	for _, e := range []error{
+		b.integer(&cfg.QoS, "qos"), b.integer(&cfg.Window, "window"),
+		b.duration(&cfg.ConnectTimeout, "connect_timeout"), b.duration(&cfg.AckTimeout, "ack_timeout"),
+		b.duration(&cfg.KeepAlive, "keepalive"),
+	} {
+		if e != nil {
+			return nil, e
+		}
+	}
+	if cfg.QoS == 0 && b.params.Get("qos") == "0" {
+		return nil, errQoS0
+	}
+	if cfg.Source == "" {
+		cfg.Source = cloudevents.DefaultSource
+	}
+	if cfg.TopicTemplate == "" {
+		cfg.TopicTemplate = DefaultTopicTemplate
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "outbox-relay-" + randomHex(4)
+	}
+	if cfg.QoS == 0 {
+		cfg.QoS = 1
+	}
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.NoSubscribers == "" {
+		cfg.NoSubscribers = NoSubscribersFail
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = DefaultAckTimeout
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+
+	if err := checkTemplate("TopicTemplate (URL parameter topic)", cfg.TopicTemplate, "{topic}"); err != nil {
+		return nil, err
+	}
+	if _, err := url.Parse(cfg.Source); err != nil {
+		return nil, fmt.Errorf(`outboxmqtt: PublisherConfig.Source %q is not a URI reference; use e.g. "/outbox"`, cfg.Source)
+	}
+	if cfg.QoS != 1 && cfg.QoS != 2 {
+		if cfg.QoS <= 0 {
+			return nil, errQoS0
+		}
+		return nil, fmt.Errorf("outboxmqtt: QoS %d does not exist; use 1 (PUBACK) or 2 (PUBCOMP)", cfg.QoS)
+	}
+	if cfg.Window < 0 {
+		return nil, fmt.Errorf("outboxmqtt: PublisherConfig.Window is %d; it must be positive (or 0 for the default of %d)", cfg.Window, DefaultWindow)
+	}
+	if cfg.NoSubscribers != NoSubscribersFail && cfg.NoSubscribers != NoSubscribersOK {
+		return nil, fmt.Errorf(`outboxmqtt: no_subscribers is %q; use "fail" (a PUBACK 0x10 is a refusal) or "ok" (it is a success)`, cfg.NoSubscribers)
+	}
+	if err := checkClientID(cfg.ClientID); err != nil {
+		return nil, err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ConnectTimeout (connect_timeout)", cfg.ConnectTimeout}, {"AckTimeout (ack_timeout)", cfg.AckTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}} {
+		if err := checkDuration(d.name, d.v); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.KeepAlive > 65535*time.Second {
+		return nil, fmt.Errorf("outboxmqtt: KeepAlive is %s; MQTT allows at most 18h12m15s", cfg.KeepAlive)
+	}
+	return &publisherSettings{PublisherConfig: cfg, url: b}, nil
+}
+
+var errQoS0 = fmt.Errorf("outboxmqtt: QoS 0 is not supported: it has no acknowledgement, so the relay could not know that the broker got the message; use qos=1 (or 2)")
+
+// subscriberSettings is a defaulted, validated SubscriberConfig.
+type subscriberSettings struct {
+	SubscriberConfig
+	url       *brokerURL
+	clientID  string
+	filter    string // the topic filter, without $share/<group>/
+	deadTopic string
+}
+
+func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
+	b, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	b.str(&cfg.Name, "name")
+	b.str(&cfg.Topic, "consume")
+	b.str(&cfg.TopicTemplate, "topic")
+	b.str(&cfg.DeadLetterTopic, "dead_topic")
+	for _, e := range []error{
+		b.integer(&cfg.MaxDeliveries, "max_deliveries"),
+		b.duration(&cfg.RedeliveryDelay, "redelivery_delay"), b.duration(&cfg.SessionExpiry, "session_expiry"),
+		b.duration(&cfg.ConnectTimeout, "connect_timeout"), b.duration(&cfg.KeepAlive, "keepalive"),
+	} {
+		if e != nil {
+			return nil, e
+		}
+	}
+	if cfg.Name == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("outboxmqtt: SubscriberConfig.Name is empty and the host name is unknown (%v); set Name (or ?name=) to a name that is stable for this member", err)
+		}
+		cfg.Name = host
+	}
+	if cfg.TopicTemplate == "" {
+		cfg.TopicTemplate = DefaultTopicTemplate
+	}
+	if cfg.DeadLetterTopic == "" {
+		cfg.DeadLetterTopic = DefaultDeadLetterTemplate
+	}
+	if cfg.MaxDeliveries == 0 {
+		cfg.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if cfg.RedeliveryDelay == 0 {
+		cfg.RedeliveryDelay = DefaultRedeliveryDelay
+	}
+	if cfg.SessionExpiry == 0 {
+		cfg.SessionExpiry = DefaultSessionExpiry
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+
+	switch {
+	case cfg.Group == "":
+		return nil, fmt.Errorf(`outboxmqtt: SubscriberConfig.Group is empty; name the consumer group, e.g. "billing"`)
+	case utf8.RuneCountInString(cfg.Group) > outbox.MaxGroupLen || strings.ContainsAny(cfg.Group, "/+#\x00") || !utf8.ValidString(cfg.Group):
+		return nil, fmt.Errorf(`outboxmqtt: SubscriberConfig.Group %q is not a valid share name; use 1 to %d characters without "/", "+", "#"`, cfg.Group, outbox.MaxGroupLen)
+	case strings.ContainsAny(cfg.Name, "\x00") || !utf8.ValidString(cfg.Name):
+		return nil, fmt.Errorf("outboxmqtt: SubscriberConfig.Name %q must be valid UTF-8 without NUL", cfg.Name)
+	case cfg.Topic == "":
+		return nil, fmt.Errorf(`outboxmqtt: SubscriberConfig.Topic is empty; set the row topic to consume (or ?consume=), e.g. "order.paid", or "#" for all`)
+	case cfg.MaxDeliveries < 0:
+		return nil, fmt.Errorf("outboxmqtt: MaxDeliveries is %d; it must be positive (or 0 for the default of %d)", cfg.MaxDeliveries, DefaultMaxDeliveries)
+	case cfg.SessionExpiry < time.Second || cfg.SessionExpiry > 4294967295*time.Second:
+		return nil, fmt.Errorf("outboxmqtt: SessionExpiry is %s; use at least 1s (at most 4294967295s): the session is what keeps the group's messages while the member is away", cfg.SessionExpiry)
+	}
+	if err := checkTemplate("SubscriberConfig.TopicTemplate (URL parameter topic)", cfg.TopicTemplate, "{topic}"); err != nil {
+		return nil, err
+	}
+	if !strings.Contains(cfg.DeadLetterTopic, "{group}") && strings.ContainsAny(cfg.DeadLetterTopic, "{}") {
+		return nil, fmt.Errorf("outboxmqtt: DeadLetterTopic %q: the only placeholder is {group}", cfg.DeadLetterTopic)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"RedeliveryDelay (redelivery_delay)", cfg.RedeliveryDelay}, {"ConnectTimeout (connect_timeout)", cfg.ConnectTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}} {
+		if err := checkDuration(d.name, d.v); err != nil {
+			return nil, err
+		}
+	}
+	s := &subscriberSettings{
+		SubscriberConfig: cfg,
+		url:              b,
+		clientID:         "outbox-" + cfg.Group + "-" + cfg.Name,
+		filter:           strings.ReplaceAll(cfg.TopicTemplate, "{topic}", cfg.Topic),
+		deadTopic:        strings.ReplaceAll(cfg.DeadLetterTopic, "{group}", cfg.Group),
+	}
+	if reason := topicNameProblem(s.deadTopic); reason != "" {
+		return nil, fmt.Errorf("outboxmqtt: dead-letter topic %q %s; fix DeadLetterTopic (or ?dead_topic=)", s.deadTopic, reason)
+	}
+	if len(s.filter) > 65535 || !utf8.ValidString(s.filter) {
+		return nil, fmt.Errorf("outboxmqtt: topic filter %q is not a valid MQTT topic filter", s.filter)
+	}
+	return s, nil
+}
+
+func checkTemplate(what, tmpl, placeholder string) error {
+	if !strings.Contains(tmpl, placeholder) {
+		return fmt.Errorf("outboxmqtt: %s %q has no %s; use e.g. %q", what, tmpl, placeholder, DefaultTopicTemplate)
+	}
+	if strings.ContainsAny(strings.ReplaceAll(tmpl, placeholder, ""), "+#\x00") {
+		return fmt.Errorf(`outboxmqtt: %s %q contains a wildcard ("+" or "#") or NUL; a topic name may not`, what, tmpl)
+	}
+	return nil
+}
+
+func checkClientID(id string) error {
+	if len(id) > 65535 || !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
+		return fmt.Errorf("outboxmqtt: client id %q must be valid UTF-8 without NUL, at most 65535 bytes", id)
+	}
+	return nil
+}
+
+func checkDuration(name string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("outboxmqtt: %s is %s; it must be positive (or 0 for its default)", name, d)
+	}
+	return nil
+}
+
+// topicNameProblem says why name cannot be the topic of a PUBLISH, or "".
+// Sending such a topic would make the broker close the connection, which the
+// relay would take for an outage and retry forever; refusing it here makes it
+// an ordinary failure of that one message.
+func topicNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "is empty"
+	case len(name) > 65535:
+		return "is longer than 65535 bytes"
+	case !utf8.ValidString(name):
+		return "is not valid UTF-8"
+	case strings.ContainsAny(name, "+#"):
+		return `contains a wildcard ("+" or "#"), which a topic name may not`
+	case strings.ContainsRune(name, 0):
+		return "contains NUL"
+	case strings.HasPrefix(name, "$"):
+		return `starts with "$", which brokers reserve for themselves`
+	}
+	return ""
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

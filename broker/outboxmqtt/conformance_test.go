@@ -1,0 +1,207 @@
+package outboxmqtt
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/brokertest"
+)
+
+func TestConformance(t *testing.T) {
+	requireBroker(t, "127.0.0.1:1883")
+	brokertest.Run(t, brokertest.Env{
+		Features: brokertest.Features{
+			// One publisher sends a key's messages in order, mosquitto
+			// keeps the order per topic and connection, and a member
+			// handles its messages one at a time.
+			Ordered: true,
+			// MQTT has no deduplication.
+			Dedup:       false,
+			DeadLetter:  true,
+			SharedGroup: true,
+		},
+		Setup: func(t *testing.T) *brokertest.Bundle { return newEnv(t, sharedURL).bundle() },
+	})
+}
+
+// env is one test's view of the adapter on a broker, with topics of its own.
+type env struct {
+	t   *testing.T
+	url string
+	id  string
+	pub *Publisher
+
+	mu    sync.Mutex
+	free  map[string][]string // group -> member names whose Run has returned
+	count map[string]int      // group -> member names handed out
+	dead  map[string]*collector
+}
+
+func newEnv(t *testing.T, url string) *env {
+	t.Helper()
+	e := &env{
+		t:     t,
+		url:   url,
+		id:    strings.NewReplacer("/", ".", "#", "", "+", "").Replace(t.Name()) + "-" + randomHex(3),
+		free:  map[string][]string{},
+		count: map[string]int{},
+		dead:  map[string]*collector{},
+	}
+	pub, err := NewPublisher(testCtx(t, 10*time.Second), PublisherConfig{URL: url})
+	if err != nil {
+		t.Fatalf("NewPublisher: %v", err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	e.pub = pub
+	return e
+}
+
+func (e *env) topic() string { return "bt." + e.id }
+
+func (e *env) deadTopic(group string) string { return "outbox/dead/" + e.id + "/" + group }
+
+func (e *env) bundle() *brokertest.Bundle {
+	return &brokertest.Bundle{
+		Publisher: e.pub,
+		Topic:     e.topic(),
+		NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
+			return e.subscriber(t, opts.Group, opts.MaxDeliveries)
+		},
+		Unreachable: func(t *testing.T) outbox.Publisher {
+			// A publisher that connected to a broker which then went away.
+			m := startMosquitto(t, "")
+			pub, err := NewPublisher(testCtx(t, 10*time.Second), PublisherConfig{URL: m.URL()})
+			if err != nil {
+				t.Fatalf("NewPublisher: %v", err)
+			}
+			t.Cleanup(func() { _ = pub.Close() })
+			m.Stop()
+			return pub
+		},
+		// A row topic with an MQTT wildcard cannot be a topic name: the
+		// publisher refuses it without sending (the broker would close the
+		// connection). The broker's own refusals (PUBACK 0x95) are tested
+		// on a private broker in TestBrokerRefusal.
+		Refused: func() outbox.Message {
+			return outbox.Message{MsgID: "refused-1", Topic: e.topic() + ".+", Payload: []byte(`{}`)}
+		},
+		DeadLetters: func(_ context.Context, group string) ([]outbox.Message, error) {
+			e.mu.Lock()
+			c := e.dead[group]
+			e.mu.Unlock()
+			if c == nil {
+				return nil, fmt.Errorf("no subscriber of group %q was made, so nothing watches its dead-letter topic", group)
+			}
+			return c.messages(), nil
+		},
+	}
+}
+
+// subscriber returns a member of group. A member whose Run has returned
+// lends its name (and so its session) to the next subscriber of the group,
+// as a restarted process would.
+func (e *env) subscriber(t *testing.T, group string, maxDeliveries int) *testSubscriber {
+	t.Helper()
+	e.mu.Lock()
+	if e.dead[group] == nil {
+		e.dead[group] = watch(t, e.url, e.deadTopic(group))
+	}
+	var name string
+	if free := e.free[group]; len(free) > 0 {
+		name, e.free[group] = free[0], free[1:]
+	} else {
+		e.count[group]++
+		name = fmt.Sprintf("%s-%d", e.id, e.count[group])
+	}
+	e.mu.Unlock()
+	sub, err := NewSubscriber(testCtx(t, 10*time.Second), SubscriberConfig{
+		URL:             e.url,
+		Group:           group,
+		Name:            name,
+		Topic:           e.topic(),
+		MaxDeliveries:   maxDeliveries,
+		RedeliveryDelay: 10 * time.Millisecond,
+		DeadLetterTopic: e.deadTopic("{group}"),
+		SessionExpiry:   10 * time.Minute,
+	})
+	if err != nil {
+		t.Fatalf("NewSubscriber: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = sub.Close()
+		if err := sub.Leave(testCtx(t, 10*time.Second)); err != nil {
+			t.Errorf("Leave: %v", err)
+		}
+	})
+	return &testSubscriber{Subscriber: sub, release: func() {
+		e.mu.Lock()
+		e.free[group] = append(e.free[group], name)
+		e.mu.Unlock()
+	}}
+}
+
+type testSubscriber struct {
+	*Subscriber
+	release func()
+}
+
+func (s *testSubscriber) Run(ctx context.Context, h outbox.Handler) error {
+	defer s.release()
+	return s.Subscriber.Run(ctx, h)
+}
+
+// collector subscribes to a topic and keeps what arrives, decoded.
+type collector struct {
+	mu   sync.Mutex
+	msgs []outbox.Message
+}
+
+func (c *collector) messages() []outbox.Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]outbox.Message(nil), c.msgs...)
+}
+
+// watch subscribes to topic until the end of the test.
+func watch(t *testing.T, rawURL, topic string) *collector {
+	t.Helper()
+	c := &collector{}
+	b, err := parseURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := dial(testCtx(t, 10*time.Second), connOptions{
+		url: b, clientID: "watch-" + randomHex(6), keepAlive: 30 * time.Second,
+		connectTimeout: 10 * time.Second, packetTimeout: 10 * time.Second, cleanStart: true,
+		onPublish: func(pr paho.PublishReceived) (bool, error) {
+			m, err := Decode(pr.Packet)
+			if err != nil {
+				t.Errorf("dead letter on %s is not an outbox event: %v", pr.Packet.Topic, err)
+			}
+			c.mu.Lock()
+			c.msgs = append(c.msgs, m)
+			c.mu.Unlock()
+			return true, nil
+		},
+	})
+	if err != nil {
+		t.Fatalf("watching %s: %v", topic, err)
+	}
+	t.Cleanup(func() { disconnect(cm) })
+	subscribeOrFail(t, cm, topic)
+	return c
+}
+
+func subscribeOrFail(t *testing.T, cm *autopaho.ConnectionManager, topic string) {
+	t.Helper()
+	if _, err := cm.Subscribe(testCtx(t, 10*time.Second), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: 1}}}); err != nil {
+		t.Fatalf("subscribing to %s: %v", topic, err)
+	}
+}

@@ -1,0 +1,140 @@
+// Package outboxmqtt publishes outbox messages to an MQTT 5 broker and
+// consumes them in consumer groups, with the Eclipse Paho client
+// (github.com/eclipse/paho.golang). It is tested against mosquitto 2.0.
+//
+// # URL
+//
+//	mqtt://[user:password@]host[:port][?param=value&...]     port 1883 by default
+//	mqtts://[user:password@]host[:port][?param=value&...]    TLS, port 8883 by default
+//
+// Query parameters (a config field that is set wins over its parameter; an
+// unknown parameter is an error):
+//
+//	topic=outbox/{topic}    MQTT topic of a message; {topic} is the row's topic, inserted
+//	                        unchanged (dots stay dots, a "/" starts a new topic level).
+//	                        Publisher and subscriber must agree on it.
+//	qos=1                   1 (the PUBACK is the ack) or 2 (the PUBCOMP is); 0 is refused:
+//	                        it has no ack.
+//	client_id=...           the publisher's client id; default outbox-relay-<8 random hex>.
+//	window=20               messages in flight per Publish call, lowered to the broker's
+//	                        Receive Maximum (mosquitto: max_inflight_messages, default 20).
+//	no_subscribers=fail     what a PUBACK 0x10 "no matching subscribers" means: fail (a
+//	                        refusal that spends a retry) or ok (counts as delivered).
+//	source=/outbox          the CloudEvents source attribute.
+//	connect_timeout=10s     wait for the first connection (NewPublisher, NewSubscriber).
+//	ack_timeout=30s         wait for one acknowledgement, then outbox.Unavailable.
+//	keepalive=30s           MQTT keep-alive.
+//	consume=order.paid      subscriber: the row topic to consume (may be "+" or "#").
+//	name=<host name>        subscriber: the member's name within its group.
+//	max_deliveries=5        subscriber: handler calls before the dead-letter topic.
+//	redelivery_delay=100ms  subscriber: wait before a new call after a handler error, doubling.
+//	dead_topic=outbox/dead/{group}  subscriber: the dead-letter topic.
+//	session_expiry=24h      subscriber: how long the broker keeps an absent member's session.
+//
+// # On the wire
+//
+// The CloudEvents MQTT binding, binary mode, MQTT 5: the payload is the
+// row's payload, byte for byte; the Content Type property is
+// application/json; every other attribute is a user property named as the
+// attribute: specversion, id (msg_id), source, type (topic), time
+// (created_at, RFC 3339), partitionkey (msg_key, when set) and one per row
+// header. Consumers with their own MQTT client can use Decode.
+//
+// # What an ack means
+//
+// A message is delivered (the relay marks it SENT) when the broker's PUBACK
+// (QoS 2: PUBCOMP) arrives with a success reason code. For mosquitto that
+// means the message is in the broker's memory and queued for every matching
+// subscription, including the persistent sessions of absent group members.
+// It is not on disk: mosquitto writes its persistence file every
+// autosave_interval (30 minutes by default) and on a clean shutdown, so a
+// crash of the broker loses what it acknowledged since. A reason code of
+// 0x80 or above is a refusal of that message (a *PublishError, which spends
+// one of its retries), as is a topic that is not a valid MQTT topic name (a
+// "+" or "#" in the row's topic) or a message over the broker's Maximum
+// Packet Size: those are not sent at all, because the broker would close the
+// connection. A lost connection, no ack within ack_timeout, and the caller's
+// context ending are outbox.Unavailable: the relay pauses and retries
+// without spending the message's budget.
+//
+// IMPORTANT: an MQTT broker keeps nothing for a topic nobody subscribes to.
+// mosquitto acknowledges such a message with reason 0x10 "no matching
+// subscribers" and drops it. By default (no_subscribers=fail) that is a
+// refusal: the row stays NEW, is retried, and reaches DEAD at the retry
+// limit, where `outbox dead retry` sends it again. Create each consumer group
+// (NewSubscriber) before the relay publishes its topic. With
+// no_subscribers=ok such messages are marked SENT and are lost.
+//
+// IMPORTANT: mosquitto queues at most max_queued_messages (default 1000)
+// messages per client beyond those in flight, and silently drops the rest,
+// after having acknowledged them to the publisher. A group member that falls
+// behind by more than that, or is away while more than that is published for
+// it, loses messages. Raise max_queued_messages (0 = no limit, bounded by
+// max_queued_bytes) on a broker that carries outbox traffic.
+//
+// # Ordering and duplicates
+//
+// The publisher sends the messages of one key one after another, each after
+// the previous one's ack, and holds back (outbox.ErrHeldBack) the rest of a
+// key after a failure; messages without a key, and different keys, are in
+// flight together. mosquitto delivers the messages of a topic from one
+// connection in the order it received them, and a Subscriber handles its
+// messages one at a time in arrival order, retrying a failed one before
+// taking the next, so one member sees each key in order. A group with
+// several members splits a key between them (mosquitto's shared
+// subscriptions go round robin), so order holds per member only.
+//
+// There is no deduplication: MQTT has none for QoS 1, and a relay that
+// publishes a batch again after a crash sends the copies. Consumers
+// deduplicate by msg_id (the id attribute): build the handler with
+// Inbox.Handler.
+//
+// # Consumer groups
+//
+// A group is an MQTT 5 shared subscription, "$share/<group>/<filter>", held
+// by each member's persistent session (Clean Start 0, Session Expiry
+// session_expiry) under the client id "outbox-<group>-<name>". NewSubscriber
+// makes the session, so messages published afterwards are kept for the
+// group even before Run. mosquitto hands each message of a shared
+// subscription to the next member in turn, whether that member is connected
+// or not: an absent member's share waits in its session until a subscriber
+// with the same group and name runs again. So give each member a stable
+// name, and call Subscriber.Leave when removing a member for good, or its
+// share is stranded until the session expires.
+//
+// # Acknowledgement, redelivery and the dead-letter topic
+//
+// Run sends a message's PUBACK only after the handler returned nil. MQTT
+// has no negative acknowledgement and redelivers only after a reconnection,
+// so on a handler error Run calls the handler again itself, after
+// redelivery_delay (doubling, at most 10s), up to max_deliveries calls in
+// all. Then, or at once for an error marked with outbox.Permanent or a
+// message that is not an outbox event, Run publishes the message with QoS 1
+// to the dead-letter topic (outbox/dead/<group>): the same payload and
+// properties plus the attributes deadreason, deadgroup, deaddeliveries and
+// deadtopic; it acks the original only after the broker acked the dead
+// letter. The dead-letter topic needs a subscriber with a persistent
+// session, for example
+//
+//	mosquitto_sub -V 5 -c -i outbox-dead -x 86400 -q 1 -t 'outbox/dead/#' -F '%U %p'
+//
+// without one, mosquitto answers 0x10, and Run stops with an error rather
+// than let the message be dropped (it stays unacked and comes back).
+//
+// # Consumer example
+//
+//	sub, err := outboxmqtt.NewSubscriber(ctx, outboxmqtt.SubscriberConfig{
+//		URL:   "mqtt://localhost:1883",
+//		Group: "billing",
+//		Name:  os.Getenv("POD_NAME"),
+//		Topic: "order.paid",
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer sub.Close()
+//	return sub.Run(ctx, inbox.Handler("billing", func(ctx context.Context, tx pgx.Tx, m outbox.Message) error {
+//		_, err := tx.Exec(ctx, "UPDATE invoices SET paid = true WHERE order_id = $1", m.Key)
+//		return err
+//	}))
+package outboxmqtt

@@ -1,0 +1,244 @@
+package outboxmqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/outbox-go/outbox"
+)
+
+// Publisher publishes outbox messages to an MQTT 5 broker with QoS 1 (or 2),
+// one PUBLISH per message, and counts a message as delivered when the broker
+// acknowledges it. It reconnects by itself and is safe for concurrent use.
+type Publisher struct {
+	cm       *autopaho.ConnectionManager
+	template string
+	source   string
+	qos      byte
+	window   int
+	noSubOK  bool
+	redacted string
+
+	mu         sync.Mutex
+	receiveMax int    // the broker's Receive Maximum on the current connection
+	maxPacket  uint32 // the broker's Maximum Packet Size; 0 = no limit
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// NewPublisher validates cfg, applies its defaults, connects to the broker
+// and returns a Publisher. It waits for the first connection for at most
+// ConnectTimeout (or until ctx ends): a broker that cannot be reached gives
+// an error that satisfies outbox.IsUnavailable, one that refuses the
+// connection a *ConnectError; a bad config says which field to fix.
+func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) {
+	s, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{
+		template:   s.TopicTemplate,
+		source:     s.Source,
+		qos:        byte(s.QoS),
+		window:     s.Window,
+		noSubOK:    s.NoSubscribers == NoSubscribersOK,
+		redacted:   s.url.redacted,
+		receiveMax: 65535,
+	}
+	p.cm, err = dial(ctx, connOptions{
+		url:            s.url,
+		clientID:       s.ClientID,
+		keepAlive:      s.KeepAlive,
+		connectTimeout: s.ConnectTimeout,
+		packetTimeout:  s.AckTimeout,
+		tls:            s.TLSConfig,
+		cleanStart:     true,
+		onUp:           p.connectionUp,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// connectionUp records the limits the broker announced in its CONNACK.
+func (p *Publisher) connectionUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.receiveMax, p.maxPacket = 65535, 0
+	if ca.Properties != nil {
+		if ca.Properties.ReceiveMaximum != nil {
+			p.receiveMax = int(*ca.Properties.ReceiveMaximum)
+		}
+		if ca.Properties.MaximumPacketSize != nil {
+			p.maxPacket = *ca.Properties.MaximumPacketSize
+		}
+	}
+}
+
+// Close disconnects from the broker. Publish calls still waiting fail as
+// outbox.Unavailable.
+func (p *Publisher) Close() error {
+	disconnect(p.cm)
+	return nil
+}
+
+// Publish publishes every message and returns one error per message, in
+// order, or nil when the broker acknowledged them all.
+//
+// Messages with the same non-empty key are published one after another in
+// slice order, each after the previous one's acknowledgement, and once one of
+// them fails the later ones get outbox.ErrHeldBack (wrapped with
+// outbox.Unavailable too when the failure was). Other messages are in
+// flight together, at most Window (and the broker's Receive Maximum) at a
+// time.
+//
+// Errors satisfying outbox.IsUnavailable (the relay pauses, no retry spent):
+// no connection to the broker, the connection lost before the
+// acknowledgement, no acknowledgement within AckTimeout, ctx ended, reason
+// 0x97 quota exceeded. Any other error is a refusal that spends a retry: a
+// *PublishError (the broker's reason code, including 0x10 "no matching
+// subscribers" unless NoSubscribers is "ok"), or a topic or size that the
+// broker would answer by closing the connection (a wildcard in the topic, a
+// packet over the broker's Maximum Packet Size).
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	errs := make([]error, len(msgs))
+	p.mu.Lock()
+	window := min(p.window, p.receiveMax)
+	p.mu.Unlock()
+	sem := make(chan struct{}, max(window, 1))
+	var wg sync.WaitGroup
+	for _, group := range groupByKey(msgs) {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			for _, i := range group {
+				errs[i] = outbox.Unavailable(ctx.Err())
+			}
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			p.sendGroup(ctx, msgs, group, errs)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// groupByKey returns the indexes of msgs grouped by key, in order of each
+// group's first message; every key-less message is a group of its own.
+func groupByKey(msgs []outbox.Message) [][]int {
+	groups := make([][]int, 0, len(msgs))
+	byKey := make(map[string]int)
+	for i := range msgs {
+		k := msgs[i].Key
+		if k == "" {
+			groups = append(groups, []int{i})
+			continue
+		}
+		g, ok := byKey[k]
+		if !ok {
+			g = len(groups)
+			byKey[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// sendGroup publishes the messages of one group in order. Each goroutine
+// writes only its own indexes of errs.
+func (p *Publisher) sendGroup(ctx context.Context, msgs []outbox.Message, group []int, errs []error) {
+	failed := -1
+	for _, i := range group {
+		switch {
+		case ctx.Err() != nil:
+			errs[i] = outbox.Unavailable(ctx.Err())
+		case failed >= 0 && outbox.IsUnavailable(errs[failed]):
+			// The broker is out of reach: say so, so that the relay pauses
+			// for this message too.
+			errs[i] = outbox.Unavailable(fmt.Errorf("%w (msg_id %q could not be published)", outbox.ErrHeldBack, msgs[failed].MsgID))
+		case failed >= 0:
+			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", outbox.ErrHeldBack, msgs[failed].MsgID)
+		default:
+			if errs[i] = p.send(ctx, &msgs[i]); errs[i] != nil {
+				failed = i
+			}
+		}
+	}
+}
+
+// send publishes one message and classifies the outcome.
+func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
+	topic := destination(p.template, m.Topic)
+	if reason := topicNameProblem(topic); reason != "" {
+		return fmt.Errorf("outboxmqtt: message %q: MQTT topic %q (from row topic %q) %s; the broker would close the connection, so it was not sent", m.MsgID, topic, m.Topic, reason)
+	}
+	pub := newPublish(m, topic, p.source, p.qos)
+	p.mu.Lock()
+	maxPacket := p.maxPacket
+	p.mu.Unlock()
+	if maxPacket > 0 {
+		if size := packetSize(pub); size > int64(maxPacket) {
+			return &PublishError{MsgID: m.MsgID, Topic: topic, ReasonCode: 0x95,
+				Reason: fmt.Sprintf("packet too large: %d bytes, the broker's Maximum Packet Size is %d (not sent)", size, maxPacket)}
+		}
+	}
+	resp, err := p.cm.Publish(ctx, pub)
+	return p.outcome(ctx, m, topic, resp, err)
+}
+
+func (p *Publisher) outcome(ctx context.Context, m *outbox.Message, topic string, resp *paho.PublishResponse, err error) error {
+	code := byte(0)
+	reason := ""
+	if resp != nil {
+		code = resp.ReasonCode
+		if resp.Properties != nil {
+			reason = resp.Properties.ReasonString
+		}
+	}
+	if reason == "" {
+		reason = reasonText(code)
+	}
+	switch {
+	case resp != nil && code == 0x97:
+		return outbox.Unavailable(&PublishError{MsgID: m.MsgID, Topic: topic, ReasonCode: code, Reason: reason})
+	case resp != nil && code >= 0x80:
+		return &PublishError{MsgID: m.MsgID, Topic: topic, ReasonCode: code, Reason: reason}
+	case err == nil && code == 0x10 && !p.noSubOK:
+		return &PublishError{MsgID: m.MsgID, Topic: topic, ReasonCode: code, Reason: reason}
+	case err == nil:
+		return nil
+	case errors.Is(err, paho.ErrInvalidArguments):
+		return fmt.Errorf("outboxmqtt: message %q on topic %q cannot be published: %w", m.MsgID, topic, err)
+	case ctx.Err() != nil:
+		return outbox.Unavailable(fmt.Errorf("outboxmqtt: message %q: %w", m.MsgID, ctx.Err()))
+	}
+	return outbox.Unavailable(fmt.Errorf("outboxmqtt: message %q to %s: %w", m.MsgID, p.redacted, err))
+}
+
+// packetSize is the encoded size of a PUBLISH, as the broker measures it
+// against its Maximum Packet Size.
+func packetSize(pub *paho.Publish) int64 {
+	pkt := pub.Packet()
+	pkt.PacketID = 1
+	n, _ := pkt.WriteTo(io.Discard)
+	return n
+}
