@@ -1,0 +1,210 @@
+package outboxamqp_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxamqp"
+	"github.com/outbox-go/outbox/brokertest"
+)
+
+// brokerURL is the machine's shared RabbitMQ; OUTBOX_AMQP_URL overrides it.
+var brokerURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+func TestMain(m *testing.M) {
+	if u := os.Getenv("OUTBOX_AMQP_URL"); u != "" {
+		brokerURL = u
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// admin opens a connection for a test's own set-up and clean-up; it fails
+// the test loudly when the broker is not there.
+func admin(t testing.TB) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(brokerURL)
+	if err != nil {
+		t.Fatalf("RabbitMQ at %s is not reachable (start it: service rabbitmq-server start): %v", brokerURL, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func name(prefix string) string { return fmt.Sprintf("%s-%08x", prefix, rand.Uint32()) }
+
+func TestConformance(t *testing.T) {
+	admin(t) // fail at once, not in every subtest, when the broker is missing
+	brokertest.Run(t, brokertest.Env{
+		Features: brokertest.Features{
+			// One subscriber handles one message at a time, and a quorum
+			// queue delivers in queue order; only a requeue after a failure
+			// (or a reconnect) can reorder.
+			Ordered:     true,
+			Dedup:       false,
+			DeadLetter:  true,
+			SharedGroup: true,
+		},
+		Setup: setup,
+	})
+}
+
+// setup builds a Bundle on an exchange and queues of its own, deleted at the
+// end of the test.
+func setup(t *testing.T) *brokertest.Bundle {
+	exchange := name("outboxtest")
+	topic := name("topic")
+	ctx := context.Background()
+	pub, err := outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: brokerURL, Exchange: exchange})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var queues []string
+	t.Cleanup(func() {
+		pub.Close()
+		ch := admin(t)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, q := range queues {
+			ch.QueueDelete(q, false, false, false)
+		}
+		ch.ExchangeDelete(exchange, false, false)
+	})
+	queue := func(group string) string { return exchange + "." + group }
+	return &brokertest.Bundle{
+		Publisher: pub,
+		Topic:     topic,
+		NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
+			sub, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{
+				URL:           brokerURL,
+				Group:         opts.Group,
+				MaxDeliveries: opts.MaxDeliveries,
+				Exchange:      exchange,
+				Queue:         queue(opts.Group),
+				BindingKey:    topic,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sub.Close() })
+			mu.Lock()
+			queues = append(queues, sub.Queue(), sub.DeadLetterQueue())
+			mu.Unlock()
+			return sub
+		},
+		Unreachable: func(t *testing.T) outbox.Publisher {
+			// NewPublisher needs a broker, so connect through a proxy and
+			// then take the proxy away: the address no longer answers.
+			p := startProxy(t, "127.0.0.1:5672")
+			u := fmt.Sprintf("amqp://guest:guest@%s/", p.addr)
+			up, err := outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: u, Exchange: exchange})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { up.Close() })
+			p.close()
+			return up
+		},
+		Refused: func() outbox.Message {
+			return outbox.Message{MsgID: name("unroutable"), Topic: name("nobody.listens"), Payload: []byte(`{}`)}
+		},
+		DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
+			return deadLetters(t, queue(group)+".dead")
+		},
+	}
+}
+
+// deadLetters reads the dead-letter queue without taking the messages: they
+// are fetched unacknowledged and requeued when the channel closes.
+func deadLetters(t *testing.T, queue string) ([]outbox.Message, error) {
+	conn, err := amqp.Dial(brokerURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	var out []outbox.Message
+	for {
+		d, ok, err := ch.Get(queue, false)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return out, nil
+		}
+		id, _ := d.Headers[outboxamqp.AttributePrefix+"id"].(string)
+		out = append(out, outbox.Message{MsgID: id, Payload: d.Body})
+	}
+}
+
+// proxy forwards TCP connections to a target until closed.
+type proxy struct {
+	addr  string
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{addr: l.Addr().String(), l: l}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(u, c); u.Close() }()
+			go func() { defer p.wg.Done(); io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.close)
+	return p
+}
+
+// close stops listening and cuts every connection.
+func (p *proxy) close() {
+	p.l.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+var _ = time.Second
