@@ -1,0 +1,322 @@
+package outboxredis
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/outbox-go/outbox/cloudevents"
+)
+
+// Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
+const (
+	// DefaultStream is the stream key template: one stream per topic.
+	DefaultStream = "outbox:{topic}"
+	// DefaultDeadLetterStream is the dead-letter stream key template: one per
+	// consumed stream and group.
+	DefaultDeadLetterStream = "{stream}:dead:{group}"
+	// DefaultPipelineSize is the most XADD commands sent in one pipeline.
+	DefaultPipelineSize = 1000
+	// DefaultMaxDeliveries is how many times a subscriber hands a message to
+	// its handler before dead-lettering it.
+	DefaultMaxDeliveries = 5
+	// DefaultMinIdle is how long a delivered, unacknowledged entry stays with
+	// its consumer before another consumer (or the same one) reclaims it.
+	DefaultMinIdle = 30 * time.Second
+	// DefaultBlock is how long one XREADGROUP waits for new entries.
+	DefaultBlock = time.Second
+	// DefaultBatchSize is the most entries one XREADGROUP or XAUTOCLAIM returns.
+	DefaultBatchSize = 64
+	// DefaultStopTimeout is how long the handler in hand may run on after
+	// Run's context ended before its own context is canceled.
+	DefaultStopTimeout = 30 * time.Second
+)
+
+// ErrInvalidConfig is what every configuration error satisfies (errors.Is);
+// the error's text names the field or URL parameter to fix.
+var ErrInvalidConfig = errors.New("outboxredis: invalid configuration")
+
+type configError struct{ msg string }
+
+func (e *configError) Error() string        { return e.msg }
+func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
+
+func configErrorf(format string, args ...any) error {
+	return &configError{msg: "outboxredis: " + fmt.Sprintf(format, args...)}
+}
+
+// PublisherConfig configures a Publisher. Zero fields take their defaults,
+// and a field that is set wins over the matching URL query parameter.
+type PublisherConfig struct {
+	// URL is the Redis URL, redis://[user:password@]host:port/db or
+	// rediss://... for TLS, with the query parameters described in the
+	// package documentation (stream, maxlen, and go-redis's own such as
+	// dial_timeout). Required.
+	URL string
+	// Source is the CloudEvents source attribute, carried as the ce_source
+	// field. Defaults to "/outbox".
+	Source string
+	// Stream is the template of the stream key a message is added to;
+	// "{topic}" in it is replaced by the message's topic. A template without
+	// "{topic}" sends every topic to one stream. Defaults to the URL's stream
+	// parameter, else "outbox:{topic}".
+	Stream string
+	// MaxLen, when positive, trims each stream to about this many entries on
+	// every XADD (MAXLEN ~ N): older entries go even if a group has not read
+	// them yet. Defaults to the URL's maxlen parameter, else 0 (no trimming).
+	MaxLen int64
+	// PipelineSize is the most XADD commands sent in one pipeline; a larger
+	// batch goes as several pipelines, one after another. Defaults to 1000.
+	PipelineSize int
+}
+
+// SubscriberConfig configures a Subscriber. Zero fields take their defaults,
+// and a field that is set wins over the matching URL query parameter.
+type SubscriberConfig struct {
+	// URL is the Redis URL; its query parameters are those of
+	// PublisherConfig.URL plus dead, minidle and maxdeliveries. Required.
+	URL string
+	// Group is the consumer group: every group gets each message once, and
+	// the subscribers of one group share its messages. Required.
+	Group string
+	// Topic is the topic whose stream is consumed: it fills "{topic}" in
+	// Stream. Required when Stream contains "{topic}". Defaults to "".
+	Topic string
+	// Stream is the stream key template, as in PublisherConfig: keep the two
+	// equal. Defaults to the URL's stream parameter, else "outbox:{topic}".
+	Stream string
+	// DeadLetterStream is the template of the stream that dead letters are
+	// added to; "{stream}", "{group}" and "{topic}" in it are replaced.
+	// Defaults to the URL's dead parameter, else "{stream}:dead:{group}".
+	DeadLetterStream string
+	// Consumer is this subscriber's consumer name within the group. Two
+	// subscribers must not share one. Defaults to "<hostname>-<pid>-<random>".
+	Consumer string
+	// MaxDeliveries is how many times a message is handed to the handler
+	// before it goes to the dead-letter stream. Defaults to the URL's
+	// maxdeliveries parameter, else 5.
+	MaxDeliveries int
+	// MinIdle is how long a delivered entry may stay unacknowledged before
+	// it is delivered again (XAUTOCLAIM): the pause before a failed message
+	// is retried, and how soon the messages of a subscriber that died move
+	// on. While a handler runs longer than MinIdle/2 the subscriber keeps
+	// its entry claimed, so a slow handler is not delivered twice. Defaults
+	// to the URL's minidle parameter, else 30s.
+	MinIdle time.Duration
+	// Block is how long one XREADGROUP waits for new entries: it bounds how
+	// long Run takes to return after its context ends when it is idle.
+	// Defaults to 1s (at most MinIdle/2).
+	Block time.Duration
+	// BatchSize is the most entries read (or reclaimed) at once. Defaults to 64.
+	BatchSize int
+	// StartFromBeginning makes NewSubscriber create a new group at the start
+	// of the stream, so that it also gets the entries the stream already
+	// holds. An existing group keeps its position. Defaults to false (a new
+	// group gets the entries added after NewSubscriber returns).
+	StartFromBeginning bool
+	// StopTimeout is how long the handler in hand may still run after Run's
+	// context ended before the handler's own context is canceled. Defaults
+	// to 30s.
+	StopTimeout time.Duration
+}
+
+// params are this package's URL query parameters, removed from the URL
+// before go-redis parses the rest.
+type params struct {
+	stream        string
+	maxLen        int64
+	dead          string
+	minIdle       time.Duration
+	maxDeliveries int
+}
+
+// parseURL splits raw into go-redis options and this package's parameters.
+// Errors never quote the URL itself, which may hold a password.
+func parseURL(raw string) (*redis.Options, params, error) {
+	var p params
+	if strings.TrimSpace(raw) == "" {
+		return nil, p, configErrorf(`URL is empty; set it to the Redis server, e.g. "redis://localhost:6379/0"`)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, p, configErrorf(`URL is not a valid URL (%v); use e.g. "redis://user:password@localhost:6379/0"`, err)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, p, configErrorf("URL %q has scheme %q; use redis:// (or rediss:// for TLS)", u.Redacted(), u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, p, configErrorf(`URL %q has no host; use e.g. "redis://localhost:6379/0"`, u.Redacted())
+	}
+	q := u.Query()
+	take := func(name string) (string, bool) {
+		vs, ok := q[name]
+		delete(q, name)
+		if !ok || len(vs) == 0 {
+			return "", false
+		}
+		return vs[len(vs)-1], true
+	}
+	if v, ok := take("stream"); ok {
+		if v == "" {
+			return nil, p, configErrorf(`URL parameter stream is empty; give a stream key template such as "outbox:{topic}"`)
+		}
+		p.stream = v
+	}
+	if v, ok := take("maxlen"); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, p, configErrorf("URL parameter maxlen=%q is not a positive integer; give the approximate number of entries to keep per stream, or leave it out to keep all", v)
+		}
+		p.maxLen = n
+	}
+	if v, ok := take("dead"); ok {
+		if v == "" {
+			return nil, p, configErrorf(`URL parameter dead is empty; give a dead-letter stream template such as "{stream}:dead:{group}"`)
+		}
+		p.dead = v
+	}
+	if v, ok := take("minidle"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, p, configErrorf(`URL parameter minidle=%q is not a positive duration; use e.g. "30s"`, v)
+		}
+		p.minIdle = d
+	}
+	if v, ok := take("maxdeliveries"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, p, configErrorf("URL parameter maxdeliveries=%q is not a positive integer", v)
+		}
+		p.maxDeliveries = n
+	}
+	u.RawQuery = q.Encode()
+	opts, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, p, configErrorf("URL %q: %v (see the package documentation for the parameters this package accepts; the others are go-redis options such as dial_timeout)", redactedWithoutQuery(u), err)
+	}
+	// Publish and the subscriber's calls respect their context's deadline
+	// and cancellation, not only the client's own timeouts.
+	opts.ContextTimeoutEnabled = true
+	// go-redis dials up to 5 times per command attempt, and retries a
+	// command 3 times: 20 dials before a down server shows. The relay has
+	// its own backoff for an unavailable broker, so report it sooner.
+	opts.DialerRetries = 2
+	return opts, p, nil
+}
+
+func redactedWithoutQuery(u *url.URL) string {
+	c := *u
+	c.RawQuery = ""
+	return c.Redacted()
+}
+
+func (cfg PublisherConfig) resolve() (PublisherConfig, *redis.Options, error) {
+	opts, p, err := parseURL(cfg.URL)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if cfg.Source == "" {
+		cfg.Source = cloudevents.DefaultSource
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = p.stream
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.MaxLen == 0 {
+		cfg.MaxLen = p.maxLen
+	}
+	if cfg.PipelineSize == 0 {
+		cfg.PipelineSize = DefaultPipelineSize
+	}
+	switch {
+	case cfg.MaxLen < 0:
+		return cfg, nil, configErrorf("PublisherConfig.MaxLen is %d; it must be positive (or 0 to keep every entry)", cfg.MaxLen)
+	case cfg.PipelineSize < 0:
+		return cfg, nil, configErrorf("PublisherConfig.PipelineSize is %d; it must be positive (or 0 for the default of %d)", cfg.PipelineSize, DefaultPipelineSize)
+	}
+	if _, err := url.Parse(cfg.Source); err != nil {
+		return cfg, nil, configErrorf(`PublisherConfig.Source %q is not a URI reference (%v); use e.g. "/outbox"`, cfg.Source, err)
+	}
+	return cfg, opts, nil
+}
+
+func (cfg SubscriberConfig) resolve() (SubscriberConfig, *redis.Options, error) {
+	opts, p, err := parseURL(cfg.URL)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = p.stream
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.DeadLetterStream == "" {
+		cfg.DeadLetterStream = p.dead
+	}
+	if cfg.DeadLetterStream == "" {
+		cfg.DeadLetterStream = DefaultDeadLetterStream
+	}
+	if cfg.MaxDeliveries == 0 {
+		cfg.MaxDeliveries = p.maxDeliveries
+	}
+	if cfg.MaxDeliveries == 0 {
+		cfg.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if cfg.MinIdle == 0 {
+		cfg.MinIdle = p.minIdle
+	}
+	if cfg.MinIdle == 0 {
+		cfg.MinIdle = DefaultMinIdle
+	}
+	if cfg.Block == 0 {
+		cfg.Block = min(DefaultBlock, cfg.MinIdle/2)
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = DefaultStopTimeout
+	}
+	if cfg.Consumer == "" {
+		cfg.Consumer = defaultConsumer()
+	}
+	switch {
+	case strings.TrimSpace(cfg.Group) == "":
+		return cfg, nil, configErrorf("SubscriberConfig.Group is empty; name the consumer group, e.g. \"billing\"")
+	case strings.Contains(cfg.Stream, "{topic}") && cfg.Topic == "":
+		return cfg, nil, configErrorf("SubscriberConfig.Topic is empty but the stream template %q contains {topic}; set Topic to the topic to consume", cfg.Stream)
+	case cfg.MaxDeliveries < 0:
+		return cfg, nil, configErrorf("SubscriberConfig.MaxDeliveries is %d; it must be positive (or 0 for the default of %d)", cfg.MaxDeliveries, DefaultMaxDeliveries)
+	case cfg.MinIdle < 0:
+		return cfg, nil, configErrorf("SubscriberConfig.MinIdle is %s; it must be positive (or 0 for the default of %s)", cfg.MinIdle, DefaultMinIdle)
+	case cfg.Block < time.Millisecond:
+		return cfg, nil, configErrorf("SubscriberConfig.Block is %s; it must be at least 1ms (or 0 for the default of %s)", cfg.Block, DefaultBlock)
+	case cfg.BatchSize < 0:
+		return cfg, nil, configErrorf("SubscriberConfig.BatchSize is %d; it must be positive (or 0 for the default of %d)", cfg.BatchSize, DefaultBatchSize)
+	case cfg.StopTimeout < 0:
+		return cfg, nil, configErrorf("SubscriberConfig.StopTimeout is %s; it must be positive (or 0 for the default of %s)", cfg.StopTimeout, DefaultStopTimeout)
+	}
+	return cfg, opts, nil
+}
+
+// streamKey fills a stream template with a topic.
+func streamKey(template, topic string) string {
+	return strings.ReplaceAll(template, "{topic}", topic)
+}
+
+// deadKey fills a dead-letter template.
+func deadKey(template, stream, group, topic string) string {
+	return strings.NewReplacer("{stream}", stream, "{group}", group, "{topic}", topic).Replace(template)
+}

@@ -1,0 +1,91 @@
+package outboxredis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/brokertest"
+)
+
+// testMinIdle is the subscribers' MinIdle in tests: the pause before a
+// failed message comes back.
+const testMinIdle = 200 * time.Millisecond
+
+func TestConformance(t *testing.T) {
+	rdb := sharedClient(t)
+	brokertest.Run(t, brokertest.Env{
+		Features: brokertest.Features{
+			Ordered:     true,
+			Dedup:       false,
+			DeadLetter:  true,
+			SharedGroup: true,
+		},
+		Setup: func(t *testing.T) *brokertest.Bundle {
+			prefix := uniquePrefix(t, rdb)
+			template := prefix + ":{topic}"
+			const topic = "order.paid"
+			ctx := context.Background()
+			pub, err := NewPublisher(ctx, PublisherConfig{URL: sharedURL, Stream: template})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = pub.Close() })
+			// The refused message's stream key holds a string.
+			refusedTopic := "refused"
+			if err := rdb.Set(ctx, streamKey(template, refusedTopic), "not a stream", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			return &brokertest.Bundle{
+				Publisher: pub,
+				Topic:     topic,
+				NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
+					sub, err := NewSubscriber(ctx, SubscriberConfig{
+						URL:           sharedURL,
+						Group:         opts.Group,
+						Topic:         topic,
+						Stream:        template,
+						MaxDeliveries: opts.MaxDeliveries,
+						MinIdle:       testMinIdle,
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = sub.Close() })
+					return sub
+				},
+				Unreachable: func(t *testing.T) outbox.Publisher {
+					// A publisher built while its server ran, whose server
+					// is gone now: nothing listens on its port.
+					srv := startServer(t)
+					p, err := NewPublisher(ctx, PublisherConfig{URL: srv.URL(""), Stream: template})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = p.Close() })
+					srv.stop()
+					return p
+				},
+				Refused: func() outbox.Message {
+					return outbox.Message{MsgID: "refused-1", Topic: refusedTopic, Payload: []byte(`{}`)}
+				},
+				DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
+					stream := streamKey(template, topic)
+					dead, err := readDeadLetters(ctx, rdb, deadKey(DefaultDeadLetterStream, stream, group, topic), 0)
+					if err != nil {
+						return nil, err
+					}
+					msgs := make([]outbox.Message, 0, len(dead))
+					for _, d := range dead {
+						if d.DecodeErr != nil {
+							t.Errorf("dead letter %s is not an event: %v", d.ID, d.DecodeErr)
+						}
+						msgs = append(msgs, d.Message)
+					}
+					return msgs, nil
+				},
+			}
+		},
+	})
+}

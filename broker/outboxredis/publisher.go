@@ -1,0 +1,172 @@
+package outboxredis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Publisher adds outbox messages to Redis streams with XADD, pipelined. It
+// implements outbox.Publisher and is safe for concurrent use.
+type Publisher struct {
+	rdb          *redis.Client
+	addr         string
+	source       string
+	stream       string
+	maxLen       int64
+	pipelineSize int
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// NewPublisher applies cfg's defaults, checks it, connects to Redis and
+// checks the connection with a PING. A configuration error satisfies
+// errors.Is(err, ErrInvalidConfig); a server that cannot be reached gives an
+// error that satisfies outbox.IsUnavailable. Errors never show the password.
+func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) {
+	cfg, opts, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opts)
+	if err := ping(ctx, rdb, opts.Addr); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return &Publisher{
+		rdb:          rdb,
+		addr:         opts.Addr,
+		source:       cfg.Source,
+		stream:       cfg.Stream,
+		maxLen:       cfg.MaxLen,
+		pipelineSize: cfg.PipelineSize,
+	}, nil
+}
+
+// ping checks that the server answers, for the constructors.
+func ping(ctx context.Context, rdb *redis.Client, addr string) error {
+	err := rdb.Ping(ctx).Err()
+	switch {
+	case err == nil:
+		return nil
+	case unavailable(err):
+		return outbox.Unavailable(fmt.Errorf("outboxredis: cannot reach Redis at %s: %w%s", addr, err, hint(err)))
+	default:
+		return fmt.Errorf("outboxredis: Redis at %s refused PING: %w%s", addr, err, hint(err))
+	}
+}
+
+// Close closes the publisher's connections. A Publish after Close fails
+// every message with an error that satisfies outbox.IsUnavailable.
+func (p *Publisher) Close() error {
+	return p.rdb.Close()
+}
+
+// Stream returns the stream key that a message of topic is added to.
+func (p *Publisher) Stream(topic string) string {
+	return streamKey(p.stream, topic)
+}
+
+// Publish adds each message to its topic's stream (XADD with an
+// auto-generated id), sending the batch in pipelines of at most PipelineSize
+// commands, and returns one error per message, in order, or nil when Redis
+// acknowledged them all. The XADD reply (the new entry's id) is the ack.
+//
+// An error that satisfies outbox.IsUnavailable means Redis could not take the
+// command: the connection failed or timed out, ctx ended, the client was
+// closed, or the server replied LOADING, READONLY, MASTERDOWN, BUSY, TRYAGAIN,
+// CLUSTERDOWN, OOM, NOAUTH or WRONGPASS. Once a pipeline meets such an error,
+// the later pipelines of the batch are not sent and their messages get the
+// same kind of error. Any other error reply (WRONGTYPE: the key holds
+// something other than a stream; NOPERM: the ACL forbids the key) refuses
+// that one message.
+//
+// A keyed message whose earlier same-key message was refused in an earlier
+// pipeline of the batch is not sent: it gets outbox.ErrHeldBack. Within one
+// pipeline every command is sent before any reply is read, so this cannot
+// be told; a refusal there comes from the stream key, which the messages of
+// one key and topic share, so they fail together.
+//
+// Redis does not deduplicate: a message published twice is two entries.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	var errs []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(msgs))
+		}
+		errs[i] = err
+	}
+	if err := ctx.Err(); err != nil {
+		for i := range msgs {
+			fail(i, outbox.Unavailable(fmt.Errorf("outboxredis: not published: %w", err)))
+		}
+		return errs
+	}
+	var failedKeys map[string]string
+	cmds := make([]*redis.StringCmd, min(len(msgs), p.pipelineSize))
+	for start := 0; start < len(msgs); start += p.pipelineSize {
+		end := min(start+p.pipelineSize, len(msgs))
+		pipe := p.rdb.Pipeline()
+		for i := start; i < end; i++ {
+			m := &msgs[i]
+			cmds[i-start] = nil
+			if first, held := failedKeys[m.Key]; held && m.Key != "" {
+				fail(i, fmt.Errorf("%w (msg_id %q failed first)", outbox.ErrHeldBack, first))
+				continue
+			}
+			cmds[i-start] = pipe.XAdd(ctx, p.xaddArgs(m))
+		}
+		// Exec's own error is the first command's error; each command
+		// carries its own, which is what matters here.
+		_, _ = pipe.Exec(ctx)
+		down := false
+		for i := start; i < end; i++ {
+			cmd := cmds[i-start]
+			if cmd == nil || cmd.Err() == nil {
+				continue
+			}
+			m := &msgs[i]
+			err := cmd.Err()
+			if unavailable(err) {
+				down = true
+				fail(i, outbox.Unavailable(fmt.Errorf("outboxredis: XADD %s at %s: %w%s", p.Stream(m.Topic), p.addr, err, hint(err))))
+				continue
+			}
+			fail(i, fmt.Errorf("outboxredis: Redis refused XADD %s (msg_id %q): %w%s", p.Stream(m.Topic), m.MsgID, err, hint(err)))
+			if m.Key != "" {
+				if failedKeys == nil {
+					failedKeys = map[string]string{}
+				}
+				if _, seen := failedKeys[m.Key]; !seen {
+					failedKeys[m.Key] = m.MsgID
+				}
+			}
+		}
+		if down {
+			for i := end; i < len(msgs); i++ {
+				fail(i, outbox.Unavailable(fmt.Errorf("outboxredis: not sent: Redis at %s became unavailable earlier in the batch", p.addr)))
+			}
+			break
+		}
+	}
+	return errs
+}
+
+func (p *Publisher) xaddArgs(m *outbox.Message) *redis.XAddArgs {
+	a := &redis.XAddArgs{
+		Stream: p.Stream(m.Topic),
+		ID:     "*",
+		Values: entryValues(m, p.source),
+	}
+	if p.maxLen > 0 {
+		a.MaxLen = p.maxLen
+		a.Approx = true
+	}
+	return a
+}
