@@ -183,6 +183,11 @@ func (p *Publisher) send(m *outbox.Message) (jetstream.PubAckFuture, error) {
 	if errors.Is(err, nats.ErrBadSubject) {
 		return nil, fmt.Errorf("outboxnats: message %q: subject %q: %w", m.MsgID, subject, err)
 	}
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		// With no reconnect buffer, this is how the client says that it is
+		// reconnecting.
+		return nil, outbox.Unavailable(fmt.Errorf("outboxnats: publish %q: the connection to %s is down and reconnecting: %w", m.MsgID, p.redacted, err))
+	}
 	return nil, outbox.Unavailable(fmt.Errorf("outboxnats: publish %q to %s: %w", m.MsgID, p.redacted, err))
 }
 
