@@ -162,3 +162,47 @@ func TestBrokerRefusal(t *testing.T) {
 	}
 	t.Log(errs[0])
 }
+
+func TestBaseline(t *testing.T) {
+	t.Parallel()
+	topic := newTopic(t, brokerURL, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := outboxkafka.Baseline(ctx, brokerURL, topic, 5000, 200, 500)
+	if err != nil {
+		t.Fatalf("Baseline: %v", err)
+	}
+	t.Logf("5000 records of 200 bytes, window 500: %s (%.0f/s)", d, 5000/d.Seconds())
+	if _, err := outboxkafka.Baseline(ctx, brokerURL, topic, 0, 200, 500); !errors.Is(err, outboxkafka.ErrConfig) {
+		t.Errorf("Baseline with n = 0: %v, want ErrConfig", err)
+	}
+}
+
+// BenchmarkPublish measures Publish in batches of 500 against Baseline's
+// rate on the same cluster.
+func BenchmarkPublish(b *testing.B) {
+	topic := newTopic(b, brokerURL, 4)
+	pub := newPublisher(b, outboxkafka.PublisherConfig{URL: brokerURL})
+	msgs := make([]outbox.Message, 500)
+	payload := json.RawMessage(`{"p":"` + strings.Repeat("x", 192) + `"}`)
+	for i := range msgs {
+		msgs[i] = outbox.Message{MsgID: "m" + strconv.Itoa(i), Topic: topic, Key: strconv.Itoa(i % 64), Payload: payload, CreatedAt: time.Now()}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if errs := pub.Publish(context.Background(), msgs); errs != nil {
+			b.Fatal(errs)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "msgs/s")
+}
+
+func BenchmarkBaseline(b *testing.B) {
+	topic := newTopic(b, brokerURL, 4)
+	for b.Loop() {
+		if _, err := outboxkafka.Baseline(context.Background(), brokerURL, topic, 50000, 200, 500); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*50000)/b.Elapsed().Seconds(), "msgs/s")
+}

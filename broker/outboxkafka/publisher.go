@@ -68,7 +68,7 @@ func (c *connection) newClient(ctx context.Context, state *connState, extra ...k
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
 		cl.Close()
-		if reason := state.suffix(); reason != "" {
+		if reason := state.suffix(); reason != "" && !isConnectionError(err) {
 			err = fmt.Errorf("%w%s", err, reason)
 		}
 		return nil, outbox.Unavailable(fmt.Errorf("outboxkafka: no broker of %s answered within %s: %w", c.redacted, c.dialTimeout, err))

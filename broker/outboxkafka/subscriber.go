@@ -238,7 +238,9 @@ func (s *Subscriber) brokerError(err error) error {
 //
 // The handler runs with a context that is not canceled when ctx ends, so
 // that the call in hand can finish and be committed. Run returns an error
-// only for a consumer that cannot go on (it was closed, or called twice).
+// only when it cannot go on: the broker refuses this client the group or a
+// topic (authorization), the client was closed under it, or Run was called
+// twice.
 // Run may be called only once; the subscriber is closed when it returns.
 func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	s.mu.Lock()
@@ -266,16 +268,38 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 		if fetches.IsClientClosed() {
 			return errors.New("outboxkafka: the subscriber's client was closed while Run was running")
 		}
+		var fatal error
+		failed := false
 		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			switch {
+			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			case fatalConsumeError(err):
+				if fatal == nil {
+					fatal = fmt.Errorf("outboxkafka: group %q cannot consume topic %q: %w", s.group, topic, err)
+				}
+			default:
+				failed = true
 				s.log.Warn("outboxkafka: fetch failed; retrying", "group", s.group, "topic", topic, "partition", p, "err", err)
 			}
 		})
 		done := s.process(ctx, fetches, h)
 		s.commit(ctx, done)
 		s.cl.AllowRebalance()
+		if fatal != nil {
+			return fatal
+		}
+		if failed && fetches.NumRecords() == 0 {
+			sleep(ctx, s.backoff) // do not spin on a failing fetch
+		}
 	}
 	return nil
+}
+
+// fatalConsumeError reports errors that no retry cures: the broker refuses
+// this client the group or the topic. Run returns them.
+func fatalConsumeError(err error) bool {
+	return errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
+		errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.InvalidGroupID)
 }
 
 // process handles the records of one poll, partitions in parallel, and

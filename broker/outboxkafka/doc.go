@@ -1,0 +1,140 @@
+// Package outboxkafka publishes outbox messages to Kafka and consumes them in
+// consumer groups, with franz-go (github.com/twmb/franz-go). Publisher
+// implements outbox.Publisher for the relay; Subscriber hands each message to
+// an outbox.Handler, usually one built with Inbox.Handler.
+//
+// # URL
+//
+//	kafka://[user:password@]host:9092[,host2:9092,...][?param=value&...]
+//
+// A host without a port gets 9092. The user and password, when present,
+// authenticate with SASL (PLAIN unless sasl says otherwise); use them with
+// tls=true, since PLAIN sends the password as it is. Errors and logs show the
+// URL with the password masked. An unknown parameter is an error. A config
+// field that is set wins over its parameter.
+//
+//	topic              destination topic template; "{topic}" is the row's topic
+//	                   (PublisherConfig.Destination / SubscriberConfig.Destination;
+//	                   default "{topic}", e.g. "outbox.{topic}")
+//	source             CloudEvents source attribute (default "/outbox")
+//	client_id          Kafka client id (default "outbox")
+//	timeout            bounds one Publish call; for the subscriber, one produce to the
+//	                   dead-letter topic and one commit (default 30s)
+//	dial_timeout       bounds one connection attempt and NewPublisher's check (default 10s)
+//	max_message_bytes  largest record batch; keep it <= the topic's max.message.bytes
+//	                   (default 1000012)
+//	compression        none, gzip, snappy, lz4 or zstd (default snappy)
+//	auto_create        true lets the broker create missing destination topics (default false)
+//	tls                true for TLS with the system's roots (default false)
+//	sasl               plain, scram-sha-256 or scram-sha-512 (default plain with a user)
+//	dlt                subscriber: dead-letter topic template; "{topic}" is the consumed
+//	                   Kafka topic (default "{topic}.dlt")
+//	max_deliveries     subscriber: handler calls before the dead-letter topic (default 5)
+//	retry_backoff      subscriber: pause before a failed message is handled again,
+//	                   doubling up to 20 times (default 100ms)
+//	concurrency        subscriber: partitions handled at once (default 16)
+//
+// # On the wire
+//
+// Each message is one record, in the binary mode of the CloudEvents Kafka
+// binding: the record key is msg_key (none when the row has no key), the value
+// is the payload, byte for byte, and the attributes are headers:
+//
+//	ce_specversion:  1.0
+//	ce_id:           msg_id
+//	ce_type:         topic
+//	ce_source:       the configured source
+//	ce_time:         created_at, RFC 3339 in UTC (when known)
+//	ce_partitionkey: msg_key (when set)
+//	ce_<name>:       one per row header
+//	content-type:    application/json
+//
+// # What counts as an ack
+//
+// The producer is idempotent and asks for acks=all: a message is acked when
+// the partition leader has appended it and every in-sync replica has it, so
+// that it survives the loss of the leader. (How durable that is depends on
+// the topic's replication factor and min.insync.replicas; Kafka does not fsync
+// per record.) Publish produces the whole batch without waiting and then
+// waits for the acks; there is no linger.
+//
+// A message that cannot be sent at all fails alone, as a refusal that spends
+// one of its retries: a record larger than max_message_bytes, a destination
+// that is not a valid topic name, a topic that does not exist, or one the
+// broker refuses (MESSAGE_TOO_LARGE, INVALID_RECORD, TOPIC_AUTHORIZATION_FAILED
+// and other non-retriable errors). A broker that cannot be reached, a record
+// still without an ack when the context or timeout ends, retriable broker
+// errors, and a client the brokers reject (SASL, IDEMPOTENT_WRITE) are
+// outbox.Unavailable: the relay pauses and the messages keep their retries.
+// A record that was in flight when Publish gave up may still be written; the
+// relay publishes it again, and the consumers' inbox drops the copy.
+//
+// # Order and duplicates
+//
+// The key picks the partition (franz-go's default partitioner hashes it
+// like Kafka's Java client), and a partition keeps the order of its records,
+// so messages with the same key reach a consumer in the order they were
+// published. The idempotent producer keeps that order across its own
+// retries. Within one Publish call, a message refused before sending (too
+// large, bad destination) holds back the later messages of its key, which get
+// outbox.ErrHeldBack and are not produced. A record that fails after it was
+// handed to the producer because its context or timeout ended takes the
+// records buffered behind it on its partition along (franz-go fails them too,
+// so they cannot overtake it). What is not covered: a broker refusal of one
+// request while a later request of the same partition is already in flight;
+// the later one may be written, and a key's messages can then be out of
+// order. Keeping max_message_bytes at or below the topic's limit makes such
+// refusals rare.
+//
+// Kafka does not deduplicate by msg_id: the idempotent producer drops only
+// its own retries of a request. A message the relay publishes twice (a crash
+// between publish and mark) is delivered twice; the inbox keeps the effect
+// once.
+//
+// # Consuming and the dead-letter path
+//
+// A Subscriber is a member of a Kafka consumer group. Offsets are committed
+// by the subscriber itself, never automatically: a record's offset is
+// committed only after the handler returned nil for it, or after it was
+// written (and acked) to the dead-letter topic. The records of a partition
+// are handled one after another. When the handler fails, the record is
+// handed to it again after a backoff, while the later records of its
+// partition wait, up to max_deliveries calls; then it is produced to the
+// dead-letter topic (default "<topic>.dlt", created by NewSubscriber when
+// missing) with its key, value and headers, plus outbox-dlt-group,
+// outbox-dlt-error, outbox-dlt-deliveries, outbox-dlt-topic,
+// outbox-dlt-partition, outbox-dlt-offset and outbox-dlt-time, and
+// committed. An error wrapped with outbox.Permanent, and a record that is not
+// an outbox event, go there at once. DeadLetters reads them back.
+//
+// The count of deliveries lives in the subscriber's memory: after a restart
+// or a rebalance, a record that had failed is handed to the handler up to
+// max_deliveries more times. A new group starts at the earliest offset still
+// retained. Partitions are not taken away while a poll's records are being
+// handled: the subscriber commits what it finished, then lets the rebalance
+// happen. When Run's context ends, the handler calls in hand finish (their
+// context is not canceled), their offsets are committed, the member leaves
+// the group and Run returns nil. After a broker restart the client reconnects
+// by itself, and the group resumes from the committed offsets.
+//
+// # Consumer example
+//
+//	inbox := outbox.NewInbox(driver) // the consumer's database
+//	sub, err := outboxkafka.NewSubscriber(ctx, outboxkafka.SubscriberConfig{
+//		URL:    "kafka://kafka1:9092,kafka2:9092?topic=outbox.{topic}",
+//		Group:  "billing",
+//		Topics: []string{"order.paid"},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer sub.Close()
+//	return sub.Run(ctx, inbox.Handler("billing", func(ctx context.Context, tx *sql.Tx, m outbox.Message) error {
+//		var paid OrderPaid
+//		if err := json.Unmarshal(m.Payload, &paid); err != nil {
+//			return outbox.Permanent(err) // no redelivery can fix it
+//		}
+//		_, err := tx.ExecContext(ctx, `UPDATE invoices SET paid = true WHERE order_id = $1`, paid.OrderID)
+//		return err
+//	}))
+package outboxkafka
