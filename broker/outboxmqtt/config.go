@@ -190,7 +190,10 @@ func parseURL(raw string) (*brokerURL, error) {
 		// url.Parse quotes the input in its error, which may hold a password.
 		return nil, fmt.Errorf(`outboxmqtt: URL is not a valid URL; use mqtt://[user:password@]host[:port][?topic=outbox/{topic}]`)
 	}
-	b := &brokerURL{redacted: u.Redacted(), params: u.Query()}
+	// Errors name the broker without the query, which may be long.
+	short := *u
+	short.RawQuery, short.ForceQuery, short.Fragment = "", false, ""
+	b := &brokerURL{redacted: short.Redacted(), params: u.Query()}
 	port := "1883"
 	switch u.Scheme {
 	case "mqtt":

@@ -72,6 +72,16 @@
 // it, loses messages. Raise max_queued_messages (0 = no limit, bounded by
 // max_queued_bytes) on a broker that carries outbox traffic.
 //
+// IMPORTANT: mosquitto 2.0 (seen with 2.0.11) keeps sessions and their
+// queued messages across a restart (with persistence on), but not their
+// shared subscriptions. Run subscribes again on every connection, so a
+// running member is back within its reconnection delay; until then the
+// broker answers 0x10, which the publisher's default turns into a retry.
+// But a group none of whose members is connected when the broker restarts
+// receives nothing until one of them runs again, and if another group
+// still matches the topic the broker acks those messages: that group loses
+// them. Keep consumers running across broker restarts.
+//
 // # Ordering and duplicates
 //
 // The publisher sends the messages of one key one after another, each after

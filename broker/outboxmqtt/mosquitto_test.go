@@ -50,7 +50,10 @@ type mosquitto struct {
 func startMosquitto(t *testing.T, extra string) *mosquitto {
 	t.Helper()
 	m := &mosquitto{t: t, dir: t.TempDir(), port: freePort(t)}
-	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\nset_tcp_nodelay true\nlog_dest file %s\n%s\n",
+	// user root: started as root, mosquitto switches to the mosquitto user,
+	// which cannot write the test's temporary directory, and then loses its
+	// persistence file on the restart (the setting does nothing for others).
+	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nuser root\npersistence true\npersistence_location %s/\nset_tcp_nodelay true\nlog_dest file %s\n%s\n",
 		m.port, m.dir, filepath.Join(m.dir, "mosquitto.log"), extra)
 	if err := os.WriteFile(filepath.Join(m.dir, "m.conf"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)

@@ -215,13 +215,11 @@ func (sub *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	defer subs.Wait()
 	subCtx, cancelSubs := context.WithCancel(context.Background())
 	defer cancelSubs()
-	onUp := func(cm *autopaho.ConnectionManager, ca *paho.Connack) {
-		if ca.SessionPresent {
-			return
-		}
-		// The broker lost the session (it restarted without persistence,
-		// or the session expired): make the subscription again. This
-		// callback must not block.
+	onUp := func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+		// Subscribe again on every connection, even when the session was
+		// present: mosquitto 2.0 restores sessions and their queued
+		// messages from its persistence file after a restart, but not
+		// their shared subscriptions. This callback must not block.
 		subs.Go(func() {
 			if err := sub.subscribe(subCtx, cm); err != nil && subCtx.Err() == nil && !outbox.IsUnavailable(err) {
 				select {
