@@ -46,17 +46,23 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 	}, nil
 }
 
-// ping checks that the server answers, for the constructors.
+// ping checks that the server answers, for the constructors. A server that
+// cannot be reached (or is loading, or read-only) is Unavailable; one that
+// refuses the credentials is a plain error, since only a change of
+// configuration helps.
 func ping(ctx context.Context, rdb *redis.Client, addr string) error {
 	err := rdb.Ping(ctx).Err()
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case unavailable(err):
-		return outbox.Unavailable(fmt.Errorf("outboxredis: cannot reach Redis at %s: %w%s", addr, err, hint(err)))
-	default:
-		return fmt.Errorf("outboxredis: Redis at %s refused PING: %w%s", addr, err, hint(err))
 	}
+	if _, isReply := replyError(err); !isReply {
+		return outbox.Unavailable(fmt.Errorf("outboxredis: cannot reach Redis at %s: %w", addr, err))
+	}
+	err = fmt.Errorf("outboxredis: Redis at %s refused the connection: %w%s", addr, err, hint(err))
+	if unavailable(err) && !redis.IsAuthError(err) {
+		return outbox.Unavailable(err)
+	}
+	return err
 }
 
 // Close closes the publisher's connections. A Publish after Close fails

@@ -189,6 +189,10 @@ func (r *runner) loop() error {
 			continue
 		}
 		switch {
+		case redis.HasErrorPrefix(err, "UNBLOCKED"):
+			// The stream was deleted while XREADGROUP waited on it; the
+			// next read finds out whether the group is gone too.
+			continue
 		case errors.Is(err, redis.ErrClosed):
 			return errors.New("outboxredis: Subscriber.Run: the subscriber was closed while running")
 		case redis.HasErrorPrefix(err, "NOGROUP"):
