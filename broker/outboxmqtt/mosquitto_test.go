@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -53,7 +54,10 @@ func startMosquitto(t *testing.T, extra string) *mosquitto {
 	// user root: started as root, mosquitto switches to the mosquitto user,
 	// which cannot write the test's temporary directory, and then loses its
 	// persistence file on the restart (the setting does nothing for others).
-	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nuser root\npersistence true\npersistence_location %s/\nset_tcp_nodelay true\nlog_dest file %s\n%s\n",
+	if !strings.Contains(extra, "allow_anonymous") {
+		extra += "\nallow_anonymous true"
+	}
+	conf := fmt.Sprintf("listener %d 127.0.0.1\nuser root\npersistence true\npersistence_location %s/\nset_tcp_nodelay true\nlog_dest file %s\n%s\n",
 		m.port, m.dir, filepath.Join(m.dir, "mosquitto.log"), extra)
 	if err := os.WriteFile(filepath.Join(m.dir, "m.conf"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
