@@ -25,7 +25,7 @@ const (
 	DefaultDialTimeout     = 10 * time.Second
 	DefaultMaxMessageBytes = 128 << 20 // RabbitMQ's default max_message_size
 	DefaultMaxDeliveries   = 5
-	DefaultPrefetch        = 32
+	DefaultPrefetch        = 1
 	DefaultReconnectDelay  = 5 * time.Second
 )
 
@@ -124,8 +124,14 @@ type SubscriberConfig struct {
 	// Defaults to "{queue}.dead".
 	DeadLetterQueue string
 	// Prefetch is how many unacknowledged messages the broker sends the
-	// subscriber ahead of the handler (basic.qos). URL parameter "prefetch".
-	// Defaults to 32.
+	// subscriber at once (basic.qos): the one in hand and Prefetch-1 ahead.
+	// Before RabbitMQ 4.0, a message the broker takes back because the
+	// subscriber stopped or lost its connection counts as a failed delivery
+	// against the delivery limit, so each stop spends a delivery of every
+	// message prefetched ahead; with 1 only the message in hand is
+	// outstanding, and a graceful stop acks it. Raise it for throughput when
+	// handlers are fast and stops rare. URL parameter "prefetch". Defaults to
+	// 1.
 	Prefetch int
 	// DialTimeout bounds each connection attempt. URL parameter
 	// "connection_timeout" (milliseconds). Defaults to 10s.

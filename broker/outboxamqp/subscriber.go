@@ -12,9 +12,10 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
-// ErrConsumerCancelled is the error of Run when the broker cancelled the
-// consumer for good, as it does when the group's queue is deleted.
-var ErrConsumerCancelled = errors.New("outboxamqp: the broker cancelled the consumer (was the queue deleted?)")
+// ErrQueueDeleted is the error of Run when the broker cancelled the consumer
+// because the group's queue was deleted. (The broker also cancels consumers
+// when it shuts down; Run then reconnects.)
+var ErrQueueDeleted = errors.New("outboxamqp: the group's queue was deleted")
 
 // Subscriber consumes one group's queue and hands each message to a handler;
 // see the package documentation. Several subscribers of one group, in one
@@ -123,7 +124,7 @@ func (sub *Subscriber) isClosed() bool {
 // keeps ctx's values but not its cancellation, so that the message in hand
 // can finish. Run reconnects after a lost connection (a broker restart); it
 // returns an error only when consuming cannot go on: the login or a
-// declaration refused, the consumer cancelled by the broker, or Close.
+// declaration refused, the group's queue deleted (ErrQueueDeleted), or Close.
 func (sub *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	if h == nil {
 		return fmt.Errorf("%w: Run needs a handler", ErrConfig)
@@ -140,14 +141,15 @@ func (sub *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 			return nil
 		case sub.isClosed():
 			return ErrClosed
-		case isPermanent(err), errors.Is(err, ErrConsumerCancelled):
+		case isPermanent(err), errors.Is(err, ErrQueueDeleted):
 			return err
 		}
+		msg := "outboxamqp: subscriber cannot connect; retrying"
 		if connected {
 			delay = firstDelay
+			msg = "outboxamqp: subscriber lost its connection; reconnecting"
 		}
-		sub.s.logger.Warn("outboxamqp: subscriber lost its connection; reconnecting",
-			"group", sub.s.group, "broker", sub.s.redacted, "error", err.Error(), "retry_in", delay)
+		sub.s.logger.Warn(msg, "group", sub.s.group, "broker", sub.s.redacted, "error", err.Error(), "retry_in", delay)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -209,7 +211,7 @@ func (sub *Subscriber) consume(ctx context.Context, h outbox.Handler) (connected
 			return true, nil
 		case d, ok := <-deliveries:
 			if !ok {
-				return true, sub.stopped(ctx, chClosed, cancelled)
+				return true, sub.stopped(ctx, conn, chClosed, cancelled)
 			}
 			if ctx.Err() != nil {
 				// Not in hand yet: leave it to the broker, which requeues it
@@ -226,7 +228,7 @@ func (sub *Subscriber) consume(ctx context.Context, h outbox.Handler) (connected
 // stopped says why the deliveries stopped: ctx ended (the consumer was
 // cancelled on our side: nil), the channel or connection closed, or the
 // broker cancelled the consumer.
-func (sub *Subscriber) stopped(ctx context.Context, chClosed <-chan *amqp.Error, cancelled <-chan string) error {
+func (sub *Subscriber) stopped(ctx context.Context, conn *amqp.Connection, chClosed <-chan *amqp.Error, cancelled <-chan string) error {
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -239,7 +241,19 @@ func (sub *Subscriber) stopped(ctx context.Context, chClosed <-chan *amqp.Error,
 		}
 		return errors.New("the channel was closed")
 	case <-cancelled:
-		return fmt.Errorf("%w: queue %q", ErrConsumerCancelled, sub.s.queue)
+		// A quorum queue cancels its consumers when its node shuts down;
+		// only a queue that is gone ends Run.
+		if ch, err := conn.Channel(); err == nil {
+			_, err := ch.QueueDeclarePassive(sub.s.queue, true, false, false, false, nil)
+			var ae *amqp.Error
+			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+				return fmt.Errorf("%w: queue %q no longer exists; Run stops rather than declare it again", ErrQueueDeleted, sub.s.queue)
+			}
+			if err == nil {
+				ch.Close()
+			}
+		}
+		return errors.New("the broker cancelled the consumer")
 	case <-ctx.Done():
 		return nil
 	case <-t.C:

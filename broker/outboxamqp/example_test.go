@@ -1,0 +1,90 @@
+package outboxamqp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxamqp"
+)
+
+// The relay's side and a consumer's side of one exchange: the subscriber's
+// group queue exists once NewSubscriber returns, the publisher's Publish
+// returns nil once RabbitMQ confirmed every message, and Run hands each
+// message to the handler.
+func Example() {
+	ctx := context.Background()
+	url := "amqp://guest:guest@127.0.0.1:5672/?exchange=example-shop"
+	defer dropExample("example-shop", "example-billing")
+
+	sub, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{URL: url, Group: "example-billing", BindingKey: "order.*"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sub.Close()
+
+	pub, err := outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: url})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pub.Close()
+	errs := pub.Publish(ctx, []outbox.Message{
+		{MsgID: "order-42:OrderPaid", Topic: "order.paid", Key: "order-42", Payload: []byte(`{"amount":42}`)},
+		{MsgID: "user-7:SignedUp", Topic: "user.signedup", Payload: []byte(`{}`)},
+	})
+	for _, err := range errs {
+		var returned *outboxamqp.ReturnedError
+		fmt.Println("refused, no queue bound:", errors.As(err, &returned), "retry later:", outbox.IsUnavailable(err))
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	err = sub.Run(runCtx, func(_ context.Context, m outbox.Message) error {
+		fmt.Println(m.MsgID, m.Topic, m.Key, string(m.Payload))
+		stop() // Run returns once this message is acked
+		return nil
+	})
+	fmt.Println("Run:", err)
+	// Output:
+	// refused, no queue bound: false retry later: false
+	// refused, no queue bound: true retry later: false
+	// order-42:OrderPaid order.paid order-42 {"amount":42}
+	// Run: <nil>
+}
+
+// dropExample deletes what the example declared on the shared broker.
+func dropExample(exchange, group string) {
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	ch.QueueDelete(group, false, false, false)
+	ch.QueueDelete(group+".dead", false, false, false)
+	ch.ExchangeDelete(exchange, false, false)
+}
+
+// Baseline measures RabbitMQ's own confirmed publish rate, the figure the
+// relay's rate is compared with; a queue must be bound to the routing key.
+func ExampleBaseline() {
+	ctx := context.Background()
+	url := "amqp://guest:guest@127.0.0.1:5672/?exchange=example-bench"
+	defer dropExample("example-bench", "example-bench-sink")
+	sub, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{URL: url, Group: "example-bench-sink"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sub.Close()
+	took, err := outboxamqp.Baseline(ctx, url, "bench.event", 1000, 200, 500)
+	fmt.Println(err, took > 0)
+	// Output: <nil> true
+}

@@ -1,0 +1,45 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxamqp"
+	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
+	"github.com/outbox-go/outbox/brokertest"
+)
+
+// TestAMQP runs the scenario through RabbitMQ on a private node (its own
+// node name, ports and data directory; the machine's shared broker is left
+// alone), with a durable quorum queue for the group, so that what the broker
+// confirmed survives Restart.
+func TestAMQP(t *testing.T) {
+	node := rabbittest.Start(t)
+	url := node.URL + "?exchange=e2e&reconnect_delay=1s"
+	Run(t, Broker{
+		Name:  "amqp",
+		Topic: "transfer.done",
+		NewPublisher: func(t *testing.T) outbox.Publisher {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: url})
+			if err != nil {
+				t.Fatalf("NewPublisher: %v", err)
+			}
+			return p
+		},
+		NewSubscriber: func(t *testing.T, group string) brokertest.Subscriber {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{URL: url, Group: group})
+			if err != nil {
+				t.Fatalf("NewSubscriber: %v", err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+		Restart: func(t *testing.T) { node.Restart(t) },
+	})
+}
