@@ -3,7 +3,6 @@ package outboxnats
 import (
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -115,6 +114,3 @@ func decodeValue(s string) string {
 	}
 	return v
 }
-
-// formatTime is how a dead letter records when it died.
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -18,6 +18,9 @@ import (
 // maxRedeliveryDelay caps the doubling of SubscriberConfig.RedeliveryDelay.
 const maxRedeliveryDelay = time.Minute
 
+// pullExpiry is how long one pull request waits on the server.
+const pullExpiry = 5 * time.Second
+
 // maxReasonLen bounds the handler error recorded in a dead letter, so that
 // the dead letter stays within the server's max_payload.
 const maxReasonLen = 1024
@@ -166,6 +169,10 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	}
 	it, err := s.cons.Messages(
 		jetstream.PullMaxMessages(s.st.Prefetch),
+		// Short pull requests (heartbeat every 2.5s) let the client notice
+		// within seconds that a request got lost, e.g. one sent while
+		// JetStream was still starting after a restart, and send another.
+		jetstream.PullExpiry(pullExpiry),
 		jetstream.WithMessagesErrOnMissingHeartbeat(false),
 	)
 	if err != nil {

@@ -1,0 +1,135 @@
+// Package outboxnats publishes outbox messages to NATS JetStream and consumes
+// them in consumer groups: the NATS adapter of the outbox relay (DESIGN §4),
+// built on github.com/nats-io/nats.go and its jetstream package. It works
+// with nats-server 2.9 and later.
+//
+// # URL
+//
+//	nats://host:4222[,nats://host2:4222][?param=value&...]
+//
+// Several servers are separated by commas; tls:// instead of nats:// asks for
+// TLS. Credentials go before a host: nats://user:password@host:4222, or a
+// token as nats://token@host:4222; errors never show them. Parameters (a
+// config field that is set wins over its parameter; an unknown parameter is
+// an error; each side ignores the other side's parameters, so one URL can
+// serve the relay and the consumers):
+//
+//	subject=outbox.{topic}  subject template; {topic} must be its last token(s)
+//	stream=OUTBOX           the stream; created when missing over the
+//	                        template's prefix followed by ">" ("outbox.>")
+//	duplicates=2m           the stream's duplicate window (when creating it)
+//	max_age=168h            how long the stream keeps messages (when creating
+//	                        it); a negative value keeps them for good
+//	storage=file            file or memory (when creating the stream)
+//	timeout=5s              connect, API calls, each PubAck and each ack
+//	creds=/path/user.creds  a NATS credentials file
+//
+// Subscriber only:
+//
+//	topic=order.paid              consume one topic (default: every topic)
+//	max_deliveries=5              handler attempts before the dead-letter path
+//	dead=outbox_dead.{group}      dead-letter subject template; {group} last
+//	dead_stream=OUTBOX_DEAD       the dead-letter stream, created when missing
+//	ack_wait=30s                  redelivery after an ack that never came
+//	redelivery_delay=1s           wait after a handler error, doubling per delivery
+//	deliver=all                   all or new: where a new group starts
+//	prefetch=16                   messages fetched ahead of the handler
+//
+// The dead-letter default is outbox_dead.{group}, not outbox.dead.{group}: a
+// subject under "outbox.>" would belong to the OUTBOX stream, and NATS does
+// not let two streams hold overlapping subjects.
+//
+// # On the wire
+//
+// Each row is one NATS message on subject prefix+topic (outbox.order.paid),
+// in the binary mode of the CloudEvents NATS binding: the payload is the body,
+// byte for byte, and the attributes are headers named "ce-" plus the
+// attribute's name:
+//
+//	ce-specversion:  1.0
+//	ce-id:           msg_id
+//	ce-type:         topic
+//	ce-source:       PublisherConfig.Source ("/outbox")
+//	ce-time:         created_at, RFC 3339 in UTC (when known)
+//	ce-partitionkey: msg_key (when set)
+//	ce-<name>:       one per row header
+//	content-type:    application/json
+//	Nats-Msg-Id:     msg_id
+//
+// Header values are percent-encoded as in the CloudEvents HTTP binding
+// (bytes outside printable ASCII, space, '"' and '%'), because NATS headers
+// are ASCII lines that cannot carry CR or LF; ids, topics and times made of
+// printable ASCII pass unchanged.
+//
+// # What counts as an ack
+//
+// A message is acknowledged when the stream's PubAck comes back: the server
+// has appended it to the stream (with file storage, written to the store
+// file; the server syncs to disk on its own interval, two minutes by default).
+// A PubAck with Duplicate=true, for a msg_id already stored within the
+// duplicate window, is an ack too. Publish sends the whole batch with
+// PublishMsgAsync and then waits for each message's own PubAck future.
+//
+// Errors that satisfy outbox.IsUnavailable leave the row untouched and pause
+// the relay: no connection (the client reconnects by itself, forever, and a
+// publish during a reconnect fails at once rather than waiting in a buffer),
+// no PubAck within timeout, no stream answering on the subject (a removed
+// stream cannot be told from JetStream restarting), a 5xx answer from
+// JetStream, the caller's ctx ending. A refusal spends one of the row's
+// retries: a topic that makes an invalid subject (whitespace, empty token,
+// wildcard token), a message over the server's max_payload, a 4xx answer from
+// the stream (over its max_msg_size).
+//
+// # Order and duplicates
+//
+// A batch is sent in order on one connection, and the stream stores it in
+// that order. One subscriber handles one message at a time in stream order,
+// so messages of a key arrive in order while no delivery fails; a handler
+// error sends that message back for a later delivery, behind its successors.
+// When a keyed message fails before it is sent, the later messages of its key
+// in the batch get outbox.ErrHeldBack; one whose PubAck fails cannot hold
+// back the others, which are already sent.
+//
+// The stream drops a second publish of a msg_id within its duplicate window
+// (duplicates=, two minutes by default); the relay's re-publish after a crash
+// between publish and mark is usually within it. Deliveries are still at
+// least once (an ack lost in a broker restart means a redelivery), so
+// consumers dedupe with the inbox.
+//
+// # Consumer groups and the dead-letter path
+//
+// A group is a durable pull consumer on the stream, named by ConsumerName,
+// with AckExplicit and the topic's filter subject; NewSubscriber creates it,
+// so that messages published afterwards reach the group before Run starts.
+// Subscribers of one group, in any process, share the consumer and split the
+// messages. Run acks a message with a confirmed ack (DoubleAck: the server
+// answers) after the handler returned nil, and before it takes the next
+// message, so the inbox transaction commits before the ack. A handler error
+// naks the message with a delay (redelivery_delay, doubling); the
+// max_deliveries-th failure, an outbox.Permanent error, or a message that is
+// not an outbox event is published to the group's dead-letter subject with
+// its headers and body plus Outbox-Dead-Reason, Outbox-Dead-Group,
+// Outbox-Dead-Subject and Outbox-Dead-Sequence, and the original is
+// terminated once the dead letter's PubAck arrived. The consumer's own
+// MaxDeliver is unlimited and the subscriber counts deliveries itself, so that
+// a message whose dead letter could not be stored is delivered again (and
+// dead-lettered then) instead of being stranded.
+//
+// # A consumer
+//
+//	sub, err := outboxnats.NewSubscriber(ctx, outboxnats.SubscriberConfig{
+//		URL:   "nats://127.0.0.1:4222?topic=order.paid",
+//		Group: "billing",
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer sub.Close()
+//	return sub.Run(ctx, inbox.Handler("billing", func(ctx context.Context, tx *sql.Tx, m outbox.Message) error {
+//		_, err := tx.ExecContext(ctx, `UPDATE invoices SET paid = true WHERE order_id = $1`, m.Key)
+//		return err
+//	}))
+//
+// Run returns nil when ctx ends, after the handler in hand finished and its
+// message was acked; messages fetched ahead go back to the broker.
+package outboxnats
