@@ -271,3 +271,31 @@ func TestNotAnEvent(t *testing.T) {
 func rawPublish(topic, body string) *paho.Publish {
 	return &paho.Publish{QoS: 1, Topic: topic, Payload: []byte(body)}
 }
+
+// TestLeave: after Leave the group's subscription is gone, so the broker
+// keeps nothing more for the member.
+func TestLeave(t *testing.T) {
+	t.Parallel()
+	requireBroker(t, "127.0.0.1:1883")
+	ctx := testCtx(t, 30*time.Second)
+	topic := "leave." + randomHex(6)
+	sub, err := NewSubscriber(ctx, SubscriberConfig{URL: sharedURL, Group: "g", Name: "n", Topic: topic, SessionExpiry: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := NewPublisher(ctx, PublisherConfig{URL: sharedURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if errs := pub.Publish(ctx, msgs(topic, "kept", 1)); errs != nil {
+		t.Fatalf("Publish to a group: %v", errs)
+	}
+	if err := sub.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errs := pub.Publish(ctx, msgs(topic, "dropped", 1))
+	if len(errs) != 1 || !errors.Is(errs[0], ErrNoSubscribers) {
+		t.Fatalf("Publish after the only member left = %v, want ErrNoSubscribers", errs)
+	}
+}

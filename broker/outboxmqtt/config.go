@@ -439,6 +439,9 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 			return nil, err
 		}
 	}
+	if cfg.KeepAlive > 65535*time.Second {
+		return nil, fmt.Errorf("outboxmqtt: KeepAlive is %s; MQTT allows at most 18h12m15s", cfg.KeepAlive)
+	}
 	s := &subscriberSettings{
 		SubscriberConfig: cfg,
 		url:              b,

@@ -99,6 +99,19 @@
 // deduplicate by msg_id (the id attribute): build the handler with
 // Inbox.Handler.
 //
+// # Throughput
+//
+// paho.golang's Publish blocks until the ack and has no asynchronous form
+// that reports it, so a Publish call runs up to window publishes in
+// goroutines of their own. Set set_tcp_nodelay true on mosquitto: without
+// it (the default) Nagle's algorithm holds PUBACKs back, and a window gains
+// little over one message at a time or even loses. Measured on a loaded
+// 2-core machine, batches of 500 messages of 200 bytes: with
+// set_tcp_nodelay, window 10 to 20 gave 11,000 to 14,700 messages/s against
+// 5,600 to 5,900 for window 1; without it, 3,000 to 5,000 for every window
+// (8,500 for window 1 in a quieter run). window=1 publishes one message at a
+// time. BenchmarkPublish measures both.
+//
 // # Consumer groups
 //
 // A group is an MQTT 5 shared subscription, "$share/<group>/<filter>", held

@@ -38,7 +38,7 @@ func requireBroker(t *testing.T, addr string) {
 // mosquitto is a private broker in a temporary directory, on a port of its
 // own, with persistence, so that a test can stop and restart it.
 type mosquitto struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	port int
 
@@ -48,7 +48,7 @@ type mosquitto struct {
 
 // startMosquitto starts a private broker; extra is appended to its config.
 // It is stopped at the end of the test.
-func startMosquitto(t *testing.T, extra string) *mosquitto {
+func startMosquitto(t testing.TB, extra string) *mosquitto {
 	t.Helper()
 	m := &mosquitto{t: t, dir: t.TempDir(), port: freePort(t)}
 	// user root: started as root, mosquitto switches to the mosquitto user,
@@ -67,7 +67,7 @@ func startMosquitto(t *testing.T, extra string) *mosquitto {
 	return m
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -120,7 +120,9 @@ func (sub *Subscriber) Leave(ctx context.Context) error {
 		sub.mu.Unlock()
 	}()
 	o := sub.connOptions(newAckSession(), nil, nil)
-	o.cleanStart = true // the session and its subscription end here
+	// Clean Start discards the session and its subscription; expiry 0
+	// keeps the broker from making a new, empty one that outlives us.
+	o.cleanStart, o.sessionExpiry = true, 0
 	cm, err := dial(ctx, o)
 	if err != nil {
 		return err

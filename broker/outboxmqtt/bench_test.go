@@ -1,0 +1,46 @@
+package outboxmqtt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+// BenchmarkPublish measures the Publisher in batches of 500 messages of
+// 200 bytes without keys, for several windows, on the shared broker (no
+// set_tcp_nodelay) and on a private one with set_tcp_nodelay true:
+//
+//	go test -run '^$' -bench Publish -benchtime 20000x
+func BenchmarkPublish(b *testing.B) {
+	private := startMosquitto(b, "")
+	for _, broker := range []struct{ name, url string }{{"shared", sharedURL}, {"nodelay", private.URL()}} {
+		for _, window := range []int{1, 5, 10, 20} {
+			b.Run(fmt.Sprintf("%s/window=%d", broker.name, window), func(b *testing.B) {
+				ctx := context.Background()
+				pub, err := NewPublisher(ctx, PublisherConfig{URL: broker.url, Window: window, NoSubscribers: NoSubscribersOK})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer pub.Close()
+				payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 190) + `"}`)
+				batch := make([]outbox.Message, 500)
+				for i := range batch {
+					batch[i] = outbox.Message{MsgID: fmt.Sprint(i), Topic: "bench", Payload: payload}
+				}
+				b.ResetTimer()
+				start := time.Now()
+				for sent := 0; sent < b.N; sent += len(batch) {
+					if errs := pub.Publish(ctx, batch[:min(len(batch), b.N-sent)]); errs != nil {
+						b.Fatal(errs)
+					}
+				}
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+			})
+		}
+	}
+}
