@@ -268,3 +268,31 @@ func TestBaseline(t *testing.T) {
 		t.Error("Baseline with n = 0: no error")
 	}
 }
+
+// TestCredentialsInURL: user and password, or a token, travel in the URL;
+// a wrong one is a start-up error that is not outbox.Unavailable and does
+// not show the secret.
+func TestCredentialsInURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args      []string
+		good, bad string
+	}{
+		{[]string{"--user", "relay", "--pass", "s3cret-pw"}, "relay:s3cret-pw@", "relay:wr0ng-pw@"},
+		{[]string{"--auth", "s3cret-token"}, "s3cret-token@", "wr0ng-token@"},
+	} {
+		srv := startPrivateServer(t, tc.args...)
+		host := strings.TrimPrefix(srv.URL(), "nats://")
+		u, _ := testURL(t, "nats://"+tc.good+host)
+		newTestPublisher(t, u)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := NewPublisher(ctx, PublisherConfig{URL: "nats://" + tc.bad + host})
+		cancel()
+		t.Logf("wrong credentials: %v", err)
+		if err == nil || outbox.IsUnavailable(err) {
+			t.Errorf("%v: wrong credentials: %v, want a plain error", tc.args, err)
+		} else if strings.Contains(err.Error(), "wr0ng") {
+			t.Errorf("error shows the secret: %v", err)
+		}
+	}
+}

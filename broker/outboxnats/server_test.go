@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,7 @@ type privateServer struct {
 	t    testing.TB
 	port int
 	dir  string
+	args []string // extra command-line arguments
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -58,7 +60,7 @@ type privateServer struct {
 
 // startPrivateServer starts a nats-server with JetStream on a free port,
 // storing in a temporary directory, and stops it when the test ends.
-func startPrivateServer(t testing.TB) *privateServer {
+func startPrivateServer(t testing.TB, args ...string) *privateServer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,7 +68,7 @@ func startPrivateServer(t testing.TB) *privateServer {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &privateServer{t: t, port: port, dir: t.TempDir()}
+	s := &privateServer{t: t, port: port, dir: t.TempDir(), args: args}
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s
@@ -84,7 +86,7 @@ func (s *privateServer) Start() {
 	if s.cmd != nil {
 		return
 	}
-	cmd := exec.Command(natsServerBin(), "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", s.dir)
+	cmd := exec.Command(natsServerBin(), append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", s.dir}, s.args...)...)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start %s: %v", natsServerBin(), err)
 	}
@@ -94,6 +96,9 @@ func (s *privateServer) Start() {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		nc, err := nats.Connect(s.URL(), nats.Timeout(time.Second))
+		if err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			return // up, and asking for credentials
+		}
 		if err == nil {
 			js, _ := jetstream.New(nc)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
