@@ -27,7 +27,8 @@ func replyError(err error) (redis.Error, bool) {
 //   - TRYAGAIN, CLUSTERDOWN: cluster resharding or failure.
 //   - OOM: maxmemory reached with a noeviction policy; consumers trimming
 //     or an operator will free memory, and every message would fail alike.
-//   - NOAUTH, WRONGPASS, NOPERM on AUTH: credentials, fixed by configuration.
+//   - NOAUTH, WRONGPASS: credentials changed under a running client; only
+//     configuration fixes them, but every message would fail alike.
 var transientReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOAUTH", "WRONGPASS"}
 
 // unavailable reports whether err means Redis could not take the command at

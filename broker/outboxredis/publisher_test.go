@@ -226,3 +226,27 @@ type redisError string
 
 func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError()     {}
+
+// TestOOMIsUnavailable: Redis at maxmemory refuses every write alike, so the
+// relay must pause, not spend the messages' retries.
+func TestOOMIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	pub := newTestPublisher(t, PublisherConfig{URL: srv.URL("")})
+	admin := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(srv.URL(""), "redis://"), "/0")})
+	defer func() { _ = admin.Close() }()
+	ctx := context.Background()
+	if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	errs := pub.Publish(ctx, []outbox.Message{{MsgID: "m", Topic: "t", Payload: json.RawMessage(`1`)}})
+	if len(errs) != 1 || !outbox.IsUnavailable(errs[0]) || !strings.Contains(errs[0].Error(), "maxmemory") {
+		t.Fatalf("Publish at maxmemory: %v, want Unavailable with a hint", errs)
+	}
+	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if errs := pub.Publish(ctx, []outbox.Message{{MsgID: "m", Topic: "t", Payload: json.RawMessage(`1`)}}); errs != nil {
+		t.Fatalf("Publish after memory was freed: %v", errs)
+	}
+}

@@ -1,0 +1,47 @@
+package outboxredis
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+// BenchmarkPublish publishes batches of 500 messages of 200 bytes, as the
+// relay does, and reports the rate beside Baseline's over the same number of
+// messages. Run it briefly: go test -run X -bench Publish -benchtime 20000x.
+func BenchmarkPublish(b *testing.B) {
+	rdb := sharedClient(b)
+	prefix := uniquePrefix(b, rdb)
+	pub, err := NewPublisher(context.Background(), PublisherConfig{URL: sharedURL, Stream: prefix + ":{topic}"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = pub.Close() }()
+	const batch = 500
+	payload := json.RawMessage(`"` + strings.Repeat("x", 198) + `"`)
+	msgs := make([]outbox.Message, batch)
+	for i := range msgs {
+		msgs[i] = outbox.Message{MsgID: fmt.Sprintf("bench-%d", i), Topic: "bench", Key: fmt.Sprintf("k%d", i%16), Payload: payload, CreatedAt: time.Now()}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for sent := 0; sent < b.N; sent += batch {
+		if errs := pub.Publish(ctx, msgs[:min(batch, b.N-sent)]); errs != nil {
+			b.Fatal(errs)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	base, err := Baseline(ctx, sharedURL+"?stream="+prefix+":{topic}", "baseline", b.N, 200, batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(b.N)/base.Seconds(), "baseline-msgs/s")
+}
