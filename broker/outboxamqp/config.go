@@ -163,6 +163,7 @@ var knownParams = map[string]bool{
 // and how to reach it.
 type broker struct {
 	url         string // as given, passed to amqp091-go
+	scheme      string
 	redacted    string // the URL with its password masked, for messages
 	params      url.Values
 	tls         *tls.Config
@@ -180,7 +181,7 @@ func parseURL(raw string) (*broker, error) {
 		// url.Parse quotes the whole URL in its error; say only what is wrong.
 		return nil, configError("URL is not a valid URL (%s); use amqp://user:password@host:5672/vhost, with reserved characters in the password percent-encoded", urlErrorReason(err))
 	}
-	b := &broker{url: raw, redacted: u.Redacted(), params: u.Query()}
+	b := &broker{url: raw, scheme: u.Scheme, redacted: u.Redacted(), params: u.Query()}
 	if u.Scheme != "amqp" && u.Scheme != "amqps" {
 		return nil, configError("URL %q has scheme %q; use amqp:// or amqps://", b.redacted, u.Scheme)
 	}
@@ -287,6 +288,9 @@ func (b *broker) common(dialTimeout *time.Duration, tlsCfg *tls.Config, logger *
 	}
 	b.dialTimeout = *dialTimeout
 	if tlsCfg != nil {
+		if b.scheme != "amqps" {
+			return configError("TLS is set but URL %q is amqp://; use amqps:// for TLS", b.redacted)
+		}
 		b.tls = tlsCfg.Clone()
 	}
 	if logger == nil {

@@ -1,6 +1,7 @@
 package outboxamqp
 
 import (
+	"crypto/tls"
 	"errors"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ func TestPublisherConfigErrors(t *testing.T) {
 		{PublisherConfig{URL: "amqp://u:secret@h/", Timeout: -time.Second}, "timeout"},
 		{PublisherConfig{URL: "amqp://u:secret@h/", RoutingKey: strings.Repeat("k", 200) + "{topic}"}, "routing key template"},
 		{PublisherConfig{URL: "amqp://u:sec ret@h/"}, "not a valid URL"},
+		{PublisherConfig{URL: "amqp://u:secret@h/", TLS: &tls.Config{}}, "amqps://"},
 	} {
 		_, err := tc.cfg.settings()
 		if err == nil {

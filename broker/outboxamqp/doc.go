@@ -12,7 +12,9 @@
 // The vhost is the path ("/" when empty; %2F for a vhost named "/"). Reserved
 // characters in the user or password are percent-encoded. The password is
 // never printed: errors and logs show the URL with it masked. A config field
-// that is set wins over its query parameter; an unknown parameter is an error.
+// that is set wins over its query parameter; an unknown parameter is an error,
+// while a parameter of the other role (a subscriber's queue in the relay's
+// URL) is ignored, so that producers and consumers can share one URL.
 //
 // Parameters of the publisher and the subscriber:
 //
