@@ -144,7 +144,8 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			}
 		}
 	}
-	for i, f := range futures {
+	for i := range msgs {
+		f := futures[i]
 		if f == nil {
 			continue
 		}

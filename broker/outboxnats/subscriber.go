@@ -224,7 +224,11 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Han
 		s.deadLetter(ctx, msg, md, "", err)
 		return
 	}
-	if int(md.NumDelivered) > s.st.MaxDeliveries {
+	maxDeliveries := uint64(1)
+	if n := s.st.MaxDeliveries; n > 0 { // always, after settings
+		maxDeliveries = uint64(n)
+	}
+	if md.NumDelivered > maxDeliveries {
 		// The handler had its MaxDeliveries tries; an earlier attempt to
 		// dead-letter the message failed, or it went unacknowledged.
 		s.deadLetter(ctx, msg, md, m.MsgID, fmt.Errorf("delivered %d times, over MaxDeliveries %d", md.NumDelivered, s.st.MaxDeliveries))
@@ -244,7 +248,7 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Han
 		}
 	case outbox.IsPermanent(err):
 		s.deadLetter(ctx, msg, md, m.MsgID, err)
-	case int(md.NumDelivered) >= s.st.MaxDeliveries:
+	case md.NumDelivered >= maxDeliveries:
 		s.deadLetter(ctx, msg, md, m.MsgID, fmt.Errorf("failed %d deliveries (MaxDeliveries), the last with: %w", md.NumDelivered, err))
 	default:
 		_ = msg.NakWithDelay(s.redeliveryDelay(md.NumDelivered))
