@@ -130,8 +130,11 @@ type SubscriberConfig struct {
 	// against the delivery limit, so each stop spends a delivery of every
 	// message prefetched ahead; with 1 only the message in hand is
 	// outstanding, and a graceful stop acks it. Raise it for throughput when
-	// handlers are fast and stops rare. URL parameter "prefetch". Defaults to
-	// 1.
+	// handlers are fast and stops rare: with a handler that does nothing, a
+	// 2-core machine took about 1,400 messages/s at 1, 4,700 at 16 and 9,300
+	// at 64; a handler that commits a database transaction per message is
+	// usually slower than the first figure. URL parameter "prefetch".
+	// Defaults to 1.
 	Prefetch int
 	// DialTimeout bounds each connection attempt. URL parameter
 	// "connection_timeout" (milliseconds). Defaults to 10s.

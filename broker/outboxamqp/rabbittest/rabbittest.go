@@ -78,7 +78,7 @@ func Start(t testing.TB) *Node {
 // freePort returns a TCP port nobody listens on now.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,8 @@ func (n *Node) Start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(Server)
+	// The node outlives any one context: Stop and the clean-up end it.
+	cmd := exec.CommandContext(context.Background(), Server)
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
