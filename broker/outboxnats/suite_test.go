@@ -23,9 +23,11 @@ func TestMain(m *testing.M) {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// features says what JetStream does with this adapter; see the report in
-// doc.go: one subscriber handles messages one at a time in stream order, so
-// same-key order holds while no delivery fails.
+// features says what JetStream does with this adapter (see doc.go): one
+// subscriber handles messages one at a time in stream order, so same-key
+// order holds while no delivery fails; the stream drops a msg_id published
+// again within its duplicate window; the dead-letter path is a stream of its
+// own; subscribers of a group share one durable consumer.
 var features = brokertest.Features{Ordered: true, Dedup: true, DeadLetter: true, SharedGroup: true}
 
 func TestConformance(t *testing.T) {
