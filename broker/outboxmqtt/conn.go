@@ -51,7 +51,7 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 	cfg := autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{o.url.server},
 		TlsCfg:                        o.tls,
-		KeepAlive:                     uint16(o.keepAlive / time.Second),
+		KeepAlive:                     uint16(o.keepAlive / time.Second), //nolint:gosec // G115: settings() bounds it to 65535s
 		CleanStartOnInitialConnection: o.cleanStart,
 		SessionExpiryInterval:         o.sessionExpiry,
 		ReconnectBackoff:              reconnectBackoff,

@@ -41,10 +41,14 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 	if err != nil {
 		return nil, err
 	}
+	qos := byte(1)
+	if s.QoS == 2 {
+		qos = 2
+	}
 	p := &Publisher{
 		template:   s.TopicTemplate,
 		source:     s.Source,
-		qos:        byte(s.QoS),
+		qos:        qos,
 		window:     s.Window,
 		noSubOK:    s.NoSubscribers == NoSubscribersOK,
 		redacted:   s.url.redacted,

@@ -61,7 +61,7 @@ func (sub *Subscriber) connOptions(sess *ackSession, onPublish func(paho.Publish
 		connectTimeout: s.ConnectTimeout,
 		packetTimeout:  s.ConnectTimeout,
 		tls:            s.TLSConfig,
-		sessionExpiry:  uint32(s.SessionExpiry / time.Second),
+		sessionExpiry:  uint32(s.SessionExpiry / time.Second), //nolint:gosec // G115: settings() bounds it to 4294967295s
 		session:        sess,
 		onPublish:      onPublish,
 		onUp:           onUp,
