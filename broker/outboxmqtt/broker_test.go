@@ -137,8 +137,14 @@ func TestBrokerRestart(t *testing.T) {
 func TestBrokerRefusal(t *testing.T) {
 	t.Parallel()
 	m := startMosquitto(t, "message_size_limit 1000")
+	for _, qos := range []int{1, 2} {
+		t.Run(fmt.Sprintf("qos=%d", qos), func(t *testing.T) { testRefusal(t, m.URL(), qos) })
+	}
+}
+
+func testRefusal(t *testing.T, url string, qos int) {
 	ctx := testCtx(t, time.Minute)
-	pub, err := NewPublisher(ctx, PublisherConfig{URL: m.URL(), NoSubscribers: NoSubscribersOK})
+	pub, err := NewPublisher(ctx, PublisherConfig{URL: url, QoS: qos, NoSubscribers: NoSubscribersOK})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +163,32 @@ func TestBrokerRefusal(t *testing.T) {
 	}
 	if !errors.Is(errs[3], outbox.ErrHeldBack) || outbox.IsUnavailable(errs[3]) {
 		t.Errorf("the next message of the refused one's key: %v, want outbox.ErrHeldBack", errs[3])
+	}
+}
+
+// TestQoS2: messages published with QoS 2 arrive.
+func TestQoS2(t *testing.T) {
+	t.Parallel()
+	requireBroker(t, "127.0.0.1:1883")
+	e := newEnv(t, sharedURL)
+	sub := e.subscriber(t, "g", 3)
+	pub, err := NewPublisher(testCtx(t, 10*time.Second), PublisherConfig{URL: sharedURL + "?qos=2&no_subscribers=ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	batch := msgs(e.topic(), "q2", 20)
+	if errs := pub.Publish(testCtx(t, 10*time.Second), batch); errs != nil {
+		t.Fatal(errs)
+	}
+	got := &seen{ids: map[string]int{}}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sub.Run(ctx, got.handler) }()
+	got.waitAll(t, batch)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -75,8 +75,10 @@ type PublisherConfig struct {
 	// parameter, else "outbox-relay-" and 8 random hex digits.
 	ClientID string
 	// QoS is the quality of service of each PUBLISH: 1 (the PUBACK is the
-	// ack) or 2 (the PUBCOMP is). QoS 0 has no acknowledgement and is
-	// refused. Defaults to the URL's qos parameter, else 1.
+	// ack) or 2 (the PUBCOMP is; it needs NoSubscribers "ok", because the
+	// broker's "no matching subscribers" answer is then not seen). QoS 0 has
+	// no acknowledgement and is refused. Defaults to the URL's qos
+	// parameter, else 1.
 	QoS int
 	// Window is the most messages one Publish call has in flight at once
 	// (published and not yet acknowledged). It is lowered to the broker's
@@ -304,6 +306,9 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	}
 	if cfg.Window == 0 {
 		cfg.Window = DefaultWindow
+	}
+	if cfg.QoS == 2 && cfg.NoSubscribers != NoSubscribersOK {
+		return nil, fmt.Errorf("outboxmqtt: qos=2 needs no_subscribers=ok: with QoS 2 the broker's 0x10 \"no matching subscribers\" comes in the PUBREC, which paho.golang does not report, so a message nobody receives would count as delivered without notice; use qos=1, or accept that with no_subscribers=ok")
 	}
 	if cfg.NoSubscribers == "" {
 		cfg.NoSubscribers = NoSubscribersFail

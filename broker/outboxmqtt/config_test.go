@@ -26,6 +26,7 @@ func TestPublisherConfigErrors(t *testing.T) {
 		{"qos 0 in URL", PublisherConfig{URL: "mqtt://localhost?qos=0"}, "QoS 0 is not supported"},
 		{"qos 0 in field", PublisherConfig{URL: "mqtt://localhost", QoS: -1}, "QoS 0 is not supported"},
 		{"qos 3", PublisherConfig{URL: "mqtt://localhost?qos=3"}, "QoS 3 does not exist"},
+		{"qos 2 without no_subscribers=ok", PublisherConfig{URL: "mqtt://localhost?qos=2"}, "qos=2 needs no_subscribers=ok"},
 		{"qos not a number", PublisherConfig{URL: "mqtt://localhost?qos=one"}, `qos="one" is not a whole number`},
 		{"template without placeholder", PublisherConfig{URL: "mqtt://localhost?topic=outbox/all"}, `has no {topic}`},
 		{"template with wildcard", PublisherConfig{URL: "mqtt://localhost", TopicTemplate: "outbox/+/{topic}"}, "contains a wildcard"},

@@ -13,8 +13,9 @@
 //	topic=outbox/{topic}    MQTT topic of a message; {topic} is the row's topic, inserted
 //	                        unchanged (dots stay dots, a "/" starts a new topic level).
 //	                        Publisher and subscriber must agree on it.
-//	qos=1                   1 (the PUBACK is the ack) or 2 (the PUBCOMP is); 0 is refused:
-//	                        it has no ack.
+//	qos=1                   1 (the PUBACK is the ack) or 2 (the PUBCOMP is; only with
+//	                        no_subscribers=ok, as the 0x10 answer is then not seen); 0 is
+//	                        refused: it has no ack.
 //	client_id=...           the publisher's client id; default outbox-relay-<8 random hex>.
 //	window=20               messages in flight per Publish call, lowered to the broker's
 //	                        Receive Maximum (mosquitto: max_inflight_messages, default 20).
