@@ -100,7 +100,11 @@ func (n *Node) Start(t testing.TB) {
 	cmd := exec.CommandContext(context.Background(), Server)
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that a signal reaches the script and the
+	// Erlang VM it starts; and SIGTERM when the test process dies without
+	// its clean-up (a test timeout panics), which the script turns into a
+	// graceful stop of the VM.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	cmd.Env = append(os.Environ(),
 		"HOME="+n.dir, // the Erlang cookie
 		"RABBITMQ_NODENAME="+n.name,
