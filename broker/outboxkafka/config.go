@@ -307,7 +307,7 @@ func (c *connection) clientOpts(hook kgo.Hook) []kgo.Opt {
 		// hands over a whole batch at once, so lingering only adds latency;
 		// records still share requests while earlier ones are in flight.
 		kgo.ProducerLinger(0),
-		kgo.ProducerBatchMaxBytes(int32(c.maxBytes)),
+		kgo.ProducerBatchMaxBytes(int32(c.maxBytes)), //nolint:gosec // common checked 512 <= maxBytes <= 1<<30
 		kgo.ProducerBatchCompression(codecs[c.compression]),
 	}
 	if c.autoCreate {
@@ -356,12 +356,15 @@ func validTopic(name string) string {
 		return `"." and ".." are not topic names`
 	}
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if c := name[i]; !isTopicChar(c) {
 			return fmt.Sprintf("it contains %q; topic names are ASCII letters, digits, '.', '_' and '-'", c)
 		}
 	}
 	return ""
+}
+
+func isTopicChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // checkTemplate validates a template by rendering it with a sample topic.

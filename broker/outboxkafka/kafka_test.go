@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -97,6 +98,12 @@ func newSubscriber(t testing.TB, cfg outboxkafka.SubscriberConfig) *outboxkafka.
 	return s
 }
 
+// testLogger sends the adapter's log to the test's output, shown with -v or
+// when the test fails.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 // freePort returns a port nobody listens on right now.
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -118,11 +125,12 @@ func TestConformance(t *testing.T) {
 		},
 		Setup: func(t *testing.T) *brokertest.Bundle {
 			topic := newTopic(t, brokerURL, 4)
-			pub := newPublisher(t, outboxkafka.PublisherConfig{URL: brokerURL})
+			log := testLogger(t)
+			pub := newPublisher(t, outboxkafka.PublisherConfig{URL: brokerURL, Logger: log})
 			subCfg := func(group string, maxDeliveries int) outboxkafka.SubscriberConfig {
 				return outboxkafka.SubscriberConfig{
 					URL: brokerURL, Group: group, Topics: []string{topic},
-					MaxDeliveries: maxDeliveries, RetryBackoff: 10 * time.Millisecond,
+					MaxDeliveries: maxDeliveries, RetryBackoff: 10 * time.Millisecond, Logger: log,
 				}
 			}
 			return &brokertest.Bundle{

@@ -82,10 +82,10 @@ func recordBytes(r *kgo.Record) int {
 
 // varintLen is the length of n as a zig-zag varint (n >= 0).
 func varintLen(n int) int {
-	u := uint64(n) << 1
+	v := n << 1
 	l := 1
-	for u >= 0x80 {
-		u >>= 7
+	for v >= 0x80 {
+		v >>= 7
 		l++
 	}
 	return l

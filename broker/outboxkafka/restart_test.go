@@ -70,8 +70,9 @@ func TestRestart(t *testing.T) {
 	t.Parallel()
 	pc := newPrivateCluster(t)
 	topic := newTopic(t, pc.url(), 3)
-	pub := newPublisher(t, outboxkafka.PublisherConfig{URL: pc.url(), Timeout: 5 * time.Second})
-	sub := newSubscriber(t, outboxkafka.SubscriberConfig{URL: pc.url(), Group: "restart", Topics: []string{topic}})
+	log := testLogger(t)
+	pub := newPublisher(t, outboxkafka.PublisherConfig{URL: pc.url(), Timeout: 5 * time.Second, Logger: log})
+	sub := newSubscriber(t, outboxkafka.SubscriberConfig{URL: pc.url(), Group: "restart", Topics: []string{topic}, Logger: log})
 
 	var mu sync.Mutex
 	seen := map[string]int{}
