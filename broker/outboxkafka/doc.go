@@ -58,11 +58,13 @@
 // per record.) Publish produces the whole batch without waiting and then
 // waits for the acks; there is no linger.
 //
-// A message that cannot be sent at all fails alone, as a refusal that spends
-// one of its retries: a record larger than max_message_bytes, a destination
-// that is not a valid topic name, a topic that does not exist, or one the
-// broker refuses (MESSAGE_TOO_LARGE, INVALID_RECORD, TOPIC_AUTHORIZATION_FAILED
-// and other non-retriable errors). A broker that cannot be reached, a record
+// A message that cannot be sent fails as a refusal that spends one of its
+// retries: a record larger than max_message_bytes or a destination that is
+// not a valid topic name (both found before anything is sent, so the message
+// fails alone), a topic that does not exist, or a record batch the broker
+// refuses (MESSAGE_TOO_LARGE, INVALID_RECORD, TOPIC_AUTHORIZATION_FAILED and
+// other non-retriable errors; every message of that batch on that partition
+// fails with it). A broker that cannot be reached, a record
 // still without an ack when the context or timeout ends, retriable broker
 // errors, and a client the brokers reject (SASL, IDEMPOTENT_WRITE) are
 // outbox.Unavailable: the relay pauses and the messages keep their retries.

@@ -52,13 +52,22 @@ type SubscriberConfig struct {
 	// one partition are always processed one after another. URL parameter
 	// "concurrency". Defaults to 16.
 	Concurrency int
-	// ClientID, DialTimeout, Compression (of dead-lettered records), TLS
-	// and MaxMessageBytes are as for PublisherConfig, with the same URL
-	// parameters and defaults ("outbox", 10s, "snappy", nil, 1000012).
-	ClientID        string
-	DialTimeout     time.Duration
-	Compression     string
-	TLS             *tls.Config
+	// ClientID is the Kafka client id the broker sees. URL parameter
+	// "client_id". Defaults to "outbox".
+	ClientID string
+	// DialTimeout bounds each connection attempt, and NewSubscriber's check
+	// that a broker answers. URL parameter "dial_timeout". Defaults to 10s.
+	DialTimeout time.Duration
+	// Compression is the codec of records written to the dead-letter topic:
+	// "none", "gzip", "snappy", "lz4" or "zstd". URL parameter
+	// "compression". Defaults to "snappy".
+	Compression string
+	// TLS, when set, makes every connection use TLS with this config. URL
+	// parameter "tls=true" sets a config with the system's roots. Defaults to
+	// nil (plain TCP).
+	TLS *tls.Config
+	// MaxMessageBytes is the largest record batch written to the dead-letter
+	// topic. URL parameter "max_message_bytes". Defaults to 1000012.
 	MaxMessageBytes int
 	// Timeout bounds one produce to the dead-letter topic and one offset
 	// commit. URL parameter "timeout". Defaults to 30s.
