@@ -57,6 +57,13 @@ func newTopic(t testing.TB, url string, partitions int32) string {
 		}
 		return '_'
 	}, name)
+	createTopic(t, url, name, partitions)
+	return name
+}
+
+// createTopic creates topic name on the cluster at url.
+func createTopic(t testing.TB, url, name string, partitions int32) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(strings.TrimPrefix(url, "kafka://"), ",")...))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +78,6 @@ func newTopic(t testing.TB, url string, partitions int32) string {
 	if err != nil {
 		t.Fatalf("creating topic %s: %v", name, err)
 	}
-	return name
 }
 
 func newPublisher(t testing.TB, cfg outboxkafka.PublisherConfig) *outboxkafka.Publisher {
