@@ -68,8 +68,11 @@
 // still without an ack when the context or timeout ends, retriable broker
 // errors, and a client the brokers reject (SASL, IDEMPOTENT_WRITE) are
 // outbox.Unavailable: the relay pauses and the messages keep their retries.
-// A record that was in flight when Publish gave up may still be written; the
-// relay publishes it again, and the consumers' inbox drops the copy.
+// A record that was in flight when Publish gave up may still be written: the
+// idempotent producer does not drop a record it has sent without an answer
+// (it cannot know whether the broker has it), and writes it when the broker
+// is back. The relay publishes it again, after it on the same partition, so
+// the order of first deliveries holds and the consumers' inbox drops the copy.
 //
 // # Order and duplicates
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,12 +59,6 @@ func (pc *privateCluster) stop() {
 		pc.c.Close()
 		pc.c = nil
 	}
-}
-
-// restart stops the cluster and starts it again on the same port and data.
-func (pc *privateCluster) restart() {
-	pc.stop()
-	pc.start()
 }
 
 func TestRestart(t *testing.T) {
@@ -150,14 +145,39 @@ func TestRestart(t *testing.T) {
 	publishUntilAcked(before)
 	waitSeen(before)
 
-	pc.restart()
+	// While the broker is down, Publish reports Unavailable within its deadline.
+	pc.stop()
+	down := batch("down")
+	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	start := time.Now()
+	errs := pub.Publish(dctx, down)
+	dcancel()
+	if elapsed := time.Since(start); elapsed > 4*time.Second {
+		t.Errorf("Publish with the broker down took %s with a 2s deadline", elapsed)
+	}
+	if len(errs) != len(down) {
+		t.Fatalf("Publish with the broker down returned %d errors for %d messages", len(errs), len(down))
+	}
+	for i, err := range errs {
+		if !outbox.IsUnavailable(err) && !isHeldBack(err) {
+			t.Fatalf("Publish with the broker down: %s: %v, want outbox.Unavailable", down[i].MsgID, err)
+		}
+	}
+	t.Logf("with the broker down: %v", errs[0])
+	pc.start()
 
-	after := batch("after")
+	after := append(down, batch("after")...)
 	publishUntilAcked(after)
 	waitSeen(after)
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("%d distinct messages consumed, %d deliveries in all", len(seen), sum(seen))
+	twice := map[string]int{}
+	for id, n := range seen {
+		if n > 1 {
+			twice[strings.SplitN(id, "-", 2)[0]]++
+		}
+	}
+	t.Logf("%d distinct messages consumed, %d deliveries in all; delivered more than once: %v", len(seen), sum(seen), twice)
 }
 
 func sum(m map[string]int) int {
