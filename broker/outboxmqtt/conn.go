@@ -84,6 +84,9 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 1
 	}
+	if useOwnDialer() {
+		cfg.AttemptConnection = dialBroker
+	}
 	if o.onPublish != nil {
 		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){o.onPublish}
 	}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package outboxmqtt
+
+import "syscall"
+
+func setQuickAck(syscall.RawConn) {}
