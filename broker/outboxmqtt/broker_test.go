@@ -331,3 +331,43 @@ func TestLeave(t *testing.T) {
 		t.Fatalf("Publish after the only member left = %v, want ErrNoSubscribers", errs)
 	}
 }
+
+// TestRunWaitsForBroker: Run started while the broker is down waits for it,
+// and stops cleanly if its context ends first.
+func TestRunWaitsForBroker(t *testing.T) {
+	t.Parallel()
+	m := startMosquitto(t, "")
+	ctx := testCtx(t, time.Minute)
+	sub, err := NewSubscriber(ctx, SubscriberConfig{URL: m.URL() + "?connect_timeout=500ms", Group: "g", Name: "n", Topic: "wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	m.Stop()
+
+	// Down for good: Run returns nil when its context ends.
+	shortCtx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	defer cancel()
+	if err := sub.Run(shortCtx, func(context.Context, outbox.Message) error { return nil }); err != nil {
+		t.Fatalf("Run with the broker down = %v, want nil when its context ends", err)
+	}
+
+	got := &seen{ids: map[string]int{}}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sub.Run(runCtx, got.handler) }()
+	time.Sleep(300 * time.Millisecond)
+	m.Start()
+	pub, err := NewPublisher(ctx, PublisherConfig{URL: m.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	batch := msgs("wait", "w", 10)
+	publishUntilAcked(t, pub, batch)
+	got.waitAll(t, batch)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
