@@ -332,22 +332,34 @@ func (sub *Subscriber) deadLetter(ctx context.Context, cm *autopaho.ConnectionMa
 		paho.UserProperty{Key: AttrDeadTopic, Value: r.pub.Topic},
 	)
 	pub := &paho.Publish{QoS: 1, Topic: sub.s.deadTopic, Payload: r.pub.Payload, Properties: props}
-	// The dead letter must reach the broker before the ack, even while
-	// stopping, so this wait ignores ctx's end (bounded by ConnectTimeout).
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sub.s.ConnectTimeout)
-	defer cancel()
-	resp, err := cm.Publish(pctx, pub)
-	switch {
-	case resp != nil && resp.ReasonCode == 0x10:
-		return fmt.Errorf("outboxmqtt: dead-letter topic %q has no subscriber, so the broker would drop the message from %q; subscribe to it with a persistent session (e.g. mosquitto_sub -V 5 -c -i outbox-dead -x 86400 -q 1 -t %q) and run again; the message stays unacked",
-			sub.s.deadTopic, r.pub.Topic, sub.s.deadTopic)
-	case resp != nil && resp.ReasonCode >= 0x80:
-		return fmt.Errorf("outboxmqtt: broker refused the dead letter on topic %q: reason 0x%02X %s; the message stays unacked", sub.s.deadTopic, resp.ReasonCode, reasonText(resp.ReasonCode))
-	case err != nil:
-		// The connection is gone: the message was not acked, and the
-		// broker delivers it again after the reconnection.
-		return nil
+	for {
+		// The dead letter must reach the broker before the ack, even while
+		// stopping, so this wait ignores ctx's end (bounded by
+		// ConnectTimeout).
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sub.s.ConnectTimeout)
+		resp, err := cm.Publish(pctx, pub)
+		cancel()
+		switch {
+		case resp != nil && resp.ReasonCode == 0x10:
+			return fmt.Errorf("outboxmqtt: dead-letter topic %q has no subscriber, so the broker would drop the message from %q; subscribe to it with a persistent session (e.g. mosquitto_sub -V 5 -c -i outbox-dead -x 86400 -q 1 -t %q) and run again; the message stays unacked",
+				sub.s.deadTopic, r.pub.Topic, sub.s.deadTopic)
+		case resp != nil && resp.ReasonCode >= 0x80:
+			return fmt.Errorf("outboxmqtt: broker refused the dead letter on topic %q: reason 0x%02X %s; the message stays unacked", sub.s.deadTopic, resp.ReasonCode, reasonText(resp.ReasonCode))
+		case err == nil:
+			sess.ackIfCurrent(r.gen, r.pub.Packet())
+			return nil
+		case r.gen != sess.generation():
+			// The connection is gone: the message was not acked, and the
+			// broker delivers it again after the reconnection.
+			return nil
+		}
+		// No answer on a live connection: the message stays in hand (an
+		// unacked message is not sent again on the same connection), and
+		// the dead letter is sent again.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 	}
-	sess.ackIfCurrent(r.gen, r.pub.Packet())
-	return nil
 }
