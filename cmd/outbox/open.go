@@ -229,27 +229,20 @@ type publisherOptions struct {
 	Concurrency int
 }
 
-// notBuiltIn are broker schemes of DESIGN §3 whose adapters this binary does
-// not include yet.
-var notBuiltIn = map[string]bool{
-	"kafka": true, "amqp": true, "amqps": true, "nats": true,
-	"redis": true, "rediss": true, "mqtt": true, "mqtts": true,
-}
-
-const supportedBrokers = "discard:, http://, https://"
+const supportedBrokers = "nats://, amqp(s)://, kafka://, redis(s)://, mqtt(s)://, http(s)://, discard:"
 
 // openPublisher returns the publisher for brokerURL and a function that
 // releases it.
 func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (pub outbox.Publisher, closeFn func(), err error) {
 	scheme, _, ok := strings.Cut(brokerURL, ":")
 	if !ok || scheme == "" {
-		return nil, nil, fmt.Errorf("--broker %q is not a broker URL; supported here: %s", redactDSN(brokerURL), supportedBrokers)
+		return nil, nil, fmt.Errorf("--broker %q is not a broker URL; supported: %s", redactDSN(brokerURL), supportedBrokers)
 	}
 	scheme = strings.ToLower(scheme)
-	switch {
-	case scheme == "discard":
+	switch scheme {
+	case "discard":
 		return outbox.Discard, func() {}, nil
-	case scheme == "http" || scheme == "https":
+	case "http", "https":
 		addURLSecret(brokerURL)
 		addSecret(o.WebhookSecret)
 		wp, err := webhook.New(webhook.Config{
@@ -263,10 +256,17 @@ func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (p
 			return nil, nil, fmt.Errorf("%v; check --broker, --source, --webhook-timeout and --concurrency", err)
 		}
 		return wp, func() { _ = wp.Close() }, nil
-	case notBuiltIn[scheme]:
-		return nil, nil, fmt.Errorf("broker scheme %q in --broker is not built into this version; supported here: %s", scheme, supportedBrokers)
 	}
-	return nil, nil, fmt.Errorf("unknown broker scheme %q in --broker; supported here: %s", scheme, supportedBrokers)
+	b, ok := brokers[scheme]
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown broker scheme %q in --broker; supported: %s", scheme, supportedBrokers)
+	}
+	addURLSecret(brokerURL)
+	p, err := b.open(ctx, brokerURL, o.Source)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s; check --broker / OUTBOX_BROKER", redact(oneLine(err.Error())))
+	}
+	return p, func() { _ = p.Close() }, nil
 }
 
 // redactDSN returns dsn with its password replaced by "xxxxx", or a

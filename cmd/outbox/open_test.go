@@ -83,17 +83,26 @@ func TestOpenPublisher(t *testing.T) {
 		t.Errorf("redact left a secret: %s", got)
 	}
 	for url, want := range map[string]string{
-		"kafka://h:9092":   "not built into this version",
-		"amqp://h":         "not built into this version",
-		"redis://h:6379/0": "not built into this version",
-		"mqtt://h:1883":    "not built into this version",
-		"nats://h:4222":    "not built into this version",
-		"ftp://h":          `unknown broker scheme "ftp"`,
-		"nothing":          "not a broker URL",
-		"http://":          "no host",
+		"kafka://127.0.0.1:1":                    "broker unavailable",
+		"amqp://guest:pw-in-url@127.0.0.1:1/":    "broker unavailable",
+		"redis://127.0.0.1:1/0":                  "broker unavailable",
+		"nats://127.0.0.1:1":                     "broker unavailable",
+		"nats://127.0.0.1:4222?bogus=1":          `unknown URL parameter "bogus"`,
+		"amqp://guest:guest@127.0.0.1:5672/?x=1": `unknown query parameter "x"`,
+		"mqtt://127.0.0.1:1883?qos=0":            "QoS 0 is not supported",
+		"ftp://h":                                `unknown broker scheme "ftp"`,
+		"nothing":                                "not a broker URL",
+		"http://":                                "no host",
 	} {
-		if _, _, err := openPublisher(t.Context(), url, publisherOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+		_, closeFn, err := openPublisher(t.Context(), url, publisherOptions{})
+		if err == nil {
+			closeFn()
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("openPublisher(%q): %v, want %q", url, err, want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "pw-in-url") || !strings.Contains(err.Error(), "check --broker") && strings.Contains(url, "127.0.0.1")) {
+			t.Errorf("openPublisher(%q): %v shows the password or does not say what to check", url, err)
 		}
 	}
 }

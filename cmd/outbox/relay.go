@@ -40,7 +40,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	db := addDBFlags(f)
 	var o relayOptions
 	f.stringVar(&o.broker, "broker", "", "URL",
-		"where to publish: discard: (acknowledge and drop, for tests), http://host/path or https://host/path (webhook)").required = true
+		"where to publish: nats://host:4222, amqp://user:pass@host:5672/vhost, kafka://host:9092[,host2:9092], "+
+			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
+			"query parameters set each broker's options (README, Brokers)").required = true
 	f.intVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
 	f.durationVar(&o.interval, "interval", 200*time.Millisecond, "wait after a batch that was not full before looking again")
 	f.intVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
@@ -57,6 +59,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
 	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets N+2 connections unless the DSN sets pool_max_conns)")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
+	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
+	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
 	f.example("OUTBOX_DB=sqlite:app.db OUTBOX_BROKER=discard: outbox relay --log-level debug")
 	pos, err := f.parse(args)
 	if err != nil {

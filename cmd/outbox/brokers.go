@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxamqp"
+	"github.com/outbox-go/outbox/broker/outboxkafka"
+	"github.com/outbox-go/outbox/broker/outboxmqtt"
+	"github.com/outbox-go/outbox/broker/outboxnats"
+	"github.com/outbox-go/outbox/broker/outboxredis"
+)
+
+// closingPublisher is what every broker adapter's Publisher is.
+type closingPublisher interface {
+	outbox.Publisher
+	io.Closer
+}
+
+// brokerAdapter opens one broker's publisher from a --broker URL and measures
+// the broker's own acked publish rate for `outbox bench`.
+type brokerAdapter struct {
+	name     string
+	open     func(ctx context.Context, url, source string) (closingPublisher, error)
+	baseline func(ctx context.Context, url, topic string, n, payloadBytes, window int) (time.Duration, error)
+}
+
+// brokers maps a --broker URL scheme to its adapter (DESIGN §3).
+var brokers = map[string]brokerAdapter{}
+
+func init() {
+	for _, b := range []struct {
+		schemes []string
+		adapter brokerAdapter
+	}{
+		{[]string{"nats"}, brokerAdapter{"NATS JetStream",
+			func(ctx context.Context, url, source string) (closingPublisher, error) {
+				return outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: url, Source: source})
+			}, outboxnats.Baseline}},
+		{[]string{"amqp", "amqps"}, brokerAdapter{"RabbitMQ",
+			func(ctx context.Context, url, source string) (closingPublisher, error) {
+				return outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: url, Source: source})
+			}, outboxamqp.Baseline}},
+		{[]string{"kafka"}, brokerAdapter{"Kafka",
+			func(ctx context.Context, url, source string) (closingPublisher, error) {
+				return outboxkafka.NewPublisher(ctx, outboxkafka.PublisherConfig{URL: url, Source: source})
+			}, outboxkafka.Baseline}},
+		{[]string{"redis", "rediss"}, brokerAdapter{"Redis Streams",
+			func(ctx context.Context, url, source string) (closingPublisher, error) {
+				return outboxredis.NewPublisher(ctx, outboxredis.PublisherConfig{URL: url, Source: source})
+			}, outboxredis.Baseline}},
+		{[]string{"mqtt", "mqtts"}, brokerAdapter{"MQTT",
+			func(ctx context.Context, url, source string) (closingPublisher, error) {
+				return outboxmqtt.NewPublisher(ctx, outboxmqtt.PublisherConfig{URL: url, Source: source})
+			}, outboxmqtt.Baseline}},
+	} {
+		for _, s := range b.schemes {
+			brokers[s] = b.adapter
+		}
+	}
+}
