@@ -37,6 +37,8 @@ var demoText = map[string]map[string]string{
 		"timeout":   "MQ 超时",
 		"note":      "%s→%s %d 元",
 		"kept":      "数据库文件保留在 %s",
+		"broker":    "MQ：内嵌 NATS JetStream（%s）",
+		"acklost":   "   （第一次处理后 ack 丢失，JetStream 重新投递）",
 	},
 	"en": {
 		"committed": "local transaction committed (business change + message stored together)",
@@ -55,6 +57,8 @@ var demoText = map[string]map[string]string{
 		"timeout":   "broker timeout",
 		"note":      "%s→%s %d",
 		"kept":      "database files kept in %s",
+		"broker":    "broker: embedded NATS JetStream (%s)",
+		"acklost":   "   (the first ack is lost after the commit, so JetStream delivers the message again)",
 	},
 }
 
@@ -65,11 +69,15 @@ var demoText = map[string]map[string]string{
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("outbox demo", "[flags]",
 		"run seed 000's transfer scenario end to end on embedded SQLite, no set-up", stdout)
-	var dir, lang string
+	var dir, lang, broker string
 	f.stringVar(&dir, "dir", "", "DIR", "keep the two SQLite files in DIR (default: a temporary directory, removed afterwards)")
+	f.stringVar(&broker, "broker", "", "nats|URL",
+		"carry the message through a real broker: nats starts an embedded NATS JetStream server in this process; "+
+			"a nats:// URL uses that server (default: an in-process queue, as in seed 000)")
 	f.stringVar(&lang, "lang", "zh", "zh|en", "language of the narrative (zh follows seed 000 word for word)")
 	f.example("outbox demo")
 	f.example("outbox demo --lang en --dir /tmp/outbox-demo")
+	f.example("outbox demo --broker nats")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -80,6 +88,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	text, ok := demoText[lang]
 	if !ok {
 		return usagef(f.hint(), "--lang must be zh or en")
+	}
+	if broker != "" && broker != "nats" && !strings.HasPrefix(broker, "nats://") {
+		return usagef(f.hint(), "--broker must be nats (embedded) or a nats:// URL")
 	}
 	keep := dir != ""
 	if !keep {
@@ -95,6 +106,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer d.close()
+	if broker != "" {
+		natsURL := broker
+		if broker == "nats" {
+			srv, err := startEmbeddedNATS(filepath.Join(dir, "nats"))
+			if err != nil {
+				return err
+			}
+			defer srv.stop()
+			natsURL = srv.url
+		}
+		return d.runNATS(ctx, stdout, natsURL, keep, dir)
+	}
 	if err := d.run(ctx, stdout); err != nil {
 		return err
 	}

@@ -68,3 +68,45 @@ func TestDemoEnglishKeepsFiles(t *testing.T) {
 		t.Fatal("--lang fr accepted")
 	}
 }
+
+// The seed's scenario over a real broker: NATS JetStream embedded in the
+// process. The narrative is the seed's, with two lines more (the broker, and
+// the lost ack that makes JetStream deliver the message again), and the
+// final state is the seed's.
+func TestDemoOverEmbeddedNATS(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if err := runDemo(context.Background(), []string{"--broker", "nats"}, &out, &errb); err != nil {
+		t.Fatalf("demo --broker nats: %v (%s)", err, errb.String())
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if !strings.HasPrefix(lines[0], "MQ：内嵌 NATS JetStream（nats://127.0.0.1:") {
+		t.Fatalf("first line %q does not name the embedded broker", lines[0])
+	}
+	var kept []string
+	for _, l := range lines[1:] {
+		if !strings.Contains(l, "ack 丢失") {
+			kept = append(kept, l)
+		}
+	}
+	if got := strings.Join(kept, "\n"); got != seedOutput {
+		t.Fatalf("demo over NATS, without its two extra lines, differs from seed 000:\n--- got\n%s\n--- want\n%s", got, seedOutput)
+	}
+	if err := runDemo(context.Background(), []string{"--broker", "kafka"}, &out, &errb); err == nil {
+		t.Fatal("--broker kafka accepted")
+	}
+}
+
+// The same over the machine's shared NATS server (a nats:// URL).
+func TestDemoOverNATSURL(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if err := runDemo(context.Background(), []string{"--broker", "nats://127.0.0.1:4222", "--lang", "en"}, &out, &errb); err != nil {
+		t.Fatalf("demo --broker nats://127.0.0.1:4222 (NATS with JetStream must run here): %v (%s)", err, errb.String())
+	}
+	for _, want := range []string{"message m-1 status=1 retries=2", "applied downstream: [alice→bob 100]", "duplicate, discarded"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

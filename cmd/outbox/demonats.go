@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxnats"
+)
+
+// embeddedNATS is a NATS server with JetStream running inside this process,
+// on a random loopback port, storing its streams under a directory of the
+// demo's own.
+type embeddedNATS struct {
+	srv *server.Server
+	url string
+}
+
+func startEmbeddedNATS(storeDir string) (*embeddedNATS, error) {
+	srv, err := server.NewServer(&server.Options{
+		Host:      "127.0.0.1",
+		Port:      server.RANDOM_PORT,
+		JetStream: true,
+		StoreDir:  storeDir,
+		NoSigs:    true,
+		NoLog:     true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("demo: embedded NATS: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("demo: the embedded NATS server did not start within 10s")
+	}
+	return &embeddedNATS{srv: srv, url: srv.ClientURL()}, nil
+}
+
+// deleteStreams removes the demo's streams, so that runs against a shared
+// server leave nothing behind.
+func deleteStreams(url string, names ...string) {
+	nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, name := range names {
+		_ = js.DeleteStream(ctx, name)
+	}
+}
+
+func (e *embeddedNATS) stop() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
+
+// runNATS is seed 000's scenario with a real broker in the middle: the relay
+// publishes to JetStream (after two timeouts), and a JetStream subscriber
+// applies the message through the inbox. The first ack is lost after the
+// commit (the handler reports a failure once), so JetStream delivers the
+// message a second time, and the inbox discards it.
+func (d *demo) runNATS(ctx context.Context, out io.Writer, natsURL string, keep bool, dir string) error {
+	t := d.text
+	say := func(key string, args ...any) { fmt.Fprintf(out, t[key]+"\n", args...) }
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	say("broker", natsURL)
+	if err := d.transfer(ctx, "alice", "bob", 100, "m-1"); err != nil {
+		return fmt.Errorf("demo: transfer: %w", err)
+	}
+	say("committed")
+	if err := d.show(ctx, out); err != nil {
+		return err
+	}
+
+	// Each demo run gets streams of its own, so that it also works against
+	// a shared server (a nats:// URL) and can be run again.
+	suffix := randomPrefix()
+	subject, stream := "demo"+suffix+".{topic}", "DEMO_"+suffix
+	real, err := outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{
+		URL: natsURL, Subject: subject, Stream: stream, MaxAge: time.Hour,
+	})
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer real.Close()
+	defer deleteStreams(natsURL, stream, "DEMO_DEAD_"+suffix)
+	sub, err := outboxnats.NewSubscriber(ctx, outboxnats.SubscriberConfig{
+		URL: natsURL, Group: "points", Subject: subject, Stream: stream,
+		DeadLetterSubject: "demodead" + suffix + ".{group}", DeadLetterStream: "DEMO_DEAD_" + suffix,
+		RedeliveryDelay: 10 * time.Millisecond, Logger: quiet,
+	})
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer sub.Close()
+
+	// The relay's publisher: the first two attempts time out, as in the seed.
+	failLeft := 2
+	pub := outbox.BatchPublishFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+		if failLeft > 0 {
+			failLeft--
+			errs := make([]error, len(msgs))
+			for i := range errs {
+				errs[i] = errors.New(t["timeout"])
+			}
+			return errs
+		}
+		return real.Publish(ctx, msgs)
+	})
+	const maxRetries = 3
+	relay, err := outbox.NewRelay(d.bank, pub, outbox.RelayConfig{
+		BatchSize: 10, MaxRetries: maxRetries, RetryBase: time.Millisecond, RetryMax: time.Millisecond,
+		Logger: quiet,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	say("start")
+	for round := 1; round <= 4; round++ {
+		say("round", round)
+		rep, err := relay.RunOnce(ctx)
+		if err != nil {
+			return fmt.Errorf("demo: relay: %w", err)
+		}
+		for _, r := range rep.Results {
+			switch r.Outcome.Kind {
+			case outbox.OutcomeSent:
+				say("sent", r.Message.MsgID)
+			case outbox.OutcomeRetry:
+				say("failed", r.Message.MsgID, r.Message.Retries+1, r.Err)
+			case outbox.OutcomeDead:
+				say("dead", r.Message.MsgID, maxRetries)
+			}
+		}
+		if rep.Sent == 0 {
+			say("nothing")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	fmt.Fprintln(out)
+	say("consume")
+	inbox := outbox.NewInbox(d.points)
+	var mu sync.Mutex
+	deliveries := 0
+	done := make(chan struct{})
+	subCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	handler := func(ctx context.Context, m outbox.Message) error {
+		var ev transferred
+		if err := json.Unmarshal(m.Payload, &ev); err != nil {
+			return outbox.Permanent(err)
+		}
+		note := fmt.Sprintf(t["note"], ev.From, ev.To, ev.Amount)
+		applied, err := inbox.Process(ctx, "points", m.MsgID, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO notes (msg_id, note) VALUES (?, ?)", m.MsgID, note)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		deliveries++
+		if applied {
+			say("effect", m.MsgID, note)
+		} else {
+			say("duplicate", m.MsgID)
+		}
+		if deliveries == 1 {
+			say("acklost")
+			return errors.New("demo: ack lost")
+		}
+		close(done)
+		return nil
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- sub.Run(subCtx, handler) }()
+	select {
+	case <-done:
+	case <-subCtx.Done():
+	}
+	stop()
+	if err := <-runErr; err != nil {
+		return fmt.Errorf("demo: subscriber: %w", err)
+	}
+	if deliveries < 2 {
+		return errors.New("demo: JetStream did not deliver the message twice within 30s")
+	}
+	fmt.Fprintln(out)
+	if err := d.show(ctx, out); err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintf(out, "\n"+t["kept"]+"\n", dir)
+	}
+	return nil
+}
