@@ -6,6 +6,7 @@ GO      ?= go
 PG      ?= postgres://postgres@127.0.0.1:5432/test
 BENCH_MESSAGES ?= 100000
 BENCH_RUNS     ?= 5
+RELAYS         ?= 1
 FUZZTIME       ?= 30s
 
 .DEFAULT_GOAL := help
@@ -47,6 +48,14 @@ bench: build ## the issue's benchmark figures (PostgreSQL, SQLite, writer); take
 	bin/outbox bench --db $(PG) --broker discard: --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --relays 2
 	rm -f /tmp/outbox-bench.db*; bin/outbox bench --db sqlite:/tmp/outbox-bench.db --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS)
 	bin/outbox bench --writer --db $(PG) --producers 8 --runs $(BENCH_RUNS)
+
+.PHONY: bench-brokers
+bench-brokers: build ## relay through each broker vs the broker's own acked rate and the relay with discard:, same run (RELAYS=1)
+	@set -e; for b in 'nats://127.0.0.1:4222?stream=OUTBOX_BENCH&subject=bench.{topic}&max_age=10m' \
+	  'redis://127.0.0.1:6379/0?stream=bench:{topic}&maxlen=100000' \
+	  'amqp://guest:guest@127.0.0.1:5672/?exchange=outbox-bench' \
+	  'mqtt://127.0.0.1:1883?topic=bench/{topic}' 'kfake:'; do \
+	  echo "== $$b"; bin/outbox bench --db $(PG)?sslmode=disable --broker "$$b" --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --relays $(RELAYS); done
 
 .PHONY: bench-ageing
 bench-ageing: build ## throughput after a million messages passed through the same table (11 runs of 100k)
