@@ -79,7 +79,9 @@ type Bundle struct {
 	// reach the group even before Run is called.
 	NewSubscriber func(t *testing.T, opts SubscriberOptions) Subscriber
 	// Unreachable returns a publisher configured like Publisher but pointed at
-	// an address where no broker listens.
+	// an address where no broker listens. An adapter whose constructor checks
+	// the connection (as the adapters here do) builds it against a broker of
+	// its own (a private instance, or a TCP proxy) and then stops that.
 	Unreachable func(t *testing.T) outbox.Publisher
 	// Refused, when set, returns a message this broker refuses (too large,
 	// unroutable): Publish must fail it without failing its neighbours, with

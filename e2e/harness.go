@@ -474,6 +474,9 @@ func (h *harness) check(t *testing.T, committed []string) {
 	if rows2 != len(committed) {
 		t.Errorf("%s: %d outbox rows for %d committed transactions", h.b.Name, rows2, len(committed))
 	}
+	// A broker that deduplicates by msg_id (JetStream, within its window)
+	// drops the re-published copies before the subscriber sees them; its
+	// test shortens the window so that the inbox is exercised all the same.
 	if h.discarded.Load() == 0 {
 		t.Errorf("%s: the inbox discarded no duplicate, so the duplicate deliveries did not happen", h.b.Name)
 	}
