@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxamqp"
@@ -30,7 +34,17 @@ type brokerAdapter struct {
 // brokers maps a --broker URL scheme to its adapter (DESIGN §3).
 var brokers = map[string]brokerAdapter{}
 
+// redisLogger sends go-redis's own messages (a failed dial, repeated for
+// every attempt) to the debug log: the adapter already reports what matters
+// as errors, on one line.
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, "redis client: "+oneLine(fmt.Sprintf(format, v...)))
+}
+
 func init() {
+	redis.SetLogger(redisLogger{})
 	for _, b := range []struct {
 		schemes []string
 		adapter brokerAdapter
