@@ -65,3 +65,28 @@ var Discard Publisher = discard{}
 type discard struct{}
 
 func (discard) Publish(context.Context, []Message) []error { return nil }
+
+// GroupByKey returns the indexes of msgs grouped by Key, each group in batch
+// order, the groups in the order of their first message; every message
+// without a key is a group of its own. A publisher that sends groups in
+// parallel and each group in order keeps per-key order, and can hold back
+// the rest of a group after a failure (ErrHeldBack).
+func GroupByKey(msgs []Message) [][]int {
+	groups := make([][]int, 0, len(msgs))
+	byKey := make(map[string]int)
+	for i := range msgs {
+		k := msgs[i].Key
+		if k == "" {
+			groups = append(groups, []int{i})
+			continue
+		}
+		g, ok := byKey[k]
+		if !ok {
+			g = len(groups)
+			byKey[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}

@@ -14,7 +14,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox"
@@ -202,4 +204,51 @@ func isJSONType(ct string) bool {
 		}
 	}
 	return ct == JSON
+}
+
+// PercentEncode encodes an attribute value for a transport whose headers
+// are printable ASCII, as the CloudEvents HTTP binding (section 3.1.3.2) says:
+// every byte outside U+0021..U+007E, plus space, double quote and percent,
+// becomes %XX with upper-case hex over the UTF-8 bytes. A value of printable
+// ASCII only (ids, topics, times) comes back unchanged. PercentDecode, or
+// url.PathUnescape, undoes it.
+func PercentEncode(s string) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if mustEncode(s[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(s)+2*n)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if mustEncode(c) {
+			b = append(b, '%', hex[c>>4], hex[c&0x0f])
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func mustEncode(c byte) bool {
+	return c <= ' ' || c >= 0x7f || c == '"' || c == '%'
+}
+
+// PercentDecode undoes PercentEncode. A value that is not valid
+// percent-encoding (written by a producer that does not encode) is taken as
+// it is.
+func PercentDecode(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	v, err := url.PathUnescape(s)
+	if err != nil {
+		return s
+	}
+	return v
 }

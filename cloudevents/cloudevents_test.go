@@ -124,3 +124,24 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestPercentEncode(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"order-42:paid":        "order-42:paid",
+		"größe 10%":            "gr%C3%B6%C3%9Fe%2010%25",
+		"say \"hi\"\r\n":       "say%20%22hi%22%0D%0A",
+		"2026-11-30T12:00:00Z": "2026-11-30T12:00:00Z",
+	} {
+		got := PercentEncode(in)
+		if got != want {
+			t.Errorf("PercentEncode(%q) = %q, want %q", in, got, want)
+		}
+		if back := PercentDecode(got); back != in {
+			t.Errorf("PercentDecode(%q) = %q, want %q", got, back, in)
+		}
+	}
+	if got := PercentDecode("100%"); got != "100%" {
+		t.Errorf("PercentDecode of an unencoded value = %q", got)
+	}
+}

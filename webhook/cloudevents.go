@@ -34,33 +34,5 @@ func (p *Publisher) setEventHeaders(h http.Header, m *outbox.Message) {
 	h.Set("Idempotency-Key", id)
 }
 
-// encodeValue percent-encodes s for an HTTP header as the CloudEvents HTTP
-// binding (section 3.1.3.2) says: every byte outside printable ASCII
-// (U+0021..U+007E), plus space, double quote and percent, becomes %XX with
-// upper-case hex over the UTF-8 bytes. Receivers decode with url.PathUnescape.
-func encodeValue(s string) string {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if mustEncode(s[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return s
-	}
-	const hex = "0123456789ABCDEF"
-	b := make([]byte, 0, len(s)+2*n)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if mustEncode(c) {
-			b = append(b, '%', hex[c>>4], hex[c&0x0f])
-		} else {
-			b = append(b, c)
-		}
-	}
-	return string(b)
-}
-
-func mustEncode(c byte) bool {
-	return c <= ' ' || c >= 0x7f || c == '"' || c == '%'
-}
+// encodeValue is the HTTP binding's percent-encoding of a header value.
+func encodeValue(s string) string { return cloudevents.PercentEncode(s) }

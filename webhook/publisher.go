@@ -130,7 +130,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	errs := make([]error, len(msgs))
 	sem := make(chan struct{}, p.concurrency)
 	var wg sync.WaitGroup
-	for _, group := range groupByKey(msgs) {
+	for _, group := range outbox.GroupByKey(msgs) {
 		// A key group holds one slot for its whole run: its messages go one
 		// at a time anyway, and this bounds the goroutines as well as the
 		// requests in flight.
@@ -154,28 +154,6 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 	}
 	return nil
-}
-
-// groupByKey returns the indexes of msgs grouped by key, in order of each
-// group's first message; every key-less message is a group of its own.
-func groupByKey(msgs []outbox.Message) [][]int {
-	groups := make([][]int, 0, len(msgs))
-	byKey := make(map[string]int)
-	for i := range msgs {
-		k := msgs[i].Key
-		if k == "" {
-			groups = append(groups, []int{i})
-			continue
-		}
-		g, ok := byKey[k]
-		if !ok {
-			g = len(groups)
-			byKey[k] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], i)
-	}
-	return groups
 }
 
 // sendGroup sends the messages of one group in order. Each goroutine writes

@@ -1,7 +1,6 @@
 package outboxnats
 
 import (
-	"net/url"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -69,48 +68,12 @@ func decodeMessage(h nats.Header, data []byte) (outbox.Message, error) {
 	return cloudevents.Decode(decodeHeader(h), data)
 }
 
-// encodeValue percent-encodes s the way the CloudEvents HTTP binding does
-// for header values: every byte outside printable ASCII (U+0021..U+007E),
-// plus space, '"' and '%', becomes %XX over its UTF-8 bytes. NATS headers
-// cannot carry CR or LF, trim surrounding spaces and are ASCII by protocol,
-// so without it a row's value would not come back as it left. Values made of
-// printable ASCII only (ids, topics, times) pass unchanged.
-func encodeValue(s string) string {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if mustEncode(s[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return s
-	}
-	const hex = "0123456789ABCDEF"
-	b := make([]byte, 0, len(s)+2*n)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if mustEncode(c) {
-			b = append(b, '%', hex[c>>4], hex[c&0x0f])
-		} else {
-			b = append(b, c)
-		}
-	}
-	return string(b)
-}
+// encodeValue percent-encodes s as the CloudEvents HTTP binding does for
+// header values (cloudevents.PercentEncode). NATS headers cannot carry CR or
+// LF, trim surrounding spaces and are ASCII by protocol, so without it a
+// row's value would not come back as it left.
+func encodeValue(s string) string { return cloudevents.PercentEncode(s) }
 
-func mustEncode(c byte) bool {
-	return c <= ' ' || c >= 0x7f || c == '"' || c == '%'
-}
-
-// decodeValue undoes encodeValue. A value that is not valid percent-encoding
-// (written by a producer that does not encode) is taken as it is.
-func decodeValue(s string) string {
-	if !strings.Contains(s, "%") {
-		return s
-	}
-	v, err := url.PathUnescape(s)
-	if err != nil {
-		return s
-	}
-	return v
-}
+// decodeValue undoes encodeValue; a value that is not valid percent-encoding
+// is taken as it is.
+func decodeValue(s string) string { return cloudevents.PercentDecode(s) }
