@@ -245,37 +245,8 @@ func (d *demo) run(ctx context.Context, out io.Writer) error {
 		queue = append(queue, m)
 		return nil
 	})
-	const maxRetries = 3
-	relay, err := outbox.NewRelay(d.bank, pub, outbox.RelayConfig{
-		BatchSize: 10, MaxRetries: maxRetries, RetryBase: time.Millisecond, RetryMax: time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
+	if err := d.relayRounds(ctx, out, pub); err != nil {
 		return err
-	}
-	fmt.Fprintln(out)
-	say("start")
-	for round := 1; round <= 4; round++ {
-		say("round", round)
-		rep, err := relay.RunOnce(ctx)
-		if err != nil {
-			return fmt.Errorf("demo: relay: %w", err)
-		}
-		for _, r := range rep.Results {
-			switch r.Outcome.Kind {
-			case outbox.OutcomeSent:
-				say("sent", r.Message.MsgID)
-			case outbox.OutcomeRetry:
-				say("failed", r.Message.MsgID, r.Message.Retries+1, r.Err)
-			case outbox.OutcomeDead:
-				say("dead", r.Message.MsgID, maxRetries)
-			}
-		}
-		if rep.Sent == 0 {
-			say("nothing")
-		}
-		// Let the (one millisecond) backoff pass; SQLite keeps milliseconds.
-		time.Sleep(5 * time.Millisecond)
 	}
 
 	fmt.Fprintln(out)
@@ -344,5 +315,44 @@ func (d *demo) show(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, t["applied"]+"\n", strings.Join(notes, " "))
+	return nil
+}
+
+// relayRounds prints the seed's relay narrative: four rounds of the real relay
+// over pub, whose first two attempts fail.
+func (d *demo) relayRounds(ctx context.Context, out io.Writer, pub outbox.Publisher) error {
+	say := func(key string, args ...any) { fmt.Fprintf(out, d.text[key]+"\n", args...) }
+	const maxRetries = 3
+	relay, err := outbox.NewRelay(d.bank, pub, outbox.RelayConfig{
+		BatchSize: 10, MaxRetries: maxRetries, RetryBase: time.Millisecond, RetryMax: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	say("start")
+	for round := 1; round <= 4; round++ {
+		say("round", round)
+		rep, err := relay.RunOnce(ctx)
+		if err != nil {
+			return fmt.Errorf("demo: relay: %w", err)
+		}
+		for _, r := range rep.Results {
+			switch r.Outcome.Kind {
+			case outbox.OutcomeSent:
+				say("sent", r.Message.MsgID)
+			case outbox.OutcomeRetry:
+				say("failed", r.Message.MsgID, r.Message.Retries+1, r.Err)
+			case outbox.OutcomeDead:
+				say("dead", r.Message.MsgID, maxRetries)
+			}
+		}
+		if rep.Sent == 0 {
+			say("nothing")
+		}
+		// Let the (one millisecond) backoff pass; SQLite keeps milliseconds.
+		time.Sleep(5 * time.Millisecond)
+	}
 	return nil
 }

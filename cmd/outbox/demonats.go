@@ -125,36 +125,8 @@ func (d *demo) runNATS(ctx context.Context, out io.Writer, natsURL string, keep 
 		}
 		return real.Publish(ctx, msgs)
 	})
-	const maxRetries = 3
-	relay, err := outbox.NewRelay(d.bank, pub, outbox.RelayConfig{
-		BatchSize: 10, MaxRetries: maxRetries, RetryBase: time.Millisecond, RetryMax: time.Millisecond,
-		Logger: quiet,
-	})
-	if err != nil {
+	if err := d.relayRounds(ctx, out, pub); err != nil {
 		return err
-	}
-	fmt.Fprintln(out)
-	say("start")
-	for round := 1; round <= 4; round++ {
-		say("round", round)
-		rep, err := relay.RunOnce(ctx)
-		if err != nil {
-			return fmt.Errorf("demo: relay: %w", err)
-		}
-		for _, r := range rep.Results {
-			switch r.Outcome.Kind {
-			case outbox.OutcomeSent:
-				say("sent", r.Message.MsgID)
-			case outbox.OutcomeRetry:
-				say("failed", r.Message.MsgID, r.Message.Retries+1, r.Err)
-			case outbox.OutcomeDead:
-				say("dead", r.Message.MsgID, maxRetries)
-			}
-		}
-		if rep.Sent == 0 {
-			say("nothing")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 
 	fmt.Fprintln(out)
