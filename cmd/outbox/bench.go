@@ -140,11 +140,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer bb.close()
 		brokerURL = bb.url
 	}
+	// Through a broker each relay gets a publisher (a connection) of its
+	// own, as `outbox relay --workers` gives each worker, so that one
+	// connection's window of unacknowledged messages does not cap them all.
+	pubs := make([]outbox.Publisher, 1, o.relays)
 	pub, closePub, err := openPublisher(ctx, brokerURL, o.pub)
 	if err != nil {
 		return err
 	}
 	defer closePub()
+	pubs[0] = pub
+	for bb != nil && len(pubs) < o.relays {
+		p, closeP, err := openPublisher(ctx, brokerURL, o.pub)
+		if err != nil {
+			return err
+		}
+		defer closeP()
+		pubs = append(pubs, p)
+	}
 
 	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
 		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
@@ -162,13 +175,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if brokerRate, err = bb.baselineRate(ctx, o); err != nil {
 				return err
 			}
-			d, err := benchRun(ctx, db, outbox.Discard, o, fmt.Sprintf("%s-d%d", prefix, run))
+			d, err := benchRun(ctx, db, []outbox.Publisher{outbox.Discard}, o, fmt.Sprintf("%s-d%d", prefix, run))
 			if err != nil {
 				return err
 			}
 			discardRate = d.rate()
 		}
-		res, err := benchRun(ctx, db, pub, o, fmt.Sprintf("%s-%d", prefix, run))
+		res, err := benchRun(ctx, db, pubs, o, fmt.Sprintf("%s-%d", prefix, run))
 		if err != nil {
 			return err
 		}
@@ -297,7 +310,8 @@ func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 	}
 }
 
-func benchRun(ctx context.Context, db *database, pub outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
+// benchRun runs o.relays relays, the i-th publishing through pubs[i % len(pubs)].
+func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
 	payload := benchPayload(o.payloadBytes)
 	if o.producers == 0 {
 		if err := fill(ctx, db, prefix, o.messages, payload); err != nil {
@@ -311,8 +325,8 @@ func benchRun(ctx context.Context, db *database, pub outbox.Publisher, o *benchO
 	var wg sync.WaitGroup
 	relayErr := make(chan error, o.relays+o.producers)
 	start := time.Now()
-	for range o.relays {
-		r, err := outbox.NewRelay(db.Store, pub, outbox.RelayConfig{BatchSize: o.batch, Interval: 5 * time.Millisecond,
+	for i := range o.relays {
+		r, err := outbox.NewRelay(db.Store, pubs[i%len(pubs)], outbox.RelayConfig{BatchSize: o.batch, Interval: 5 * time.Millisecond,
 			Logger: quiet, Hooks: []any{hook}})
 		if err != nil {
 			return benchResult{}, err

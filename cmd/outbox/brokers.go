@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,14 @@ type brokerAdapter struct {
 
 // brokers maps a --broker URL scheme to its adapter (DESIGN §3).
 var brokers = map[string]brokerAdapter{}
+
+// isBrokerURL reports whether rawURL names one of the brokers above (not the
+// webhook or discard:).
+func isBrokerURL(rawURL string) bool {
+	scheme, _, _ := strings.Cut(rawURL, ":")
+	_, ok := brokers[strings.ToLower(scheme)]
+	return ok
+}
 
 // redisLogger sends go-redis's own messages (a failed dial, repeated for
 // every attempt) to the debug log: the adapter already reports what matters

@@ -78,13 +78,26 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	slog.SetDefault(log)
 
-	pub, closePub, err := openPublisher(ctx, o.broker, publisherOptions{
+	popts := publisherOptions{
 		Source: o.source, WebhookSecret: o.webhookSecret, WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
-	})
+	}
+	pub, closePub, err := openPublisher(ctx, o.broker, popts)
 	if err != nil {
 		return err
 	}
 	defer closePub()
+	// Each worker publishes to a broker over a connection of its own, so
+	// that one connection's window of unacknowledged messages does not cap
+	// them all; the webhook's client is shared (it has a pool).
+	pubs := []outbox.Publisher{pub}
+	for isBrokerURL(o.broker) && len(pubs) < o.workers {
+		p, closeP, err := openPublisher(ctx, o.broker, popts)
+		if err != nil {
+			return err
+		}
+		defer closeP()
+		pubs = append(pubs, p)
+	}
 	db.dsn = withPoolSize(db.dsn, o.workers+2)
 	d, err := db.open(ctx, true)
 	if err != nil {
@@ -100,7 +113,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	totals := &relayTotals{}
 	relays := make([]*outbox.Relay, o.workers)
 	for i := range relays {
-		r, err := outbox.NewRelay(d.Store, pub, outbox.RelayConfig{
+		r, err := outbox.NewRelay(d.Store, pubs[i%len(pubs)], outbox.RelayConfig{
 			BatchSize:      o.batch,
 			Interval:       o.interval,
 			MaxRetries:     o.maxRetries,
