@@ -32,7 +32,7 @@ lint: ## golangci-lint every module (go install github.com/golangci/golangci-lin
 .PHONY: fuzz
 fuzz: ## run each fuzz target for 30s
 	$(GO) test -run XXX -fuzz FuzzValidateMessage -fuzztime $(FUZZTIME) .
-	@for f in $$(cd webhook && $(GO) test -list 'Fuzz.*' . | grep ^Fuzz); do $(GO) test -run XXX -fuzz $$f -fuzztime $(FUZZTIME) ./webhook/; done
+	@for d in webhook cloudevents; do for f in $$(cd $$d && $(GO) test -list 'Fuzz.*' . | grep ^Fuzz); do $(GO) test -run XXX -fuzz $$f -fuzztime $(FUZZTIME) ./$$d/; done; done
 
 .PHONY: build
 build: ## build bin/outbox
