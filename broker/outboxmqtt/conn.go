@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -48,6 +49,9 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 		lastErr error
 	)
 	refused := make(chan *ConnectError, 1)
+	// Nothing listens at the address: say so at once, as the other adapters
+	// do, instead of retrying until connectTimeout.
+	noListener := make(chan error, 1)
 	cfg := autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{o.url.server},
 		TlsCfg:                        o.tls,
@@ -63,6 +67,12 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 			mu.Lock()
 			lastErr = err
 			mu.Unlock()
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				select {
+				case noListener <- err:
+				default:
+				}
+			}
 			var ce *autopaho.ConnackError
 			if errors.As(err, &ce) {
 				reason := ce.Reason
@@ -120,6 +130,10 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 		cancel()
 		<-up
 		fail = ce
+	case err := <-noListener:
+		cancel()
+		<-up
+		fail = outbox.Unavailable(fmt.Errorf("outboxmqtt: cannot connect to %s: %w", o.url.redacted, err))
 	}
 	disconnect(cm)
 	return nil, fail
