@@ -91,8 +91,9 @@ type SubscriberConfig struct {
 	// Subject is the subject template, as for PublisherConfig.Subject.
 	// Defaults to "outbox.{topic}".
 	Subject string
-	// Stream is the stream to consume; it must exist (a Publisher creates
-	// it). Defaults to "OUTBOX".
+	// Stream is the stream to consume; NewSubscriber creates it as
+	// NewPublisher does when it does not exist, so either may start first.
+	// Defaults to "OUTBOX".
 	Stream string
 	// MaxDeliveries is how many times a message is handed to the handler
 	// before it goes to the dead-letter subject (query parameter
