@@ -23,8 +23,9 @@ import (
 // MaxDeliveries is the delivery limit the suite's subscribers are built with.
 const MaxDeliveries = 3
 
-// Features says what a broker (or its adapter) can do; the suite skips what it
-// cannot, and logs that it did.
+// Features says what a broker (or its adapter) can do. For what it cannot,
+// the suite checks the weaker guarantee that still holds (every message
+// arrives; a failing message blocks nothing) and logs what it left unchecked.
 type Features struct {
 	// Ordered: messages with the same key that one Publish call sends reach
 	// a single subscriber in the order of the batch.
@@ -83,9 +84,9 @@ type Bundle struct {
 	// the connection (as the adapters here do) builds it against a broker of
 	// its own (a private instance, or a TCP proxy) and then stops that.
 	Unreachable func(t *testing.T) outbox.Publisher
-	// Refused, when set, returns a message this broker refuses (too large,
-	// unroutable): Publish must fail it without failing its neighbours, with
-	// an error that is not outbox.Unavailable.
+	// Refused returns a message this broker refuses (too large, unroutable,
+	// an invalid destination): Publish must fail it without failing its
+	// neighbours, with an error that is not outbox.Unavailable. Required.
 	Refused func() outbox.Message
 	// DeadLetters returns the messages on the dead-letter path of the group,
 	// as the broker holds them now. Required when Features.DeadLetter.

@@ -18,29 +18,36 @@ func TestSuiteInMemory(t *testing.T) {
 	Run(t, Env{
 		Features: Features{Ordered: true, Dedup: false, DeadLetter: true, SharedGroup: true},
 		Timeout:  10 * time.Second,
-		Setup: func(t *testing.T) *Bundle {
-			b := &memBroker{groups: map[string]*memGroup{}}
-			return &Bundle{
-				Publisher: b,
-				Topic:     "mem.topic",
-				NewSubscriber: func(t *testing.T, opts SubscriberOptions) Subscriber {
-					return &memSub{g: b.group(opts.Group), max: opts.MaxDeliveries}
-				},
-				Unreachable: func(t *testing.T) outbox.Publisher { return &memBroker{down: true} },
-				Refused: func() outbox.Message {
-					m := messages("mem.topic", "refused", 1, 0)[0]
-					m.Topic = "refused.topic"
-					return m
-				},
-				DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
-					g := b.group(group)
-					g.mu.Lock()
-					defer g.mu.Unlock()
-					return append([]outbox.Message(nil), g.dead...), nil
-				},
-			}
-		},
+		Setup:    memSetup,
 	})
+}
+
+// With no features claimed, the suite checks the weaker guarantees instead.
+func TestSuiteInMemoryWithoutFeatures(t *testing.T) {
+	Run(t, Env{Timeout: 10 * time.Second, Setup: memSetup})
+}
+
+func memSetup(t *testing.T) *Bundle {
+	b := &memBroker{groups: map[string]*memGroup{}}
+	return &Bundle{
+		Publisher: b,
+		Topic:     "mem.topic",
+		NewSubscriber: func(t *testing.T, opts SubscriberOptions) Subscriber {
+			return &memSub{g: b.group(opts.Group), max: opts.MaxDeliveries}
+		},
+		Unreachable: func(t *testing.T) outbox.Publisher { return &memBroker{down: true} },
+		Refused: func() outbox.Message {
+			m := messages("mem.topic", "refused", 1, 0)[0]
+			m.Topic = "refused.topic"
+			return m
+		},
+		DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
+			g := b.group(group)
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return append([]outbox.Message(nil), g.dead...), nil
+		},
+	}
 }
 
 type memBroker struct {
