@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,8 +18,8 @@ import (
 // redis-server (its own port and directory, append-only file fsynced on
 // every write, so that what it acknowledged survives Restart).
 func TestRedis(t *testing.T) {
-	srv := startRedis(t)
-	url := srv.url() + "?stream=e2e:{topic}&minidle=200ms"
+	srv := startPrivate(t, redisSpec)
+	url := "redis://" + srv.addr() + "/0?stream=e2e:{topic}&minidle=200ms"
 	const topic = "transfer.done"
 	Run(t, Broker{
 		Name:  "redis",
@@ -51,58 +47,16 @@ func TestRedis(t *testing.T) {
 	})
 }
 
-// redisServer is a redis-server child process with an append-only file.
-type redisServer struct {
-	port int
-	dir  string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startRedis(t *testing.T) *redisServer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	s := &redisServer{port: port, dir: t.TempDir()}
-	s.start(t)
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *redisServer) url() string { return "redis://127.0.0.1:" + strconv.Itoa(s.port) + "/0" }
-
-func (s *redisServer) start(t *testing.T) {
-	t.Helper()
-	bin := os.Getenv("OUTBOX_REDIS_SERVER")
-	if bin == "" {
-		bin = "redis-server"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--dir", s.dir, "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-		"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("the end-to-end test needs redis-server (set OUTBOX_REDIS_SERVER to its path): %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	s.cmd, s.done = cmd, done
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if err := redisPing(s.port); err == nil {
-			return
-		} else if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			t.Fatalf("redis-server on port %d did not come up: %v\n%s", s.port, err, log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// redisSpec is a redis-server whose append-only file is fsynced on every
+// write, stopped with SIGTERM (it flushes the file) on Restart.
+var redisSpec = privateSpec{
+	name: "redis-server", env: "OUTBOX_REDIS_SERVER", bin: "redis-server",
+	args: func(port int, dir string) []string {
+		return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--dir", dir, "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+			"--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}
+	},
+	ready: redisPing, wait: 15 * time.Second, log: "redis.log", term: true,
 }
 
 // redisPing sends PING in the inline protocol and expects +PONG: the
@@ -126,28 +80,4 @@ func redisPing(port int) error {
 		return fmt.Errorf("PING answered %q", buf[:n])
 	}
 	return nil
-}
-
-// stop shuts the server down with SIGTERM (it flushes the append-only file
-// and exits) and waits for it.
-func (s *redisServer) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	s.cmd = nil
-}
-
-func (s *redisServer) restart(t *testing.T) {
-	t.Helper()
-	s.stop()
-	s.start(t)
 }
