@@ -182,43 +182,136 @@ type MessageResult struct {
 // Run relays until ctx is cancelled, then finishes the batch in flight, records
 // its outcome and returns nil. Database errors and an unreachable broker pause
 // the relay with backoff; they do not end Run.
+//
+// Run overlaps the database and the broker: while one batch is published and
+// marked, the next is already claimed, so a relay waits for the sum of the two
+// only once. It therefore holds up to two claims, and with a store that claims
+// in a transaction (PostgreSQL, MySQL) up to two connections. Batches are
+// still published one after the other, in claim order.
 func (r *Relay) Run(ctx context.Context) error {
+	p := &pipeline{batches: make(chan batch)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.publishLoop(ctx, p)
+	}()
+	defer func() {
+		close(p.batches)
+		<-done
+	}()
 	log := r.cfg.Logger
 	pause := time.Duration(0)
 	for {
+		if until := p.pausedUntil(); !until.IsZero() {
+			if !r.sleep(ctx, time.Until(until)) {
+				return nil
+			}
+			// Rows the pause released lie below the cursor: look from the start.
+			r.moveCursor(0)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		rep, err := r.RunOnce(ctx)
-		wait := r.cfg.Interval
-		switch {
-		case ctx.Err() != nil:
+		b, err := r.claimBatch(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			pause = r.nextPause(pause)
+			log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
+			if !r.sleep(ctx, pause) {
+				return nil
+			}
+			continue
+		}
+		pause = 0
+		if len(b.msgs) == 0 {
+			if err := b.claim.Finish(context.WithoutCancel(ctx), nil); err != nil {
+				log.Warn("outbox relay: ending an empty claim failed", "error", err)
+			}
+		} else {
+			select {
+			case p.batches <- b:
+			case <-ctx.Done():
+				b.claim.Abort(context.WithoutCancel(ctx))
+				return nil
+			}
+		}
+		if len(b.msgs) >= r.cfg.BatchSize || b.fromCursor {
+			continue // more may be due: a full batch, or rows below the cursor
+		}
+		if !r.sleep(ctx, r.cfg.Interval) {
 			return nil
+		}
+	}
+}
+
+// pipeline connects Run's claiming loop with its publishing goroutine.
+type pipeline struct {
+	batches chan batch
+
+	mu    sync.Mutex
+	until time.Time // the broker or the database asked for a pause until then
+}
+
+func (p *pipeline) pausedUntil() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !time.Now().Before(p.until) {
+		p.until = time.Time{}
+	}
+	return p.until
+}
+
+func (p *pipeline) pauseFor(d time.Duration) {
+	p.mu.Lock()
+	p.until = time.Now().Add(d)
+	p.mu.Unlock()
+}
+
+// publishLoop publishes and marks the batches Run claims, one at a time. A
+// batch that arrives during a pause or after ctx is cancelled is released
+// unpublished, and so is one that has waited so long that less than half a
+// PublishTimeout is left of its lease.
+func (r *Relay) publishLoop(ctx context.Context, p *pipeline) {
+	log := r.cfg.Logger
+	pause := time.Duration(0)
+	for b := range p.batches {
+		if ctx.Err() != nil || !p.pausedUntil().IsZero() || time.Until(b.start.Add(r.cfg.Lease)) < r.cfg.PublishTimeout/2 {
+			if err := b.claim.Abort(context.WithoutCancel(ctx)); err != nil {
+				log.Warn("outbox relay: releasing a claimed batch failed", "error", err)
+			}
+			continue
+		}
+		rep, err := r.deliver(ctx, b)
+		switch {
 		case err != nil:
 			pause = r.nextPause(pause)
-			wait = pause
+			p.pauseFor(pause)
 			log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
 		case rep.unavailable() != nil:
 			pause = r.nextPause(pause)
-			wait = pause
+			p.pauseFor(pause)
 			log.Warn("outbox relay: broker unavailable; pausing without spending retries",
 				"released", rep.Released, "error", rep.unavailable(), "pause", pause)
 		default:
 			pause = 0
-			if len(rep.Results) >= r.cfg.BatchSize || rep.fromCursor {
-				continue // more may be due: a full batch, or rows below the cursor
-			}
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-r.wake:
-			t.Stop()
-		case <-t.C:
 		}
 	}
+}
+
+// sleep waits d, or less when the relay is woken; it reports false when ctx
+// is cancelled.
+func (r *Relay) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-r.wake:
+	case <-t.C:
+	}
+	return true
 }
 
 // unavailable returns the first error that says the broker is unreachable.
@@ -243,12 +336,32 @@ func (r *Relay) nextPause(prev time.Duration) time.Duration {
 // is published and marked within PublishTimeout, so that a stopping relay
 // leaves nothing half done.
 func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
+	b, err := r.claimBatch(ctx)
+	if err != nil {
+		return BatchReport{}, err
+	}
+	if len(b.msgs) == 0 {
+		return BatchReport{fromCursor: b.fromCursor}, b.claim.Finish(context.WithoutCancel(ctx), nil)
+	}
+	return r.deliver(ctx, b)
+}
+
+// batch is one claim on its way through the relay.
+type batch struct {
+	claim      Claim
+	msgs       []Message
+	start      time.Time
+	fromCursor bool
+}
+
+// claimBatch claims the next batch, from the cursor or from the first id.
+func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 	start := time.Now()
 	after := r.claimFrom(start)
 	claim, err := r.store.Claim(ctx, ClaimParams{Limit: r.cfg.BatchSize, AfterID: after, Lease: r.cfg.Lease})
 	if err != nil {
 		r.moveCursor(0)
-		return BatchReport{}, fmt.Errorf("claim: %w", err)
+		return batch{}, fmt.Errorf("claim: %w", err)
 	}
 	msgs := claim.Messages()
 	if len(msgs) == r.cfg.BatchSize {
@@ -256,17 +369,22 @@ func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 	} else {
 		r.moveCursor(0)
 	}
-	// From here on the batch is ours: finish it even if ctx is cancelled.
-	bctx := context.WithoutCancel(ctx)
-	if len(msgs) == 0 {
-		return BatchReport{fromCursor: after > 0}, claim.Finish(bctx, nil)
-	}
+	return batch{claim: claim, msgs: msgs, start: start, fromCursor: after > 0}, nil
+}
 
-	pctx, cancel := context.WithTimeout(bctx, r.cfg.PublishTimeout)
+// deliver publishes a claimed batch and records every message's outcome.
+// From here on the batch is the relay's: it is finished even if ctx is
+// cancelled.
+func (r *Relay) deliver(ctx context.Context, b batch) (BatchReport, error) {
+	claim, msgs, start := b.claim, b.msgs, b.start
+	bctx := context.WithoutCancel(ctx)
+	// Publishing ends within the lease of a lease-based store (SQLite), even
+	// for a batch that waited behind the previous one.
+	pctx, cancel := context.WithTimeout(bctx, min(r.cfg.PublishTimeout, time.Until(start.Add(r.cfg.Lease))))
 	errs := r.publish(pctx, msgs)
 	cancel()
 
-	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: after > 0}
+	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: b.fromCursor}
 	outcomes := make([]Outcome, len(msgs))
 	for i, m := range msgs {
 		var perr error

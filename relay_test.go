@@ -15,13 +15,16 @@ import (
 // every driver's real behaviour is tested by package drivertest.
 type fakeStore struct {
 	mu       sync.Mutex
-	rows     []Message // by id
-	afterIDs []int64   // AfterID of every claim
+	rows     []Message      // by id
+	held     map[int64]bool // ids in an open claim, which other claims skip
+	afterIDs []int64        // AfterID of every claim
 	finished [][]Outcome
+	aborted  int
+	onClaim  func(n int) // called (unlocked) after claim number n, from 1
 }
 
 func newFakeStore(n int) *fakeStore {
-	s := &fakeStore{}
+	s := &fakeStore{held: map[int64]bool{}}
 	for i := 1; i <= n; i++ {
 		s.rows = append(s.rows, Message{ID: int64(i), MsgID: fmt.Sprintf("m-%d", i), Topic: "t"})
 	}
@@ -49,13 +52,18 @@ func (s *fakeStore) DeleteSent(context.Context, time.Duration, int) (int64, erro
 
 func (s *fakeStore) Claim(_ context.Context, p ClaimParams) (Claim, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.afterIDs = append(s.afterIDs, p.AfterID)
+	n := len(s.afterIDs)
 	var out []Message
 	for _, m := range s.rows {
-		if m.Status == StatusNew && m.ID > p.AfterID && len(out) < p.Limit {
+		if m.Status == StatusNew && m.ID > p.AfterID && !s.held[m.ID] && len(out) < p.Limit {
 			out = append(out, m)
+			s.held[m.ID] = true
 		}
+	}
+	s.mu.Unlock()
+	if s.onClaim != nil {
+		s.onClaim(n)
 	}
 	return &fakeClaim{s: s, msgs: out}, nil
 }
@@ -65,11 +73,29 @@ type fakeClaim struct {
 	msgs []Message
 }
 
-func (c *fakeClaim) Messages() []Message         { return c.msgs }
-func (c *fakeClaim) Abort(context.Context) error { return nil }
+func (c *fakeClaim) Messages() []Message { return c.msgs }
+
+func (c *fakeClaim) Abort(context.Context) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.release()
+	c.s.aborted++
+	return nil
+}
+
+func (c *fakeClaim) release() {
+	for _, m := range c.msgs {
+		delete(c.s.held, m.ID)
+	}
+}
+
 func (c *fakeClaim) Finish(_ context.Context, outcomes []Outcome) error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	c.release()
+	if len(c.msgs) == 0 {
+		return nil
+	}
 	c.s.finished = append(c.s.finished, outcomes)
 	for i, o := range outcomes {
 		r := &c.s.rows[c.msgs[i].ID-1]
@@ -268,5 +294,185 @@ func TestPublishFuncHoldsBackKey(t *testing.T) {
 	}
 	if pub.Publish(context.Background(), []Message{{MsgID: "x"}}) != nil {
 		t.Fatal("a batch with no failure must return nil")
+	}
+}
+
+// Run claims the next batch while the broker still has the previous one, and
+// publishes the batches one at a time, in claim order.
+func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
+	st := newFakeStore(50)
+	secondClaim := make(chan struct{})
+	var once sync.Once
+	st.onClaim = func(n int) {
+		if n == 2 {
+			once.Do(func() { close(secondClaim) })
+		}
+	}
+	var (
+		mu        sync.Mutex
+		inFlight  int
+		overlap   bool
+		published []int64
+		waited    bool
+	)
+	pub := BatchPublishFunc(func(ctx context.Context, msgs []Message) []error {
+		mu.Lock()
+		inFlight++
+		if inFlight > 1 {
+			overlap = true
+		}
+		first := len(published) == 0
+		for _, m := range msgs {
+			published = append(published, m.ID)
+		}
+		mu.Unlock()
+		if first {
+			// The first batch is acked only once the second is claimed.
+			select {
+			case <-secondClaim:
+				waited = true
+			case <-time.After(5 * time.Second):
+			}
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil
+	})
+	r, _ := NewRelay(st, pub, RelayConfig{BatchSize: 10, Interval: time.Hour, RescanInterval: time.Hour, Logger: quiet()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(published)
+		mu.Unlock()
+		if n >= 50 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !waited {
+		t.Fatal("the second batch was not claimed while the first was being published")
+	}
+	if overlap {
+		t.Fatal("two Publish calls ran at once")
+	}
+	if len(published) != 50 {
+		t.Fatalf("published %d messages, want 50 (each once)", len(published))
+	}
+	for i, id := range published {
+		if id != int64(i+1) {
+			t.Fatalf("published ids %v, want 1..50 in order", published)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, m := range st.rows {
+		if m.Status != StatusSent {
+			t.Fatalf("message %d is %v after Run", m.ID, m.Status)
+		}
+	}
+}
+
+// When the broker is unreachable, the batch claimed behind the failing one is
+// released unpublished, no retry is spent, and everything goes out once the
+// broker is back.
+func TestRelayRunPauseReleasesNextBatch(t *testing.T) {
+	st := newFakeStore(30)
+	var mu sync.Mutex
+	calls := 0
+	sent := map[int64]int{}
+	pub := BatchPublishFunc(func(ctx context.Context, msgs []Message) []error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		errs := make([]error, len(msgs))
+		for i, m := range msgs {
+			if calls == 1 {
+				errs[i] = Unavailable(errors.New("connection refused"))
+				continue
+			}
+			sent[m.ID]++
+		}
+		if calls == 1 {
+			time.Sleep(20 * time.Millisecond) // let the next claim happen
+		}
+		return errs
+	})
+	r, _ := NewRelay(st, pub, RelayConfig{BatchSize: 10, Interval: 5 * time.Millisecond,
+		PauseBase: 30 * time.Millisecond, PauseMax: 30 * time.Millisecond, Logger: quiet()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(sent)
+		mu.Unlock()
+		if n >= 30 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.aborted == 0 {
+		t.Fatal("the batch claimed during the failing publish was not released")
+	}
+	for _, m := range st.rows {
+		if m.Status != StatusSent || m.Retries != 0 || sent[m.ID] != 1 {
+			t.Fatalf("message %d: status %v, retries %d, published %d times; want SENT, 0, 1", m.ID, m.Status, m.Retries, sent[m.ID])
+		}
+	}
+}
+
+// A stop while a batch is being published finishes that batch, releases the
+// one claimed behind it, and returns nil.
+func TestRelayRunStopFinishesBatchInFlight(t *testing.T) {
+	st := newFakeStore(30)
+	claimed := make(chan struct{})
+	var once sync.Once
+	st.onClaim = func(n int) {
+		if n == 2 {
+			once.Do(func() { close(claimed) })
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pub := BatchPublishFunc(func(pctx context.Context, msgs []Message) []error {
+		if msgs[0].ID == 1 {
+			<-claimed
+			cancel() // the stop arrives while this batch is with the broker
+			time.Sleep(20 * time.Millisecond)
+			if pctx.Err() != nil {
+				t.Error("the batch in flight lost its context on stop")
+			}
+		}
+		return nil
+	})
+	r, _ := NewRelay(st, pub, RelayConfig{BatchSize: 10, Logger: quiet()})
+	if err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.finished) != 1 || len(st.held) != 0 {
+		t.Fatalf("%d batches finished and %d rows still held; want the first batch finished and nothing held", len(st.finished), len(st.held))
+	}
+	for _, m := range st.rows {
+		if want := m.ID <= 10; (m.Status == StatusSent) != want {
+			t.Fatalf("message %d is %v after the stop", m.ID, m.Status)
+		}
 	}
 }

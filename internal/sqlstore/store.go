@@ -42,6 +42,8 @@ type Tx interface {
 type DB interface {
 	Querier
 	Begin(ctx context.Context) (Tx, error)
+	// BeginReadCommitted begins a READ COMMITTED transaction.
+	BeginReadCommitted(ctx context.Context) (Tx, error)
 }
 
 // ErrorKind is what a database error means to the outbox.
