@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -162,7 +163,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
 		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
 	prefix := randomPrefix()
-	var rates, p50s, p99s, ratios []float64
+	var rates, p50s, p99s, ratios, cpuCaps []float64
 	for run := 1; run <= o.runs; run++ {
 		base := 0.0
 		if o.baseline {
@@ -171,15 +172,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 		var brokerRate, discardRate float64
+		var brokerCPU, discardCPU cpuUse
 		if bb != nil {
-			if brokerRate, err = bb.baselineRate(ctx, o); err != nil {
+			if brokerRate, brokerCPU, err = bb.baselineRate(ctx, o); err != nil {
 				return err
 			}
 			d, err := benchRun(ctx, db, []outbox.Publisher{outbox.Discard}, o, fmt.Sprintf("%s-d%d", prefix, run))
 			if err != nil {
 				return err
 			}
-			discardRate = d.rate()
+			discardRate, discardCPU = d.rate(), d.cpu
 		}
 		res, err := benchRun(ctx, db, pubs, o, fmt.Sprintf("%s-%d", prefix, run))
 		if err != nil {
@@ -203,6 +205,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			ratios = append(ratios, res.rate()/ceiling)
 			fmt.Fprintf(stdout, "run %d baselines: %s bare client %.0f msgs/s, relay with discard: %.0f msgs/s; relay/min(both) = %.2f\n",
 				run, bb.adapter.name, brokerRate, discardRate, res.rate()/ceiling)
+			if brokerCPU.ok && discardCPU.ok && res.cpu.ok {
+				// The database, the broker and the relay share this
+				// machine: relaying costs at least the CPU of both halves,
+				// which caps the rate when the cores are the limit.
+				capRate := float64(runtime.NumCPU()) / (brokerCPU.perMsg + discardCPU.perMsg).Seconds()
+				cpuCaps = append(cpuCaps, capRate/ceiling)
+				fmt.Fprintf(stdout, "run %d machine CPU per message (%d cores): broker alone %s (%.0f%% busy), relay with discard: %s (%.0f%%), relay through the broker %s (%.0f%%); "+
+					"the first two together cap the relay at %.0f msgs/s = %.2f of min(both)\n",
+					run, runtime.NumCPU(), micros(brokerCPU.perMsg), 100*brokerCPU.util, micros(discardCPU.perMsg), 100*discardCPU.util,
+					micros(res.cpu.perMsg), 100*res.cpu.util, capRate, capRate/ceiling)
+			}
 		}
 		if base > 0 {
 			ratios = append(ratios, res.rate()/base)
@@ -212,6 +225,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case len(ratios) > 0 && bb != nil:
 		fmt.Fprintf(stdout, "median relay/min(broker baseline, relay with discard:) = %.2f\n", median(ratios))
+		if len(cpuCaps) > 0 {
+			fmt.Fprintf(stdout, "median CPU cap of that ratio on this machine = %.2f\n", median(cpuCaps))
+		}
 	case len(ratios) > 0:
 		fmt.Fprintf(stdout, "median relay/baseline = %.2f\n", median(ratios))
 	}
@@ -261,7 +277,11 @@ type benchResult struct {
 	elapsed    time.Duration
 	p50, p99   float64
 	batches    int
+	cpu        cpuUse
 }
+
+// micros formats a per-message duration in microseconds.
+func micros(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d.Nanoseconds())/1000) }
 
 func (r benchResult) rate() float64 { return float64(r.done) / r.elapsed.Seconds() }
 
@@ -324,6 +344,7 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var wg sync.WaitGroup
 	relayErr := make(chan error, o.relays+o.producers)
+	cpu := sampleCPU()
 	start := time.Now()
 	for i := range o.relays {
 		r, err := outbox.NewRelay(db.Store, pubs[i%len(pubs)], outbox.RelayConfig{BatchSize: o.batch, Interval: 5 * time.Millisecond,
@@ -348,8 +369,10 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 		}
 	}
 	var err error
+	var use cpuUse
 	select {
 	case <-hook.finished:
+		use = cpuSince(cpu, hook.done.Load())
 	case <-ctx.Done():
 	case err = <-relayErr:
 	}
@@ -358,7 +381,7 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 	if err != nil {
 		return benchResult{}, err
 	}
-	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches}
+	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches, cpu: use}
 	if hook.end.IsZero() {
 		res.elapsed = time.Since(start)
 	}

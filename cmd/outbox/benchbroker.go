@@ -83,14 +83,15 @@ func (b *brokerBench) close() {
 // baselineRate is the broker's own acked publish rate: the adapter's bare
 // client publishing n messages of the bench's size in windows of the batch
 // size.
-func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float64, error) {
+func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float64, cpuUse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
+	cpu := sampleCPU()
 	d, err := b.adapter.baseline(ctx, b.url, benchTopic, o.messages, o.payloadBytes, o.batch)
 	if err != nil {
-		return 0, fmt.Errorf("%s baseline: %s", b.adapter.name, redact(oneLine(err.Error())))
+		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, redact(oneLine(err.Error())))
 	}
-	return float64(o.messages) / d.Seconds(), nil
+	return float64(o.messages) / d.Seconds(), cpuSince(cpu, int64(o.messages)), nil
 }
 
 // bindBenchQueue declares a queue bound to the URL's exchange with every
