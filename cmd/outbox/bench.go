@@ -287,6 +287,9 @@ func (r benchResult) rate() float64 { return float64(r.done) / r.elapsed.Seconds
 
 func (r benchResult) extra() string {
 	s := fmt.Sprintf(" (%d batches)", r.batches)
+	if r.cpu.ok {
+		s += fmt.Sprintf("; machine CPU %s/msg, %.0f%% busy", micros(r.cpu.perMsg), 100*r.cpu.util)
+	}
 	if r.dead > 0 {
 		s += fmt.Sprintf(", %d DEAD", r.dead)
 	}
