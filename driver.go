@@ -46,8 +46,9 @@ type Store interface {
 	// Claim takes up to p.Limit messages that are NEW and due, oldest id first,
 	// such that no other claim holds any of them until this one is finished or
 	// aborted (or, for lease-based stores, until p.Lease has passed).
-	// Relay.Run holds the next claim while it finishes the previous one, so
-	// an open claim must never make another claim's Finish wait.
+	// Relay.Run may hold the next claim while it finishes the previous one,
+	// so an open claim must never make another claim's Finish wait; a store
+	// that cannot promise that implements SerialClaims.
 	Claim(ctx context.Context, p ClaimParams) (Claim, error)
 
 	// Stats counts messages per status and topic.

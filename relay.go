@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -118,6 +119,10 @@ type Relay struct {
 	cursorMu sync.Mutex
 	cursor   int64
 	rescanAt time.Time
+
+	// How long the last claim and the last publish took (nanoseconds): Run
+	// claims ahead only while publishing takes the longer.
+	lastClaim, lastPublish atomic.Int64
 }
 
 // NewRelay returns a Relay that moves messages from store to pub.
@@ -183,13 +188,21 @@ type MessageResult struct {
 // its outcome and returns nil. Database errors and an unreachable broker pause
 // the relay with backoff; they do not end Run.
 //
-// Run overlaps the database and the broker: while one batch is published and
-// marked, the next is already claimed, so a relay waits for the sum of the two
-// only once. It therefore holds up to two claims, and with a store that claims
-// in a transaction (PostgreSQL, MySQL) up to two connections. Batches are
-// still published one after the other, in claim order.
+// Run overlaps the database and the broker: while one batch is with the
+// broker, the next is claimed, so that a relay waits for the two at once
+// instead of one after the other. It does so only while publishing takes
+// longer than claiming; otherwise (a fast broker, discard:) it claims the
+// next batch only once the previous one is marked, since a claim running
+// beside a mark only makes the two wait for each other. A store that
+// implements [SerialClaims] (MySQL) never has a claim held ahead. Batches
+// are published one after the other, in claim order. Run holds up to two
+// claims, and with a store that claims in a transaction (PostgreSQL) up to
+// two connections.
 func (r *Relay) Run(ctx context.Context) error {
-	p := &pipeline{batches: make(chan batch)}
+	p := &pipeline{batches: make(chan batch), done: make(chan struct{}, 1)}
+	if sc, ok := r.store.(SerialClaims); ok && sc.SerialClaims() {
+		p.serial = true
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -230,11 +243,23 @@ func (r *Relay) Run(ctx context.Context) error {
 				log.Warn("outbox relay: ending an empty claim failed", "error", err)
 			}
 		} else {
+			p.seq++
+			b.seq = p.seq
 			select {
 			case p.batches <- b:
 			case <-ctx.Done():
 				b.claim.Abort(context.WithoutCancel(ctx))
 				return nil
+			}
+			if p.serial || r.lastPublish.Load() <= r.lastClaim.Load() {
+				// Nothing to overlap: wait until b is marked.
+				for p.finished.Load() < b.seq {
+					select {
+					case <-p.done:
+					case <-ctx.Done():
+						return nil
+					}
+				}
 			}
 		}
 		if len(b.msgs) >= r.cfg.BatchSize || b.fromCursor {
@@ -246,9 +271,23 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// SerialClaims is implemented by a Store that cannot hold one claim open
+// while it finishes another: with MySQL's row and gap locks, the mark of one
+// batch could wait for the claim Relay.Run holds ahead, which waits for that
+// mark. Relay.Run then claims a batch only once the previous one is marked.
+type SerialClaims interface {
+	SerialClaims() bool
+}
+
 // pipeline connects Run's claiming loop with its publishing goroutine.
 type pipeline struct {
 	batches chan batch
+	serial  bool // the store implements SerialClaims
+	// finished is the seq of the last batch the publishing goroutine is
+	// through with; done is signalled after it moves.
+	finished atomic.Uint64
+	done     chan struct{}
+	seq      uint64 // of the last batch claimed
 
 	mu    sync.Mutex
 	until time.Time // the broker or the database asked for a pause until then
@@ -274,30 +313,42 @@ func (p *pipeline) pauseFor(d time.Duration) {
 // unpublished, and so is one that has waited so long that less than half a
 // PublishTimeout is left of its lease.
 func (r *Relay) publishLoop(ctx context.Context, p *pipeline) {
-	log := r.cfg.Logger
 	pause := time.Duration(0)
 	for b := range p.batches {
-		if ctx.Err() != nil || !p.pausedUntil().IsZero() || time.Until(b.start.Add(r.cfg.Lease)) < r.cfg.PublishTimeout/2 {
-			if err := b.claim.Abort(context.WithoutCancel(ctx)); err != nil {
-				log.Warn("outbox relay: releasing a claimed batch failed", "error", err)
-			}
-			continue
-		}
-		rep, err := r.deliver(ctx, b)
-		switch {
-		case err != nil:
-			pause = r.nextPause(pause)
-			p.pauseFor(pause)
-			log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
-		case rep.unavailable() != nil:
-			pause = r.nextPause(pause)
-			p.pauseFor(pause)
-			log.Warn("outbox relay: broker unavailable; pausing without spending retries",
-				"released", rep.Released, "error", rep.unavailable(), "pause", pause)
+		pause = r.publishOne(ctx, p, b, pause)
+		p.finished.Store(b.seq)
+		select {
+		case p.done <- struct{}{}:
 		default:
-			pause = 0
 		}
 	}
+}
+
+// publishOne publishes and marks one batch, or releases it, and returns the
+// pause now in force (0 when all went well).
+func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time.Duration) time.Duration {
+	log := r.cfg.Logger
+	if ctx.Err() != nil || !p.pausedUntil().IsZero() || time.Until(b.start.Add(r.cfg.Lease)) < r.cfg.PublishTimeout/2 {
+		if err := b.claim.Abort(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("outbox relay: releasing a claimed batch failed", "error", err)
+		}
+		return pause
+	}
+	rep, err := r.deliver(ctx, b)
+	switch {
+	case err != nil:
+		pause = r.nextPause(pause)
+		p.pauseFor(pause)
+		log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
+	case rep.unavailable() != nil:
+		pause = r.nextPause(pause)
+		p.pauseFor(pause)
+		log.Warn("outbox relay: broker unavailable; pausing without spending retries",
+			"released", rep.Released, "error", rep.unavailable(), "pause", pause)
+	default:
+		pause = 0
+	}
+	return pause
 }
 
 // sleep waits d, or less when the relay is woken; it reports false when ctx
@@ -348,6 +399,7 @@ func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 
 // batch is one claim on its way through the relay.
 type batch struct {
+	seq        uint64 // Run's count of the batches it claimed
 	claim      Claim
 	msgs       []Message
 	start      time.Time
@@ -363,6 +415,7 @@ func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 		r.moveCursor(0)
 		return batch{}, fmt.Errorf("claim: %w", err)
 	}
+	r.lastClaim.Store(int64(time.Since(start)))
 	msgs := claim.Messages()
 	if len(msgs) == r.cfg.BatchSize {
 		r.moveCursor(msgs[len(msgs)-1].ID)
@@ -381,7 +434,9 @@ func (r *Relay) deliver(ctx context.Context, b batch) (BatchReport, error) {
 	// Publishing ends within the lease of a lease-based store (SQLite), even
 	// for a batch that waited behind the previous one.
 	pctx, cancel := context.WithTimeout(bctx, min(r.cfg.PublishTimeout, time.Until(start.Add(r.cfg.Lease))))
+	pubStart := time.Now()
 	errs := r.publish(pctx, msgs)
+	r.lastPublish.Store(int64(time.Since(pubStart)))
 	cancel()
 
 	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: b.fromCursor}

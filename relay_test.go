@@ -297,15 +297,16 @@ func TestPublishFuncHoldsBackKey(t *testing.T) {
 	}
 }
 
-// Run claims the next batch while the broker still has the previous one, and
-// publishes the batches one at a time, in claim order.
+// Run claims the next batch while the broker still has the previous one,
+// once publishing has been seen to take longer than claiming, and publishes
+// the batches one at a time, in claim order.
 func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 	st := newFakeStore(50)
-	secondClaim := make(chan struct{})
+	fourthClaim := make(chan struct{})
 	var once sync.Once
 	st.onClaim = func(n int) {
-		if n == 2 {
-			once.Do(func() { close(secondClaim) })
+		if n == 4 {
+			once.Do(func() { close(fourthClaim) })
 		}
 	}
 	var (
@@ -321,15 +322,15 @@ func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 		if inFlight > 1 {
 			overlap = true
 		}
-		first := len(published) == 0
 		for _, m := range msgs {
 			published = append(published, m.ID)
 		}
 		mu.Unlock()
-		if first {
-			// The first batch is acked only once the second is claimed.
+		time.Sleep(3 * time.Millisecond) // slower than the in-memory claim
+		if msgs[0].ID == 21 {
+			// The third batch is acked only once the fourth is claimed.
 			select {
-			case <-secondClaim:
+			case <-fourthClaim:
 				waited = true
 			case <-time.After(5 * time.Second):
 			}
@@ -343,12 +344,12 @@ func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		mu.Lock()
-		n := len(published)
-		mu.Unlock()
-		if n >= 50 || time.Now().After(deadline) {
+		st.mu.Lock()
+		n := len(st.finished)
+		st.mu.Unlock()
+		if n >= 5 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -360,7 +361,7 @@ func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if !waited {
-		t.Fatal("the second batch was not claimed while the first was being published")
+		t.Fatal("the fourth batch was not claimed while the third was being published")
 	}
 	if overlap {
 		t.Fatal("two Publish calls ran at once")
@@ -382,6 +383,51 @@ func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 	}
 }
 
+// When publishing is quicker than claiming (discard:, a fast broker), Run
+// claims a batch only once the previous one is marked: a claim beside a mark
+// would only make the two wait for each other.
+func TestRelayRunNoClaimAheadOfFastPublisher(t *testing.T) {
+	st := newFakeStore(50)
+	var mu sync.Mutex
+	overlap := false
+	st.onClaim = func(int) {
+		time.Sleep(2 * time.Millisecond) // a claim slower than the publisher
+		st.mu.Lock()
+		if len(st.held) > 10 { // another claim is still open
+			mu.Lock()
+			overlap = true
+			mu.Unlock()
+		}
+		st.mu.Unlock()
+	}
+	r, _ := NewRelay(st, Discard, RelayConfig{BatchSize: 10, Interval: time.Hour, Logger: quiet()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st.mu.Lock()
+		n := len(st.finished)
+		st.mu.Unlock()
+		if n >= 5 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap {
+		t.Fatal("a claim ran while the previous batch was still open, with nothing to overlap")
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.finished) != 5 {
+		t.Fatalf("%d batches finished, want 5", len(st.finished))
+	}
+}
+
 // When the broker is unreachable, the batch claimed behind the failing one is
 // released unpublished, no retry is spent, and everything goes out once the
 // broker is back.
@@ -394,15 +440,16 @@ func TestRelayRunPauseReleasesNextBatch(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
+		time.Sleep(3 * time.Millisecond) // slower than the claim: Run claims ahead
 		errs := make([]error, len(msgs))
 		for i, m := range msgs {
-			if calls == 1 {
+			if calls == 2 {
 				errs[i] = Unavailable(errors.New("connection refused"))
 				continue
 			}
 			sent[m.ID]++
 		}
-		if calls == 1 {
+		if calls == 2 {
 			time.Sleep(20 * time.Millisecond) // let the next claim happen
 		}
 		return errs
@@ -445,14 +492,19 @@ func TestRelayRunStopFinishesBatchInFlight(t *testing.T) {
 	claimed := make(chan struct{})
 	var once sync.Once
 	st.onClaim = func(n int) {
-		if n == 2 {
+		if n == 3 {
 			once.Do(func() { close(claimed) })
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pub := BatchPublishFunc(func(pctx context.Context, msgs []Message) []error {
-		if msgs[0].ID == 1 {
-			<-claimed
+		time.Sleep(3 * time.Millisecond) // slower than the claim: Run claims ahead
+		if msgs[0].ID == 11 {
+			select {
+			case <-claimed:
+			case <-time.After(5 * time.Second):
+				t.Error("the third batch was not claimed while the second was published")
+			}
 			cancel() // the stop arrives while this batch is with the broker
 			time.Sleep(20 * time.Millisecond)
 			if pctx.Err() != nil {
@@ -467,11 +519,12 @@ func TestRelayRunStopFinishesBatchInFlight(t *testing.T) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.finished) != 1 || len(st.held) != 0 {
-		t.Fatalf("%d batches finished and %d rows still held; want the first batch finished and nothing held", len(st.finished), len(st.held))
+	if len(st.finished) != 2 || len(st.held) != 0 || st.aborted != 1 {
+		t.Fatalf("%d batches finished, %d aborted and %d rows still held; want two finished, the third released and nothing held",
+			len(st.finished), st.aborted, len(st.held))
 	}
 	for _, m := range st.rows {
-		if want := m.ID <= 10; (m.Status == StatusSent) != want {
+		if want := m.ID <= 20; (m.Status == StatusSent) != want {
 			t.Fatalf("message %d is %v after the stop", m.ID, m.Status)
 		}
 	}

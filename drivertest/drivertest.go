@@ -51,6 +51,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("Sidecar", s.testSidecar)
 	t.Run("ClaimPlan", s.testClaimPlan)
 	t.Run("Relay", s.testRelay)
+	t.Run("RelaySlowBroker", s.testRelaySlowBroker)
 	t.Run("RelayFailures", s.testRelayFailures)
 	t.Run("RelayUnavailable", s.testRelayUnavailable)
 	t.Run("RelayStopFinishesBatch", s.testRelayStop)

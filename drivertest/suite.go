@@ -500,6 +500,49 @@ func (s suite[TTx]) testClaimPlan(t *testing.T) {
 	}
 }
 
+// testRelaySlowBroker runs Relay.Run against a broker slower than the
+// claim, where Run claims the next batch while the broker has the previous
+// one (unless the store implements outbox.SerialClaims): the claim held ahead
+// must never hold up the previous batch's mark, and every row goes out once.
+func (s suite[TTx]) testRelaySlowBroker(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	s.write(t, env, manyMsgs("slow", 125)...)
+	rec := &recorder{}
+	pub := outbox.BatchPublishFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+		time.Sleep(30 * time.Millisecond) // far slower than a claim of 10 rows
+		return rec.Publish(ctx, msgs)
+	})
+	r := newRelay(t, env.Driver, pub, outbox.RelayConfig{BatchSize: 10})
+	// One batch first, so that SENT rows sit in the table as they do in a
+	// running system (with MySQL they change which index the marks use).
+	if _, err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	// 12 batches take 0.4 s of publishing; a mark stuck behind a lock would
+	// take the database's lock timeout (50 s for InnoDB) to give up.
+	deadline := time.Now().Add(15 * time.Second)
+	for s.count(t, env, "status = 0") > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v on cancel", err)
+	}
+	if n := s.count(t, env, "status = 1"); n != 125 {
+		t.Fatalf("SENT = %d after 15 s, want 125: a mark waited on the claim held ahead of it", n)
+	}
+	for id, c := range rec.seen {
+		if c != 1 {
+			t.Fatalf("%s published %d times", id, c)
+		}
+	}
+}
+
 func (s suite[TTx]) testRelay(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)

@@ -106,14 +106,6 @@ func (d poolDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	return txQuerier{tx}, nil
 }
 
-func (d poolDB) BeginReadCommitted(ctx context.Context) (sqlstore.Tx, error) {
-	tx, err := d.p.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return nil, err
-	}
-	return txQuerier{tx}, nil
-}
-
 type txQuerier struct{ tx pgx.Tx }
 
 func (t txQuerier) Exec(ctx context.Context, q string, args ...any) (int64, error) {

@@ -23,14 +23,7 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 	}
 	// The transaction outlives ctx: a relay told to stop still finishes the
 	// batch it holds (database/sql would roll back on ctx's cancellation).
-	begin := s.db.Begin
-	if s.c.mode == claimLockSelect {
-		// Relay.Run holds the next claim while it marks the previous one. Under
-		// REPEATABLE READ, InnoDB's next-key locks from the next claim's index
-		// scan could block that mark; READ COMMITTED takes record locks only.
-		begin = s.db.BeginReadCommitted
-	}
-	tx, err := begin(context.WithoutCancel(ctx))
+	tx, err := s.db.Begin(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}

@@ -42,8 +42,6 @@ type Tx interface {
 type DB interface {
 	Querier
 	Begin(ctx context.Context) (Tx, error)
-	// BeginReadCommitted begins a READ COMMITTED transaction.
-	BeginReadCommitted(ctx context.Context) (Tx, error)
 }
 
 // ErrorKind is what a database error means to the outbox.
@@ -89,6 +87,12 @@ var _ outbox.Store = (*Store)(nil)
 
 // Dialect implements outbox.Store.
 func (s *Store) Dialect() string { return s.c.name }
+
+// SerialClaims implements outbox.SerialClaims. With MySQL's FOR UPDATE
+// claims, InnoDB's next-key locks from a claim held ahead can make the mark
+// of the batch before it wait; PostgreSQL's chunk locks and SQLite's claim
+// ranges never do.
+func (s *Store) SerialClaims() bool { return s.c.mode == claimLockSelect }
 
 // Tables implements outbox.Store.
 func (s *Store) Tables() outbox.Tables { return s.tables }
