@@ -48,7 +48,7 @@ type Store interface {
 	// aborted (or, for lease-based stores, until p.Lease has passed).
 	// Relay.Run may hold the next claim while it finishes the previous one,
 	// so an open claim must never make another claim's Finish wait; a store
-	// that cannot promise that implements SerialClaims.
+	// that cannot promise that implements ClaimOverlapper.
 	Claim(ctx context.Context, p ClaimParams) (Claim, error)
 
 	// Stats counts messages per status and topic.

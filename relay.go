@@ -119,10 +119,6 @@ type Relay struct {
 	cursorMu sync.Mutex
 	cursor   int64
 	rescanAt time.Time
-
-	// How long the last claim and the last publish took (nanoseconds): Run
-	// claims ahead only while publishing takes the longer.
-	lastClaim, lastPublish atomic.Int64
 }
 
 // NewRelay returns a Relay that moves messages from store to pub.
@@ -189,19 +185,16 @@ type MessageResult struct {
 // the relay with backoff; they do not end Run.
 //
 // Run overlaps the database and the broker: while one batch is with the
-// broker, the next is claimed, so that a relay waits for the two at once
-// instead of one after the other. It does so only while publishing takes
-// longer than claiming; otherwise (a fast broker, discard:) it claims the
-// next batch only once the previous one is marked, since a claim running
-// beside a mark only makes the two wait for each other. A store that
-// implements [SerialClaims] (MySQL) never has a claim held ahead. Batches
-// are published one after the other, in claim order. Run holds up to two
-// claims, and with a store that claims in a transaction (PostgreSQL) up to
-// two connections.
+// broker and being marked, the next is claimed, so that a relay waits for the
+// two at once instead of one after the other. Batches are still published
+// one after the other, in claim order. A store that implements
+// [ClaimOverlapper] may ask for less overlap (SQLite: the claim only beside
+// the publish; MySQL: none). Run holds up to two claims, and with a store
+// that claims in a transaction (PostgreSQL) up to two connections.
 func (r *Relay) Run(ctx context.Context) error {
 	p := &pipeline{batches: make(chan batch), done: make(chan struct{}, 1)}
-	if sc, ok := r.store.(SerialClaims); ok && sc.SerialClaims() {
-		p.serial = true
+	if o, ok := r.store.(ClaimOverlapper); ok {
+		p.overlap = o.ClaimOverlap()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -225,7 +218,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		b, err := r.claimBatch(ctx)
+		b, err := p.claim(ctx, r)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -238,11 +231,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		}
 		pause = 0
-		if len(b.msgs) == 0 {
-			if err := b.claim.Finish(context.WithoutCancel(ctx), nil); err != nil {
-				log.Warn("outbox relay: ending an empty claim failed", "error", err)
-			}
-		} else {
+		if len(b.msgs) > 0 {
 			p.seq++
 			b.seq = p.seq
 			select {
@@ -251,8 +240,8 @@ func (r *Relay) Run(ctx context.Context) error {
 				b.claim.Abort(context.WithoutCancel(ctx))
 				return nil
 			}
-			if p.serial || r.lastPublish.Load() <= r.lastClaim.Load() {
-				// Nothing to overlap: wait until b is marked.
+			if p.overlap == OverlapNone {
+				// Claim the next batch only once b is marked.
 				for p.finished.Load() < b.seq {
 					select {
 					case <-p.done:
@@ -271,18 +260,50 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// SerialClaims is implemented by a Store that cannot hold one claim open
-// while it finishes another: with MySQL's row and gap locks, the mark of one
-// batch could wait for the claim Relay.Run holds ahead, which waits for that
-// mark. Relay.Run then claims a batch only once the previous one is marked.
-type SerialClaims interface {
-	SerialClaims() bool
+// ClaimOverlap says how far Relay.Run may overlap the claim of the next batch
+// with the batch before it.
+type ClaimOverlap int
+
+const (
+	// OverlapAll: claim while the previous batch is published and marked.
+	// The store's claims never make another claim's Finish wait (PostgreSQL's
+	// chunk locks). The default for a store that does not say.
+	OverlapAll ClaimOverlap = iota
+	// OverlapPublish: claim while the previous batch is published, never
+	// while it is marked, for a store whose claims and marks take one write
+	// lock and hold no connection in between (SQLite): beside each other they
+	// would only wait for that lock.
+	OverlapPublish
+	// OverlapNone: claim only once the previous batch is marked, for a store
+	// whose open claim could make a mark wait (MySQL: InnoDB's row and gap
+	// locks), which with Run's claim held ahead would stall the relay.
+	OverlapNone
+)
+
+func (o ClaimOverlap) String() string {
+	switch o {
+	case OverlapAll:
+		return "OverlapAll"
+	case OverlapPublish:
+		return "OverlapPublish"
+	case OverlapNone:
+		return "OverlapNone"
+	}
+	return fmt.Sprintf("ClaimOverlap(%d)", int(o))
+}
+
+// ClaimOverlapper is implemented by a Store that needs Relay.Run to overlap
+// less than OverlapAll.
+type ClaimOverlapper interface {
+	ClaimOverlap() ClaimOverlap
 }
 
 // pipeline connects Run's claiming loop with its publishing goroutine.
 type pipeline struct {
 	batches chan batch
-	serial  bool // the store implements SerialClaims
+	overlap ClaimOverlap
+	// db is held around claims and marks with OverlapPublish.
+	db sync.Mutex
 	// finished is the seq of the last batch the publishing goroutine is
 	// through with; done is signalled after it moves.
 	finished atomic.Uint64
@@ -291,6 +312,21 @@ type pipeline struct {
 
 	mu    sync.Mutex
 	until time.Time // the broker or the database asked for a pause until then
+}
+
+// claim claims the next batch; an empty claim is ended at once.
+func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
+	if p.overlap == OverlapPublish {
+		p.db.Lock()
+		defer p.db.Unlock()
+	}
+	b, err := r.claimBatch(ctx)
+	if err == nil && len(b.msgs) == 0 {
+		if err = b.claim.Finish(context.WithoutCancel(ctx), nil); err != nil {
+			err = fmt.Errorf("ending an empty claim: %w", err)
+		}
+	}
+	return b, err
 }
 
 func (p *pipeline) pausedUntil() time.Time {
@@ -334,7 +370,14 @@ func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time
 		}
 		return pause
 	}
-	rep, err := r.deliver(ctx, b)
+	rep, outcomes := r.publishBatch(ctx, b)
+	if p.overlap == OverlapPublish {
+		p.db.Lock()
+	}
+	rep, err := r.finishBatch(ctx, b, rep, outcomes)
+	if p.overlap == OverlapPublish {
+		p.db.Unlock()
+	}
 	switch {
 	case err != nil:
 		pause = r.nextPause(pause)
@@ -415,7 +458,6 @@ func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 		r.moveCursor(0)
 		return batch{}, fmt.Errorf("claim: %w", err)
 	}
-	r.lastClaim.Store(int64(time.Since(start)))
 	msgs := claim.Messages()
 	if len(msgs) == r.cfg.BatchSize {
 		r.moveCursor(msgs[len(msgs)-1].ID)
@@ -429,14 +471,17 @@ func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 // From here on the batch is the relay's: it is finished even if ctx is
 // cancelled.
 func (r *Relay) deliver(ctx context.Context, b batch) (BatchReport, error) {
-	claim, msgs, start := b.claim, b.msgs, b.start
-	bctx := context.WithoutCancel(ctx)
+	rep, outcomes := r.publishBatch(ctx, b)
+	return r.finishBatch(ctx, b, rep, outcomes)
+}
+
+// publishBatch publishes a claimed batch and decides every message's outcome.
+func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outcome) {
+	msgs := b.msgs
 	// Publishing ends within the lease of a lease-based store (SQLite), even
 	// for a batch that waited behind the previous one.
-	pctx, cancel := context.WithTimeout(bctx, min(r.cfg.PublishTimeout, time.Until(start.Add(r.cfg.Lease))))
-	pubStart := time.Now()
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(r.cfg.PublishTimeout, time.Until(b.start.Add(r.cfg.Lease))))
 	errs := r.publish(pctx, msgs)
-	r.lastPublish.Store(int64(time.Since(pubStart)))
 	cancel()
 
 	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: b.fromCursor}
@@ -460,15 +505,21 @@ func (r *Relay) deliver(ctx context.Context, b batch) (BatchReport, error) {
 			rep.Released++
 		}
 	}
+	return rep, outcomes
+}
 
+// finishBatch records the outcomes of a published batch in one transaction,
+// then logs the messages that went DEAD and calls the hooks.
+func (r *Relay) finishBatch(ctx context.Context, b batch, rep BatchReport, outcomes []Outcome) (BatchReport, error) {
+	bctx := context.WithoutCancel(ctx)
 	fctx, cancel := context.WithTimeout(bctx, r.cfg.PublishTimeout)
 	defer cancel()
-	if err := claim.Finish(fctx, outcomes); err != nil {
+	if err := b.claim.Finish(fctx, outcomes); err != nil {
 		// The claim is void: the rows stay NEW and will be published again; the
 		// consumers' inbox absorbs the duplicates.
-		return rep, fmt.Errorf("mark batch of %d: %w", len(msgs), err)
+		return rep, fmt.Errorf("mark batch of %d: %w", len(b.msgs), err)
 	}
-	rep.Duration = time.Since(start)
+	rep.Duration = time.Since(b.start)
 	for _, res := range rep.Results {
 		if res.Outcome.Kind == OutcomeDead {
 			r.cfg.Logger.Error("outbox relay: message is DEAD after its last retry; inspect with `outbox dead show`",

@@ -21,6 +21,24 @@ type fakeStore struct {
 	finished [][]Outcome
 	aborted  int
 	onClaim  func(n int) // called (unlocked) after claim number n, from 1
+	// claimDelay and finishDelay lengthen every claim and every Finish of a
+	// batch; spans records when each ran.
+	claimDelay, finishDelay time.Duration
+	spans                   []span
+}
+
+// span is when one claim, publish or mark ran.
+type span struct {
+	kind       string
+	start, end time.Time
+}
+
+func overlaps(a, b span) bool { return a.start.Before(b.end) && b.start.Before(a.end) }
+
+func (s *fakeStore) record(kind string, start time.Time) {
+	s.mu.Lock()
+	s.spans = append(s.spans, span{kind, start, time.Now()})
+	s.mu.Unlock()
 }
 
 func newFakeStore(n int) *fakeStore {
@@ -51,6 +69,9 @@ func (s *fakeStore) DeleteSent(context.Context, time.Duration, int) (int64, erro
 }
 
 func (s *fakeStore) Claim(_ context.Context, p ClaimParams) (Claim, error) {
+	start := time.Now()
+	time.Sleep(s.claimDelay)
+	defer s.record("claim", start)
 	s.mu.Lock()
 	s.afterIDs = append(s.afterIDs, p.AfterID)
 	n := len(s.afterIDs)
@@ -90,6 +111,11 @@ func (c *fakeClaim) release() {
 }
 
 func (c *fakeClaim) Finish(_ context.Context, outcomes []Outcome) error {
+	if len(c.msgs) > 0 {
+		start := time.Now()
+		time.Sleep(c.s.finishDelay)
+		defer c.s.record("mark", start)
+	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	c.release()
@@ -297,9 +323,8 @@ func TestPublishFuncHoldsBackKey(t *testing.T) {
 	}
 }
 
-// Run claims the next batch while the broker still has the previous one,
-// once publishing has been seen to take longer than claiming, and publishes
-// the batches one at a time, in claim order.
+// Run claims the next batch while the broker still has the previous one, and
+// publishes the batches one at a time, in claim order.
 func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 	st := newFakeStore(50)
 	fourthClaim := make(chan struct{})
@@ -326,7 +351,7 @@ func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 			published = append(published, m.ID)
 		}
 		mu.Unlock()
-		time.Sleep(3 * time.Millisecond) // slower than the in-memory claim
+		time.Sleep(3 * time.Millisecond)
 		if msgs[0].ID == 21 {
 			// The third batch is acked only once the fourth is claimed.
 			select {
@@ -383,48 +408,72 @@ func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 	}
 }
 
-// When publishing is quicker than claiming (discard:, a fast broker), Run
-// claims a batch only once the previous one is marked: a claim beside a mark
-// would only make the two wait for each other.
-func TestRelayRunNoClaimAheadOfFastPublisher(t *testing.T) {
-	st := newFakeStore(50)
-	var mu sync.Mutex
-	overlap := false
-	st.onClaim = func(int) {
-		time.Sleep(2 * time.Millisecond) // a claim slower than the publisher
-		st.mu.Lock()
-		if len(st.held) > 10 { // another claim is still open
-			mu.Lock()
-			overlap = true
-			mu.Unlock()
-		}
-		st.mu.Unlock()
-	}
-	r, _ := NewRelay(st, Discard, RelayConfig{BatchSize: 10, Interval: time.Hour, Logger: quiet()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st.mu.Lock()
-		n := len(st.finished)
-		st.mu.Unlock()
-		if n >= 5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	if overlap {
-		t.Fatal("a claim ran while the previous batch was still open, with nothing to overlap")
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if len(st.finished) != 5 {
-		t.Fatalf("%d batches finished, want 5", len(st.finished))
+// overlapStore is a fakeStore that asks Run for less overlap, and notes
+// whether a claim ever ran beside an open claim or a running mark.
+type overlapStore struct {
+	*fakeStore
+	mode ClaimOverlap
+}
+
+func (s overlapStore) ClaimOverlap() ClaimOverlap { return s.mode }
+
+// A store that implements ClaimOverlapper gets no more overlap than it asks
+// for: OverlapPublish never has a claim beside a mark, OverlapNone never has
+// two claims open.
+func TestRelayRunClaimOverlap(t *testing.T) {
+	for _, mode := range []ClaimOverlap{OverlapPublish, OverlapNone} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			st := newFakeStore(60)
+			// A claim slower than a publish, so that with full overlap a
+			// claim would also run beside the mark that follows the publish.
+			st.claimDelay, st.finishDelay = 4*time.Millisecond, 2*time.Millisecond
+			pub := BatchPublishFunc(func(ctx context.Context, msgs []Message) []error {
+				start := time.Now()
+				time.Sleep(time.Millisecond)
+				st.record("publish", start)
+				return nil
+			})
+			r, _ := NewRelay(overlapStore{st, mode}, pub, RelayConfig{BatchSize: 10, Interval: time.Hour, Logger: quiet()})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				st.mu.Lock()
+				n := len(st.finished)
+				st.mu.Unlock()
+				if n >= 6 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			<-done
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if len(st.finished) != 6 {
+				t.Fatalf("%d batches finished, want 6", len(st.finished))
+			}
+			var besideMark, besidePublish bool
+			for _, c := range st.spans {
+				if c.kind != "claim" {
+					continue
+				}
+				for _, o := range st.spans {
+					besideMark = besideMark || (o.kind == "mark" && overlaps(c, o))
+					besidePublish = besidePublish || (o.kind == "publish" && overlaps(c, o))
+				}
+			}
+			if besideMark {
+				t.Fatal("a claim ran beside a mark")
+			}
+			switch {
+			case mode == OverlapNone && besidePublish:
+				t.Fatal("a claim ran beside a publish")
+			case mode == OverlapPublish && !besidePublish:
+				t.Fatal("no claim ran beside a publish: Run did not overlap at all")
+			}
+		})
 	}
 }
 
@@ -440,7 +489,7 @@ func TestRelayRunPauseReleasesNextBatch(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
-		time.Sleep(3 * time.Millisecond) // slower than the claim: Run claims ahead
+		time.Sleep(3 * time.Millisecond)
 		errs := make([]error, len(msgs))
 		for i, m := range msgs {
 			if calls == 2 {
@@ -498,7 +547,7 @@ func TestRelayRunStopFinishesBatchInFlight(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pub := BatchPublishFunc(func(pctx context.Context, msgs []Message) []error {
-		time.Sleep(3 * time.Millisecond) // slower than the claim: Run claims ahead
+		time.Sleep(3 * time.Millisecond)
 		if msgs[0].ID == 11 {
 			select {
 			case <-claimed:

@@ -88,11 +88,21 @@ var _ outbox.Store = (*Store)(nil)
 // Dialect implements outbox.Store.
 func (s *Store) Dialect() string { return s.c.name }
 
-// SerialClaims implements outbox.SerialClaims. With MySQL's FOR UPDATE
-// claims, InnoDB's next-key locks from a claim held ahead can make the mark
-// of the batch before it wait; PostgreSQL's chunk locks and SQLite's claim
-// ranges never do.
-func (s *Store) SerialClaims() bool { return s.c.mode == claimLockSelect }
+// ClaimOverlap implements outbox.ClaimOverlapper. PostgreSQL's chunk locks
+// never make a mark wait, so Relay.Run may claim beside one. SQLite's claims
+// and marks take the one write lock (and hold no connection in between), so
+// a claim goes only beside a publish. With MySQL's FOR UPDATE claims,
+// InnoDB's next-key locks from a claim held ahead can make the mark of the
+// batch before it wait, so no claim is held ahead.
+func (s *Store) ClaimOverlap() outbox.ClaimOverlap {
+	switch s.c.mode {
+	case claimRange:
+		return outbox.OverlapPublish
+	case claimLockSelect:
+		return outbox.OverlapNone
+	}
+	return outbox.OverlapAll
+}
 
 // Tables implements outbox.Store.
 func (s *Store) Tables() outbox.Tables { return s.tables }
