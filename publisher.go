@@ -15,7 +15,9 @@ import (
 // error counts as a refusal and spends one of the message's retries.
 //
 // Publish should send the whole batch before waiting for acknowledgements
-// (pipelining), and must respect ctx's deadline. A Publisher that also
+// (pipelining), and must respect ctx's deadline. One Relay calls Publish for
+// one batch at a time, in claim order; several relays may share a Publisher
+// and call it at once. A Publisher that also
 // implements io.Closer is closed by whoever built it, not by the relay.
 type Publisher interface {
 	Publish(ctx context.Context, msgs []Message) []error
