@@ -44,3 +44,41 @@ func BenchmarkPublish(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPublisherVsBaseline compares the Publisher (CloudEvents user
+// properties, a window per Publish call) with Baseline (the bare client, one
+// window across all messages) on the shared broker, 200-byte payloads in
+// batches of 500:
+//
+//	go test -run '^$' -bench PublisherVsBaseline -benchtime 50000x -count 3
+func BenchmarkPublisherVsBaseline(b *testing.B) {
+	ctx := context.Background()
+	u := sharedURL + "?topic=bench/{topic}&no_subscribers=ok"
+	b.Run("publisher", func(b *testing.B) {
+		pub, err := NewPublisher(ctx, PublisherConfig{URL: u})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pub.Close()
+		payload := json.RawMessage(`"` + strings.Repeat("x", 198) + `"`)
+		batch := make([]outbox.Message, 500)
+		for i := range batch {
+			batch[i] = outbox.Message{ID: int64(i + 1), MsgID: fmt.Sprint(i), Topic: "bench", Payload: payload, CreatedAt: time.Now()}
+		}
+		b.ResetTimer()
+		start := time.Now()
+		for sent := 0; sent < b.N; sent += len(batch) {
+			if errs := pub.Publish(ctx, batch[:min(len(batch), b.N-sent)]); errs != nil {
+				b.Fatal(errs)
+			}
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+	})
+	b.Run("baseline", func(b *testing.B) {
+		d, err := Baseline(ctx, u, "bench", b.N, 200, 500)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(b.N)/d.Seconds(), "msgs/s")
+	})
+}
