@@ -97,7 +97,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.writer && o.producers == 0 {
 		o.producers = 8
 	}
-	conns := o.relays + o.producers + 4
+	conns := 2*o.relays + o.producers + 4 // each relay may hold a claim ahead
 	o.db.dsn = withPoolSize(o.db.dsn, conns)
 	db, err := o.db.open(ctx, false)
 	if err != nil {

@@ -57,7 +57,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
 	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
 	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
-	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets N+2 connections unless the DSN sets pool_max_conns)")
+	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, unless the DSN sets pool_max_conns)")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
@@ -98,7 +98,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer closeP()
 		pubs = append(pubs, p)
 	}
-	db.dsn = withPoolSize(db.dsn, o.workers+2)
+	db.dsn = withPoolSize(db.dsn, 2*o.workers+2) // each relay may hold a claim ahead
 	d, err := db.open(ctx, true)
 	if err != nil {
 		return err
