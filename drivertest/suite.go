@@ -502,7 +502,7 @@ func (s suite[TTx]) testClaimPlan(t *testing.T) {
 
 // testRelaySlowBroker runs Relay.Run against a broker slower than the
 // claim, where Run claims the next batch while the broker has the previous
-// one (unless the store implements outbox.SerialClaims): the claim held ahead
+// one (as far as the store's outbox.ClaimOverlap allows): the claim held ahead
 // must never hold up the previous batch's mark, and every row goes out once.
 func (s suite[TTx]) testRelaySlowBroker(t *testing.T) {
 	t.Parallel()
