@@ -47,8 +47,9 @@
 // records every message's outcome in one transaction: sent, retried later with
 // exponential backoff, or DEAD after [RelayConfig].MaxRetries refusals.
 // [Relay.Run] loops until its context is cancelled and then finishes the batch
-// in flight; [Relay.RunOnce] does one batch, which suits tests and cron-like
-// callers. [Relay.Wake] makes a waiting relay look at once, for example from a
+// in flight; while the broker has one batch it already claims the next, as far
+// as the store allows ([ClaimOverlapper]). [Relay.RunOnce] does one batch,
+// which suits tests and cron-like callers. [Relay.Wake] makes a waiting relay look at once, for example from a
 // LISTEN loop of your own. Several relays, in one process or many, may run
 // against one table.
 //
