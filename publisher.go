@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 // Publisher delivers a batch of messages to a broker or endpoint. The relay owns
@@ -91,4 +92,65 @@ func GroupByKey(msgs []Message) [][]int {
 		groups[g] = append(groups[g], i)
 	}
 	return groups
+}
+
+// PublishKeyGroups is Publish for a publisher whose broker takes one message
+// per call (an HTTP request, an MQTT PUBLISH): it sends the groups of
+// GroupByKey in parallel, at most limit at a time, and each group in order,
+// one message after the previous one's answer. Once a message of a group
+// fails, the rest of the group is not sent: those messages get ErrHeldBack,
+// wrapped with Unavailable when the failure was unavailable too. A message
+// reached after ctx has ended gets Unavailable(ctx.Err()). send must be safe
+// for concurrent use; the result is nil when every message was sent.
+func PublishKeyGroups(ctx context.Context, msgs []Message, limit int, send func(context.Context, *Message) error) []error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	errs := make([]error, len(msgs))
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for _, group := range GroupByKey(msgs) {
+		// A group holds one slot for its whole run: its messages go one at a
+		// time anyway, and this bounds the goroutines as well as the
+		// messages in flight.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			for _, i := range group {
+				errs[i] = Unavailable(ctx.Err())
+			}
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			sendGroup(ctx, msgs, group, errs, send)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// sendGroup sends the messages of one group in order. Each goroutine writes
+// only its own indexes of errs.
+func sendGroup(ctx context.Context, msgs []Message, group []int, errs []error, send func(context.Context, *Message) error) {
+	failed := -1
+	for _, i := range group {
+		switch {
+		case ctx.Err() != nil:
+			errs[i] = Unavailable(ctx.Err())
+		case failed >= 0 && IsUnavailable(errs[failed]):
+			errs[i] = Unavailable(fmt.Errorf("%w (msg_id %q could not be published)", ErrHeldBack, msgs[failed].MsgID))
+		case failed >= 0:
+			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, msgs[failed].MsgID)
+		default:
+			if errs[i] = send(ctx, &msgs[i]); errs[i] != nil {
+				failed = i
+			}
+		}
+	}
 }

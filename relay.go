@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -192,7 +191,7 @@ type MessageResult struct {
 // the publish; MySQL: none). Run holds up to two claims, and with a store
 // that claims in a transaction (PostgreSQL) up to two connections.
 func (r *Relay) Run(ctx context.Context) error {
-	p := &pipeline{batches: make(chan batch), done: make(chan struct{}, 1)}
+	p := &pipeline{batches: make(chan batch)}
 	if o, ok := r.store.(ClaimOverlapper); ok {
 		p.overlap = o.ClaimOverlap()
 	}
@@ -232,22 +231,21 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		pause = 0
 		if len(b.msgs) > 0 {
-			p.seq++
-			b.seq = p.seq
+			if p.overlap == OverlapNone {
+				b.handled = make(chan struct{})
+			}
 			select {
 			case p.batches <- b:
 			case <-ctx.Done():
 				b.claim.Abort(context.WithoutCancel(ctx))
 				return nil
 			}
-			if p.overlap == OverlapNone {
+			if b.handled != nil {
 				// Claim the next batch only once b is marked.
-				for p.finished.Load() < b.seq {
-					select {
-					case <-p.done:
-					case <-ctx.Done():
-						return nil
-					}
+				select {
+				case <-b.handled:
+				case <-ctx.Done():
+					return nil
 				}
 			}
 		}
@@ -304,11 +302,6 @@ type pipeline struct {
 	overlap ClaimOverlap
 	// db is held around claims and marks with OverlapPublish.
 	db sync.Mutex
-	// finished is the seq of the last batch the publishing goroutine is
-	// through with; done is signalled after it moves.
-	finished atomic.Uint64
-	done     chan struct{}
-	seq      uint64 // of the last batch claimed
 
 	mu    sync.Mutex
 	until time.Time // the broker or the database asked for a pause until then
@@ -316,10 +309,7 @@ type pipeline struct {
 
 // claim claims the next batch; an empty claim is ended at once.
 func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
-	if p.overlap == OverlapPublish {
-		p.db.Lock()
-		defer p.db.Unlock()
-	}
+	defer p.dbTurn()()
 	b, err := r.claimBatch(ctx)
 	if err == nil && len(b.msgs) == 0 {
 		if err = b.claim.Finish(context.WithoutCancel(ctx), nil); err != nil {
@@ -327,6 +317,16 @@ func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
 		}
 	}
 	return b, err
+}
+
+// dbTurn waits for the store's turn when claims and marks must not overlap
+// (OverlapPublish) and returns the function that ends it.
+func (p *pipeline) dbTurn() (done func()) {
+	if p.overlap != OverlapPublish {
+		return func() {}
+	}
+	p.db.Lock()
+	return p.db.Unlock
 }
 
 func (p *pipeline) pausedUntil() time.Time {
@@ -352,10 +352,8 @@ func (r *Relay) publishLoop(ctx context.Context, p *pipeline) {
 	pause := time.Duration(0)
 	for b := range p.batches {
 		pause = r.publishOne(ctx, p, b, pause)
-		p.finished.Store(b.seq)
-		select {
-		case p.done <- struct{}{}:
-		default:
+		if b.handled != nil {
+			close(b.handled)
 		}
 	}
 }
@@ -371,13 +369,9 @@ func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time
 		return pause
 	}
 	rep, outcomes := r.publishBatch(ctx, b)
-	if p.overlap == OverlapPublish {
-		p.db.Lock()
-	}
+	endTurn := p.dbTurn()
 	rep, err := r.finishBatch(ctx, b, rep, outcomes)
-	if p.overlap == OverlapPublish {
-		p.db.Unlock()
-	}
+	endTurn()
 	switch {
 	case err != nil:
 		pause = r.nextPause(pause)
@@ -442,11 +436,13 @@ func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 
 // batch is one claim on its way through the relay.
 type batch struct {
-	seq        uint64 // Run's count of the batches it claimed
 	claim      Claim
 	msgs       []Message
 	start      time.Time
 	fromCursor bool
+	// handled, when set (OverlapNone), is closed once the batch is marked or
+	// released.
+	handled chan struct{}
 }
 
 // claimBatch claims the next batch, from the cursor or from the first id.

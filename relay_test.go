@@ -140,6 +140,28 @@ func (c *fakeClaim) Finish(_ context.Context, outcomes []Outcome) error {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// runUntil runs r until until() holds (or, as a safety net, within has
+// passed, after which the test's own checks fail), stops it, and returns
+// Run's error.
+func runUntil(r *Relay, within time.Duration, until func() bool) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(within)
+	for !until() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	return <-done
+}
+
+// batchesFinished counts the non-empty claims finished so far.
+func (s *fakeStore) batchesFinished() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.finished)
+}
+
 func TestRelayCursor(t *testing.T) {
 	st := newFakeStore(25)
 	r, err := NewRelay(st, Discard, RelayConfig{BatchSize: 10, RescanInterval: time.Hour, Logger: quiet()})
@@ -366,21 +388,7 @@ func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 		return nil
 	})
 	r, _ := NewRelay(st, pub, RelayConfig{BatchSize: 10, Interval: time.Hour, RescanInterval: time.Hour, Logger: quiet()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st.mu.Lock()
-		n := len(st.finished)
-		st.mu.Unlock()
-		if n >= 5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := runUntil(r, 10*time.Second, func() bool { return st.batchesFinished() >= 5 }); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -434,21 +442,7 @@ func TestRelayRunClaimOverlap(t *testing.T) {
 				return nil
 			})
 			r, _ := NewRelay(overlapStore{st, mode}, pub, RelayConfig{BatchSize: 10, Interval: time.Hour, Logger: quiet()})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- r.Run(ctx) }()
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				st.mu.Lock()
-				n := len(st.finished)
-				st.mu.Unlock()
-				if n >= 6 || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			cancel()
-			<-done
+			_ = runUntil(r, 5*time.Second, func() bool { return st.batchesFinished() >= 6 })
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			if len(st.finished) != 6 {
@@ -505,21 +499,11 @@ func TestRelayRunPauseReleasesNextBatch(t *testing.T) {
 	})
 	r, _ := NewRelay(st, pub, RelayConfig{BatchSize: 10, Interval: 5 * time.Millisecond,
 		PauseBase: 30 * time.Millisecond, PauseMax: 30 * time.Millisecond, Logger: quiet()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	_ = runUntil(r, 5*time.Second, func() bool {
 		mu.Lock()
-		n := len(sent)
-		mu.Unlock()
-		if n >= 30 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
+		defer mu.Unlock()
+		return len(sent) >= 30
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	st.mu.Lock()

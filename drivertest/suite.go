@@ -500,6 +500,24 @@ func (s suite[TTx]) testClaimPlan(t *testing.T) {
 	}
 }
 
+// runUntilNoneNew runs r.Run until no row is NEW (or within has passed, after
+// which the caller's checks fail), cancels it, and fails the test unless Run
+// then returns nil.
+func (s suite[TTx]) runUntilNoneNew(t *testing.T, ctx context.Context, env *Env[TTx], r *outbox.Relay, within time.Duration) {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	deadline := time.Now().Add(within)
+	for s.count(t, env, "status = 0") > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v on cancel", err)
+	}
+}
+
 // testRelaySlowBroker runs Relay.Run against a broker slower than the
 // claim, where Run claims the next batch while the broker has the previous
 // one (as far as the store's outbox.ClaimOverlap allows): the claim held ahead
@@ -520,19 +538,9 @@ func (s suite[TTx]) testRelaySlowBroker(t *testing.T) {
 	if _, err := r.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
 	// 12 batches take 0.4 s of publishing; a mark stuck behind a lock would
 	// take the database's lock timeout (50 s for InnoDB) to give up.
-	deadline := time.Now().Add(15 * time.Second)
-	for s.count(t, env, "status = 0") > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run returned %v on cancel", err)
-	}
+	s.runUntilNoneNew(t, ctx, env, r, 15*time.Second)
 	if n := s.count(t, env, "status = 1"); n != 125 {
 		t.Fatalf("SENT = %d after 15 s, want 125: a mark waited on the claim held ahead of it", n)
 	}
@@ -565,17 +573,7 @@ func (s suite[TTx]) testRelay(t *testing.T) {
 		t.Fatalf("published message = %+v", m)
 	}
 	// Run loops at once on full batches and stops cleanly on cancel.
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for s.count(t, env, "status = 0") > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run returned %v on cancel", err)
-	}
+	s.runUntilNoneNew(t, ctx, env, r, 20*time.Second)
 	if n := s.count(t, env, "status = 1"); n != 25 {
 		t.Fatalf("SENT = %d, want 25", n)
 	}

@@ -34,7 +34,7 @@
 // cannot be made (dial, DNS, TLS, reset, or no connection within
 // Config.Timeout), status 429, 502, 503 or 504, and the caller's ctx ending.
 // A message held back behind a failed one of the same key (ErrHeldBack) is
-// left untouched too, without pausing the relay. The second kind spends a retry: any other status (a *StatusError, whose message
+// left untouched too; it adds no pause of its own. The second kind spends a retry: any other status (a *StatusError, whose message
 // quotes the start of the response body) and a request that got no response
 // within Config.Timeout although the connection was made, because the
 // endpoint may have acted on it.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -119,59 +118,13 @@ func (p *Publisher) Close() error {
 // keeps its retries): the endpoint could not be reached (dial, DNS, TLS,
 // connection reset, no connection within Timeout); status 429, 502, 503 or
 // 504; ctx ended before or while the message was sent. A message held back
-// behind a failed one of its key gets ErrHeldBack (kept, no pause). Any other error is a refusal that spends a
-// retry: another non-2xx status (a *StatusError), or no response within
+// behind a failed one of its key gets ErrHeldBack and is kept; it pauses the
+// relay only when the failure did (see outbox.PublishKeyGroups). Any other
+// error is a refusal that spends a retry: another non-2xx status (a *StatusError), or no response within
 // Timeout on an established connection, since the endpoint may have acted on
 // the message.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	errs := make([]error, len(msgs))
-	sem := make(chan struct{}, p.concurrency)
-	var wg sync.WaitGroup
-	for _, group := range outbox.GroupByKey(msgs) {
-		// A key group holds one slot for its whole run: its messages go one
-		// at a time anyway, and this bounds the goroutines as well as the
-		// requests in flight.
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			for _, i := range group {
-				errs[i] = outbox.Unavailable(ctx.Err())
-			}
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			p.sendGroup(ctx, msgs, group, errs)
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return errs
-		}
-	}
-	return nil
-}
-
-// sendGroup sends the messages of one group in order. Each goroutine writes
-// only its own indexes of errs, so no lock is needed.
-func (p *Publisher) sendGroup(ctx context.Context, msgs []outbox.Message, group []int, errs []error) {
-	failed := -1
-	for _, i := range group {
-		switch {
-		case ctx.Err() != nil:
-			errs[i] = outbox.Unavailable(ctx.Err())
-		case failed >= 0:
-			errs[i] = fmt.Errorf("%w (msg_id %q)", ErrHeldBack, msgs[failed].MsgID)
-		default:
-			if errs[i] = p.send(ctx, &msgs[i]); errs[i] != nil {
-				failed = i
-			}
-		}
-	}
+	return outbox.PublishKeyGroups(ctx, msgs, p.concurrency, p.send)
 }
 
 // send POSTs one message and classifies the outcome.

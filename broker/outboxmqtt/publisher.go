@@ -111,60 +111,10 @@ func (p *Publisher) Close() error {
 // broker would answer by closing the connection (a wildcard in the topic, a
 // packet over the broker's Maximum Packet Size).
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	errs := make([]error, len(msgs))
 	p.mu.Lock()
 	window := min(p.window, p.receiveMax)
 	p.mu.Unlock()
-	sem := make(chan struct{}, max(window, 1))
-	var wg sync.WaitGroup
-	for _, group := range outbox.GroupByKey(msgs) {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			for _, i := range group {
-				errs[i] = outbox.Unavailable(ctx.Err())
-			}
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			p.sendGroup(ctx, msgs, group, errs)
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return errs
-		}
-	}
-	return nil
-}
-
-// sendGroup publishes the messages of one group in order. Each goroutine
-// writes only its own indexes of errs.
-func (p *Publisher) sendGroup(ctx context.Context, msgs []outbox.Message, group []int, errs []error) {
-	failed := -1
-	for _, i := range group {
-		switch {
-		case ctx.Err() != nil:
-			errs[i] = outbox.Unavailable(ctx.Err())
-		case failed >= 0 && outbox.IsUnavailable(errs[failed]):
-			// The broker is out of reach: say so, so that the relay pauses
-			// for this message too.
-			errs[i] = outbox.Unavailable(fmt.Errorf("%w (msg_id %q could not be published)", outbox.ErrHeldBack, msgs[failed].MsgID))
-		case failed >= 0:
-			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", outbox.ErrHeldBack, msgs[failed].MsgID)
-		default:
-			if errs[i] = p.send(ctx, &msgs[i]); errs[i] != nil {
-				failed = i
-			}
-		}
-	}
+	return outbox.PublishKeyGroups(ctx, msgs, window, p.send)
 }
 
 // send publishes one message and classifies the outcome.
