@@ -37,6 +37,7 @@ type benchOptions struct {
 	baseline     bool
 	cpuProfile   string
 	round        time.Duration
+	meter        *cpuMeter
 	pub          publisherOptions
 }
 
@@ -132,6 +133,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	scheme, _, _ := strings.Cut(strings.ToLower(o.broker), ":")
+	o.meter = newCPUMeter(db.Dialect, scheme)
 	brokerURL := o.broker
 	if bb != nil && o.baseline {
 		bb.close()
@@ -215,6 +218,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					"the first two together cap the relay at %.0f msgs/s = %.2f of min(both)\n",
 					run, runtime.NumCPU(), micros(brokerCPU.perMsg), 100*brokerCPU.util, micros(discardCPU.perMsg), 100*discardCPU.util,
 					micros(res.cpu.perMsg), 100*res.cpu.util, capRate, capRate/ceiling)
+				if brokerCPU.byProcess() != "" {
+					fmt.Fprintf(stdout, "run %d CPU per message by process: broker alone: %s; relay with discard: %s; relay through the broker: %s\n",
+						run, brokerCPU.byProcess(), discardCPU.byProcess(), res.cpu.byProcess())
+				}
 			}
 		}
 		if base > 0 {
@@ -289,6 +296,9 @@ func (r benchResult) extra() string {
 	s := fmt.Sprintf(" (%d batches)", r.batches)
 	if r.cpu.ok {
 		s += fmt.Sprintf("; machine CPU %s/msg, %.0f%% busy", micros(r.cpu.perMsg), 100*r.cpu.util)
+		if p := r.cpu.byProcess(); p != "" {
+			s += " (" + p + ")"
+		}
 	}
 	if r.dead > 0 {
 		s += fmt.Sprintf(", %d DEAD", r.dead)
@@ -347,7 +357,7 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var wg sync.WaitGroup
 	relayErr := make(chan error, o.relays+o.producers)
-	cpu := sampleCPU()
+	cpu := o.meter.sample()
 	start := time.Now()
 	for i := range o.relays {
 		r, err := outbox.NewRelay(db.Store, pubs[i%len(pubs)], outbox.RelayConfig{BatchSize: o.batch, Interval: 5 * time.Millisecond,
@@ -375,7 +385,7 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 	var use cpuUse
 	select {
 	case <-hook.finished:
-		use = cpuSince(cpu, hook.done.Load())
+		use = o.meter.since(cpu, hook.done.Load())
 	case <-ctx.Done():
 	case err = <-relayErr:
 	}

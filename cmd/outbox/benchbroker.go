@@ -86,12 +86,12 @@ func (b *brokerBench) close() {
 func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float64, cpuUse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	cpu := sampleCPU()
+	cpu := o.meter.sample()
 	d, err := b.adapter.baseline(ctx, b.url, benchTopic, o.messages, o.payloadBytes, o.batch)
 	if err != nil {
 		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, redact(oneLine(err.Error())))
 	}
-	return float64(o.messages) / d.Seconds(), cpuSince(cpu, int64(o.messages)), nil
+	return float64(o.messages) / d.Seconds(), o.meter.since(cpu, int64(o.messages)), nil
 }
 
 // bindBenchQueue declares a queue bound to the URL's exchange with every
