@@ -8,6 +8,7 @@ BENCH_MESSAGES ?= 100000
 BENCH_RUNS     ?= 5
 RELAYS         ?= 1
 FUZZTIME       ?= 30s
+CHAOS_DURATION ?= 3m
 
 .DEFAULT_GOAL := help
 
@@ -22,6 +23,7 @@ test: vet ## vet and test every module with -race against the local PostgreSQL, 
 .PHONY: vet
 vet: ## go vet every module and check gofmt
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@cd e2e && $(GO) vet -tags chaos ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
@@ -56,6 +58,10 @@ bench-brokers: build ## relay through each broker vs the broker's own acked rate
 	  'amqp://guest:guest@127.0.0.1:5672/?exchange=outbox-bench' \
 	  'mqtt://127.0.0.1:1883?topic=bench/{topic}' 'kfake:'; do \
 	  echo "== $$b"; bin/outbox bench --db $(PG)?sslmode=disable --broker "$$b" --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --relays $(RELAYS); done
+
+.PHONY: chaos
+chaos: build ## CHAOS_DURATION (3m) of producers, relay processes, a private nats-server and a subscriber, killed at random; then every committed message must have exactly one effect
+	cd e2e && OUTBOX_BIN=$(CURDIR)/bin/outbox $(GO) test -tags chaos -run TestChaos -count=1 -v -timeout 60m . -args -chaos.duration=$(CHAOS_DURATION)
 
 .PHONY: bench-ageing
 bench-ageing: build ## throughput after a million messages passed through the same table (11 runs of 100k)

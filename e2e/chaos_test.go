@@ -1,0 +1,381 @@
+//go:build chaos
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxnats"
+	"github.com/outbox-go/outbox/brokertest"
+)
+
+// The chaos run is not part of `make test`: `make chaos` builds it with the
+// chaos tag and runs it for CHAOS_DURATION.
+var (
+	chaosDuration = flag.Duration("chaos.duration", 2*time.Minute, "how long producers write and the chaos lasts, before the final drain and check")
+	chaosRelays   = flag.Int("chaos.relays", 3, "relay processes running at once")
+)
+
+// TestChaos runs the whole path for a while with real processes and kills
+// them: producers commit (and roll back) business transactions on
+// PostgreSQL; several `outbox relay` processes publish to a private
+// nats-server; a subscriber applies each message through the inbox to a
+// second database. Meanwhile, at random: a relay is SIGKILLed (mid-batch or
+// not) and started again, a relay is stopped with SIGTERM (it must exit 0),
+// the broker is SIGKILLed and started again, the subscriber is stopped and
+// started again, delivered messages are published again. At the end every
+// relay drains the table and the test checks the seeds' promise: every
+// committed message has exactly one effect, no rolled-back one has any, and
+// no row is left unsent.
+func TestChaos(t *testing.T) {
+	bin := outboxBinary(t)
+	srv := startPrivate(t, natsSpec)
+	url := "nats://" + srv.addr() + "?stream=CHAOS&subject=chaos.{topic}&dead=chaosdead.{group}&dead_stream=CHAOS_DEAD&duplicates=100ms&ack_wait=5s&timeout=2s"
+	b := Broker{
+		Name:  "chaos",
+		Topic: "transfer.done",
+		NewPublisher: func(t *testing.T) outbox.Publisher {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: url})
+			if err != nil {
+				t.Fatalf("NewPublisher: %v", err)
+			}
+			return p
+		},
+		NewSubscriber: func(t *testing.T, group string) brokertest.Subscriber {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := outboxnats.NewSubscriber(ctx, outboxnats.SubscriberConfig{
+				URL: url, Group: group, Topic: "transfer.done", RedeliveryDelay: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatalf("NewSubscriber: %v", err)
+			}
+			return s
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *chaosDuration+6*time.Minute)
+	defer cancel()
+	h := newHarness(ctx, t, b)
+	var schema string
+	if err := h.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	appName := "outbox-chaos-" + schema
+	dsn := PostgresDSN() + "&search_path=" + schema + "&application_name=" + appName
+	logs := t.TempDir()
+
+	// The subscriber: stopped and started again by the chaos.
+	sub := startChaosSubscriber(ctx, t, b, h)
+	defer func() { sub.stop(t) }()
+
+	// The relays: real processes.
+	relays := make([]*relayProc, *chaosRelays)
+	for i := range relays {
+		relays[i] = startRelay(t, bin, dsn, url, filepath.Join(logs, fmt.Sprintf("relay-%d.log", i)))
+	}
+	defer func() {
+		for _, r := range relays {
+			r.kill()
+		}
+	}()
+
+	// The producers write until the chaos ends.
+	prodCtx, stopProducers := context.WithTimeout(ctx, *chaosDuration)
+	defer stopProducers()
+	var prodWG sync.WaitGroup
+	var produced atomic.Int64
+	for p := range producers {
+		prodWG.Go(func() { chaosProduce(prodCtx, t, h, p, &produced) })
+	}
+
+	// The chaos.
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) //nolint:gosec // chaos, not secrets
+	var kills, terms, freezes, dbDrops, brokerKills, subRestarts, dupRounds int
+	lastBrokerKill := time.Now()
+	half := time.Now().Add(*chaosDuration / 2)
+	for prodCtx.Err() == nil {
+		sleepCtx(prodCtx, time.Duration(300+rnd.IntN(1200))*time.Millisecond)
+		if prodCtx.Err() != nil {
+			break
+		}
+		i := rnd.IntN(len(relays))
+		switch a := rnd.IntN(100); {
+		case a < 30: // a relay dies, wherever it is in its batch
+			relays[i].kill()
+			sleepCtx(prodCtx, time.Duration(rnd.IntN(300))*time.Millisecond)
+			relays[i] = startRelay(t, bin, dsn, url, relays[i].log)
+			kills++
+		case a < 45: // a relay is told to stop: it finishes its batch and exits 0
+			if err := relays[i].term(30 * time.Second); err != nil {
+				t.Errorf("relay stopped with SIGTERM: %v (log %s)", err, relays[i].log)
+			}
+			relays[i] = startRelay(t, bin, dsn, url, relays[i].log)
+			terms++
+		case a < 55: // a relay freezes (a long pause, a stalled VM) holding its claim
+			relays[i].freeze(time.Duration(500+rnd.IntN(2500)) * time.Millisecond)
+			freezes++
+		case a < 65: // the database drops the relays' connections
+			n, err := dropConnections(ctx, h, appName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dbDrops += n
+		case a < 75: // the subscriber goes away and comes back
+			sub.stop(t)
+			sub = startChaosSubscriber(ctx, t, b, h)
+			subRestarts++
+		case a < 85 && time.Since(lastBrokerKill) > 5*time.Second: // the broker crashes
+			srv.restart(t)
+			lastBrokerKill = time.Now()
+			brokerKills++
+		}
+		if dupRounds == 0 && time.Now().After(half) {
+			chaosDuplicates(ctx, t, b, h)
+			dupRounds++
+		}
+	}
+	prodWG.Wait()
+	if dupRounds == 0 {
+		chaosDuplicates(ctx, t, b, h)
+	}
+	committed := h.committedIDs()
+	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes, %d database connections dropped; %d broker kills, %d subscriber restarts",
+		*chaosDuration, produced.Load(), len(committed), kills, terms, freezes, dbDrops, brokerKills, subRestarts)
+
+	// Every relay drains the table; every effect arrives.
+	h.waitOutboxDrained(ctx, t)
+	h.waitEffects(ctx, t, len(committed), "every committed message's effect")
+	time.Sleep(2 * time.Second) // stray redeliveries
+	for _, r := range relays {
+		if err := r.term(30 * time.Second); err != nil {
+			t.Errorf("relay stopped with SIGTERM at the end: %v (log %s)", err, r.log)
+		}
+	}
+	h.check(t, committed)
+	// What the relays logged (warnings and errors: the chaos causes many).
+	for _, r := range relays {
+		if b, err := os.ReadFile(r.log); err == nil {
+			n := 10
+			if t.Failed() {
+				n = 40
+			}
+			t.Logf("%s, last lines:\n%s", filepath.Base(r.log), lastLines(b, n))
+		}
+	}
+}
+
+// outboxBinary is the outbox command: OUTBOX_BIN, or built from this
+// workspace.
+func outboxBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("OUTBOX_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "outbox")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/outbox-go/outbox/cmd/outbox").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the outbox command (or set OUTBOX_BIN): %v\n%s", err, out)
+	}
+	return bin
+}
+
+// relayProc is one `outbox relay` process.
+type relayProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // after done
+	log  string
+}
+
+func startRelay(t *testing.T, bin, dsn, url, log string) *relayProc {
+	t.Helper()
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "--- start %s\n", time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(bin, "relay", "--db", dsn, "--broker", url, "--batch", "50", "--interval", "50ms",
+		"--retry-base", "100ms", "--retry-max", "1s", "--max-retries", "50", "--publish-timeout", "5s",
+		"--stats-interval", "0", "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s relay: %v", bin, err)
+	}
+	r := &relayProc{cmd: cmd, done: make(chan struct{}), log: log}
+	go func() { r.err = cmd.Wait(); close(r.done) }()
+	return r
+}
+
+// kill SIGKILLs the relay, as in a crash.
+func (r *relayProc) kill() {
+	_ = r.cmd.Process.Kill()
+	<-r.done
+}
+
+// freeze stops the relay (SIGSTOP) for d, then lets it go on.
+func (r *relayProc) freeze(d time.Duration) {
+	if r.cmd.Process.Signal(syscall.SIGSTOP) != nil {
+		return
+	}
+	time.Sleep(d)
+	_ = r.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// dropConnections terminates the relays' database sessions, as a database
+// failover or a network cut would.
+func dropConnections(ctx context.Context, h *harness, appName string) (int, error) {
+	var n int
+	err := h.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) t`, appName).Scan(&n)
+	return n, err
+}
+
+// term sends SIGTERM and waits for a clean exit.
+func (r *relayProc) term(wait time.Duration) error {
+	select {
+	case <-r.done:
+		return fmt.Errorf("it had already exited: %v", r.err)
+	default:
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+		return r.err // nil for exit status 0
+	case <-time.After(wait):
+		r.kill()
+		return fmt.Errorf("it did not exit within %s of SIGTERM", wait)
+	}
+}
+
+// chaosSub is a running subscriber.
+type chaosSub struct {
+	s      brokertest.Subscriber
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startChaosSubscriber(ctx context.Context, t *testing.T, b Broker, h *harness) *chaosSub {
+	t.Helper()
+	s := b.NewSubscriber(t, group)
+	sctx, cancel := context.WithCancel(ctx)
+	c := &chaosSub{s: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { c.done <- s.Run(sctx, h.handler()) }()
+	return c
+}
+
+func (c *chaosSub) stop(t *testing.T) {
+	t.Helper()
+	c.cancel()
+	select {
+	case err := <-c.done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("subscriber: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("subscriber did not stop within 30s")
+	}
+	if cl, ok := c.s.(interface{ Close() error }); ok {
+		_ = cl.Close()
+	}
+}
+
+// chaosProduce commits business transactions until ctx ends; every tenth
+// rolls back after writing its message.
+func chaosProduce(ctx context.Context, t *testing.T, h *harness, p int, produced *atomic.Int64) {
+	for i := 0; ctx.Err() == nil; i++ {
+		id := fmt.Sprintf("chaos-tx-%d-%06d", p, i)
+		acct := fmt.Sprintf("acct-%d", i%7)
+		payload := fmt.Sprintf(`{"account":%q,"amount":%d}`, acct, i%100+1)
+		rollback := i%10 == 9
+		err := pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, i%100+1, acct); err != nil {
+				return err
+			}
+			if err := h.writer.Write(ctx, tx, outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: []byte(payload)}); err != nil {
+				return err
+			}
+			if rollback {
+				return errRollback
+			}
+			return nil
+		})
+		h.mu.Lock()
+		switch {
+		case err == nil:
+			h.committed[id] = true
+		case errors.Is(err, errRollback):
+			h.rolledBack[id] = true
+		case ctx.Err() != nil:
+			// Ended mid-transaction: it rolled back, or failed before.
+			h.rolledBack[id] = true
+		default:
+			h.mu.Unlock()
+			t.Errorf("business transaction %s: %v", id, err)
+			return
+		}
+		h.mu.Unlock()
+		produced.Add(1)
+		time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond) //nolint:gosec // pacing
+	}
+}
+
+// chaosDuplicates publishes delivered messages again, retrying while the
+// broker may be restarting.
+func chaosDuplicates(ctx context.Context, t *testing.T, b Broker, h *harness) {
+	t.Helper()
+	h.mu.Lock()
+	dups := append([]outbox.Message(nil), h.sent...)
+	h.mu.Unlock()
+	pub := b.NewPublisher(t)
+	defer closeIfCloser(pub)
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		errs := pub.Publish(pctx, dups)
+		cancel()
+		if errs == nil {
+			t.Logf("chaos: published %d delivered messages again", len(dups))
+			return
+		}
+		if attempt == 5 {
+			t.Fatalf("publishing duplicates: %v", errors.Join(errs...))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func lastLines(b []byte, n int) string {
+	lines := 0
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			lines++
+			if lines > n {
+				return string(b[i+1:])
+			}
+		}
+	}
+	return string(b)
+}
