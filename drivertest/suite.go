@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -823,6 +824,91 @@ func (s suite[TTx]) testLateCommit(t *testing.T) {
 	fast, _ := env.Driver.GetMessage(ctx, "fast-2")
 	if slowMsg.ID > fast.ID {
 		t.Fatalf("test did not exercise a late commit: slow id %d > fast id %d", slowMsg.ID, fast.ID)
+	}
+}
+
+// testWriterBesideClaims: a relay's claim stays open while the broker has
+// the batch, and business transactions must go on meanwhile. On InnoDB at
+// REPEATABLE READ the claim's next-key locks covered the gap where every new
+// row goes: writers waited for the whole publish, and a mark that reached a
+// waiting writer's new row deadlocked it (found by make chaos CHAOS_DB=mysql).
+// Two claims are open, one from the start and one from a cursor, as with two
+// relays; a writer commits; then both claims mark and commit.
+func (s suite[TTx]) testWriterBesideClaims(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	s.write(t, env, manyMsgs("claimed", 4)...)
+	first, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 2, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Abort(context.WithoutCancel(ctx))
+	if len(first.Messages()) != 2 {
+		t.Fatalf("first claim: %d messages, want 2", len(first.Messages()))
+	}
+	second, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, AfterID: first.Messages()[1].ID, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Abort(context.WithoutCancel(ctx))
+	// PostgreSQL locks chunks of ids, so the second claim may find the rest
+	// held by the first.
+	if n := len(second.Messages()); n > 2 {
+		t.Fatalf("second claim (from a cursor): %d messages, want at most 2", n)
+	}
+	left := map[string]bool{"written-beside-claims": true, "claimed-00002": true, "claimed-00003": true}
+	for _, m := range second.Messages() {
+		delete(left, m.MsgID)
+	}
+
+	w, err := outbox.NewWriter(env.Driver, outbox.WriterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		tx, err := env.Begin(ctx)
+		if err != nil {
+			done <- err
+			return
+		}
+		if err := w.Write(ctx, tx, msg("written-beside-claims")); err != nil {
+			env.Rollback(ctx, tx)
+			done <- err
+			return
+		}
+		done <- env.Commit(ctx, tx)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a business transaction beside open claims: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		_ = first.Abort(context.WithoutCancel(ctx))
+		_ = second.Abort(context.WithoutCancel(ctx))
+		<-done
+		t.Fatal("a business transaction waited more than 5s for the relay's open claims")
+	}
+	sent := func(c outbox.Claim) []outbox.Outcome { return make([]outbox.Outcome, len(c.Messages())) } // OutcomeSent is 0
+	if err := first.Finish(ctx, sent(first)); err != nil {
+		t.Fatalf("mark of the first claim: %v", err)
+	}
+	if err := second.Finish(ctx, sent(second)); err != nil {
+		t.Fatalf("mark of the second claim: %v", err)
+	}
+	third, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Abort(context.WithoutCancel(ctx))
+	got := map[string]bool{}
+	for _, m := range third.Messages() {
+		got[m.MsgID] = true
+	}
+	if !maps.Equal(got, left) {
+		t.Fatalf("after both marks the claim found %v, want %v", got, left)
 	}
 }
 

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxnats"
 	"github.com/outbox-go/outbox/brokertest"
@@ -29,6 +27,7 @@ import (
 var (
 	chaosDuration = flag.Duration("chaos.duration", 2*time.Minute, "how long producers write and the chaos lasts, before the final drain and check")
 	chaosRelays   = flag.Int("chaos.relays", 3, "relay processes running at once")
+	chaosDB       = flag.String("chaos.db", "postgres", "the producers' database and the relays': postgres, mysql (MariaDB) or sqlite")
 )
 
 // TestChaos runs the whole path for a while with real processes and kills
@@ -72,14 +71,10 @@ func TestChaos(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *chaosDuration+6*time.Minute)
 	defer cancel()
-	h := newHarness(ctx, t, b)
-	var schema string
-	if err := h.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	appName := "outbox-chaos-" + schema
-	dsn := PostgresDSN() + "&search_path=" + schema + "&application_name=" + appName
+	h, st := newChaosStore(ctx, t, b, *chaosDB)
+	dsn := st.relayDSN
 	logs := t.TempDir()
+	t.Logf("chaos on %s for %s: %d relay processes, a private nats-server at %s", *chaosDB, *chaosDuration, *chaosRelays, srv.addr())
 
 	// The subscriber: stopped and started again by the chaos.
 	sub := startChaosSubscriber(ctx, t, b, h)
@@ -102,7 +97,7 @@ func TestChaos(t *testing.T) {
 	var prodWG sync.WaitGroup
 	var produced atomic.Int64
 	for p := range producers {
-		prodWG.Go(func() { chaosProduce(prodCtx, t, h, p, &produced) })
+		prodWG.Go(func() { chaosProduce(prodCtx, t, h, st, p, &produced) })
 	}
 
 	// The chaos.
@@ -129,10 +124,14 @@ func TestChaos(t *testing.T) {
 			relays[i] = startRelay(t, bin, dsn, url, relays[i].log)
 			terms++
 		case a < 55: // a relay freezes (a long pause, a stalled VM) holding its claim
-			relays[i].freeze(time.Duration(500+rnd.IntN(2500)) * time.Millisecond)
+			d := time.Duration(500+rnd.IntN(2500)) * time.Millisecond
+			if rnd.IntN(10) == 0 {
+				d = relayLease + time.Duration(1000+rnd.IntN(2000))*time.Millisecond // past its lease (SQLite)
+			}
+			relays[i].freeze(d)
 			freezes++
-		case a < 65: // the database drops the relays' connections
-			n, err := dropConnections(ctx, h, appName)
+		case a < 65 && st.dropRelayConns != nil: // the database drops the relays' connections
+			n, err := st.dropRelayConns(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +212,7 @@ func startRelay(t *testing.T, bin, dsn, url, log string) *relayProc {
 	defer f.Close()
 	fmt.Fprintf(f, "--- start %s\n", time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(bin, "relay", "--db", dsn, "--broker", url, "--batch", "50", "--interval", "50ms",
-		"--retry-base", "100ms", "--retry-max", "1s", "--max-retries", "50", "--publish-timeout", "5s",
+		"--retry-base", "100ms", "--retry-max", "1s", "--max-retries", "50", "--publish-timeout", (relayLease / 2).String(),
 		"--stats-interval", "0", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -237,14 +236,6 @@ func (r *relayProc) freeze(d time.Duration) {
 	}
 	time.Sleep(d)
 	_ = r.cmd.Process.Signal(syscall.SIGCONT)
-}
-
-// dropConnections terminates the relays' database sessions, as a database
-// failover or a network cut would.
-func dropConnections(ctx context.Context, h *harness, appName string) (int, error) {
-	var n int
-	err := h.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) t`, appName).Scan(&n)
-	return n, err
 }
 
 // term sends SIGTERM and waits for a clean exit.
@@ -298,24 +289,13 @@ func (c *chaosSub) stop(t *testing.T) {
 
 // chaosProduce commits business transactions until ctx ends; every tenth
 // rolls back after writing its message.
-func chaosProduce(ctx context.Context, t *testing.T, h *harness, p int, produced *atomic.Int64) {
+func chaosProduce(ctx context.Context, t *testing.T, h *harness, st *chaosStore, p int, produced *atomic.Int64) {
 	for i := 0; ctx.Err() == nil; i++ {
 		id := fmt.Sprintf("chaos-tx-%d-%06d", p, i)
 		acct := fmt.Sprintf("acct-%d", i%7)
-		payload := fmt.Sprintf(`{"account":%q,"amount":%d}`, acct, i%100+1)
-		rollback := i%10 == 9
-		err := pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, i%100+1, acct); err != nil {
-				return err
-			}
-			if err := h.writer.Write(ctx, tx, outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: []byte(payload)}); err != nil {
-				return err
-			}
-			if rollback {
-				return errRollback
-			}
-			return nil
-		})
+		amount := i%100 + 1
+		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: []byte(fmt.Sprintf(`{"account":%q,"amount":%d}`, acct, amount))}
+		err := st.tx(ctx, m, acct, amount, i%10 == 9)
 		h.mu.Lock()
 		switch {
 		case err == nil:

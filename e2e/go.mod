@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/eclipse/paho.golang v0.23.0 // indirect
@@ -62,8 +63,12 @@ require github.com/outbox-go/outbox/broker/outboxmqtt v0.0.0-00010101000000-0000
 require github.com/outbox-go/outbox/broker/outboxnats v0.0.0-00010101000000-000000000000
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/outbox-go/outbox/broker/outboxredis v0.0.0-00010101000000-000000000000
+	github.com/outbox-go/outbox/driver/outboxmysql v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 )
+
+replace github.com/outbox-go/outbox/driver/outboxmysql => ../driver/outboxmysql

@@ -163,6 +163,8 @@ type harness struct {
 	writer   *outbox.Writer[pgx.Tx]
 	consumer *sql.DB
 	inbox    *outbox.Inbox[*sql.Tx]
+	// countOutbox counts the producer's outbox rows, or only those not SENT.
+	countOutbox func(ctx context.Context, notSent bool) (int, error)
 
 	mu         sync.Mutex
 	committed  map[string]bool
@@ -176,7 +178,7 @@ type harness struct {
 
 func newHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	t.Helper()
-	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}}
+	h := newConsumerHarness(ctx, t, b)
 
 	// Producer: PostgreSQL, in a schema of this test's own.
 	admin, err := pgxpool.New(ctx, PostgresDSN())
@@ -215,6 +217,24 @@ func newHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	if h.writer, err = outbox.NewWriter(h.producer, outbox.WriterConfig{}); err != nil {
 		t.Fatal(err)
 	}
+	h.countOutbox = func(ctx context.Context, notSent bool) (int, error) {
+		q := `SELECT count(*) FROM outbox`
+		if notSent {
+			q += ` WHERE status <> 1`
+		}
+		var n int
+		err := h.pool.QueryRow(ctx, q).Scan(&n)
+		return n, err
+	}
+	return h
+}
+
+// newConsumerHarness opens the consumer's side only: a SQLite file of its
+// own with the inbox and the effects table.
+func newConsumerHarness(ctx context.Context, t *testing.T, b Broker) *harness {
+	t.Helper()
+	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}}
+	var err error
 
 	// Consumer: a SQLite file, its own database.
 	if h.consumer, err = outboxsqlite.Open(filepath.Join(t.TempDir(), "consumer.db")); err != nil {
@@ -408,8 +428,8 @@ func (h *harness) waitOutboxDrained(ctx context.Context, t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var pending int
-		if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE status <> 1`).Scan(&pending); err != nil {
+		pending, err := h.countOutbox(ctx, true)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if pending == 0 {
@@ -461,8 +481,8 @@ func (h *harness) check(t *testing.T, committed []string) {
 			phantom = append(phantom, id+" (never written)")
 		}
 	}
-	var rows2 int
-	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&rows2); err != nil {
+	rows2, err := h.countOutbox(ctx, false)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d committed, %d rolled back, %d outbox rows; %d deliveries, %d duplicates discarded by the inbox, %d injected handler failures",

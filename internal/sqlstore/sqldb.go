@@ -33,6 +33,15 @@ func (d sqlDB) Begin(ctx context.Context) (Tx, error) {
 	return sqlTx{tx}, nil
 }
 
+// BeginReadCommitted implements readCommittedDB.
+func (d sqlDB) BeginReadCommitted(ctx context.Context) (Tx, error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	return sqlTx{tx}, nil
+}
+
 type sqlTx struct{ tx *sql.Tx }
 
 func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {

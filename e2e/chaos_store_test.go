@@ -1,0 +1,218 @@
+//go:build chaos
+
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/driver/outboxmysql"
+	"github.com/outbox-go/outbox/driver/outboxsqlite"
+)
+
+// relayLease is how long a relay's claim hides its batch on SQLite: twice
+// the relays' --publish-timeout. Some freezes of the chaos run outlast it.
+const relayLease = 10 * time.Second
+
+// chaosStore is the producers' database as the chaos run uses it.
+type chaosStore struct {
+	// relayDSN is the relays' --db.
+	relayDSN string
+	// tx runs one business transaction: debit acct by amount and write m,
+	// then commit, or return errRollback after writing when rollback.
+	tx func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error
+	// dropRelayConns ends the relays' database sessions; nil where the
+	// database has no sessions to end (SQLite).
+	dropRelayConns func(ctx context.Context) (int, error)
+}
+
+// newChaosStore opens the harness's consumer side and the producers'
+// database of dialect, with the outbox tables and the accounts.
+func newChaosStore(ctx context.Context, t *testing.T, b Broker, dialect string) (*harness, *chaosStore) {
+	t.Helper()
+	switch dialect {
+	case "postgres":
+		h := newHarness(ctx, t, b)
+		var schema string
+		if err := h.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+			t.Fatal(err)
+		}
+		// The relays' sessions are told apart by their application name.
+		app := "outbox-chaos-" + schema
+		st := &chaosStore{relayDSN: PostgresDSN() + "&search_path=" + schema + "&application_name=" + app}
+		st.tx = func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
+			return pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct); err != nil {
+					return err
+				}
+				if err := h.writer.Write(ctx, tx, m); err != nil {
+					return err
+				}
+				if rollback {
+					return errRollback
+				}
+				return nil
+			})
+		}
+		st.dropRelayConns = func(ctx context.Context) (int, error) {
+			var n int
+			err := h.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) t`, app).Scan(&n)
+			return n, err
+		}
+		return h, st
+	case "mysql":
+		return newMySQLChaosStore(ctx, t, b)
+	case "sqlite":
+		h := newConsumerHarness(ctx, t, b)
+		path := filepath.Join(t.TempDir(), "producer.db")
+		db, err := outboxsqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		drv, err := outboxsqlite.New(db, outbox.Tables{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h, sqlChaosStore(ctx, t, h, db, drv, "sqlite:"+path)
+	}
+	t.Fatalf("-chaos.db=%q: want postgres, mysql or sqlite", dialect)
+	return nil, nil
+}
+
+// MySQLDSN is the MariaDB/MySQL server of the chaos run, in go-sql-driver's
+// form (OUTBOX_TEST_MYSQL, as for the driver suite).
+func MySQLDSN() string {
+	if dsn := os.Getenv("OUTBOX_TEST_MYSQL"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC&interpolateParams=true"
+}
+
+// newMySQLChaosStore creates a database of the run's own and a user that
+// only the relays log in as, so that their sessions can be killed.
+func newMySQLChaosStore(ctx context.Context, t *testing.T, b Broker) (*harness, *chaosStore) {
+	h := newConsumerHarness(ctx, t, b)
+	cfg, err := mysql.ParseDSN(MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err == nil {
+		err = admin.PingContext(ctx)
+	}
+	if err != nil {
+		t.Fatalf("MariaDB/MySQL at %s is required for -chaos.db=mysql: %v", cfg.Addr, err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	name := "outbox_chaos_" + randomHex(4)
+	for _, q := range []string{
+		"CREATE DATABASE " + name,
+		"CREATE USER '" + name + "'@'%'",
+		"GRANT ALL ON " + name + ".* TO '" + name + "'@'%'",
+	} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), "DROP USER '"+name+"'@'%'")
+		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name)
+	})
+	pcfg := cfg.Clone()
+	pcfg.DBName = name
+	db, err := sql.Open("mysql", pcfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	drv, err := outboxmysql.New(db, outbox.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sqlChaosStore(ctx, t, h, db, drv, fmt.Sprintf("mysql://%s@%s/%s", name, cfg.Addr, name))
+	st.dropRelayConns = func(ctx context.Context) (int, error) {
+		rows, err := admin.QueryContext(ctx, `SELECT id FROM information_schema.processlist WHERE user = ?`, name)
+		if err != nil {
+			return 0, err
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, id := range ids {
+			// A session may have ended meanwhile: that is not an error here.
+			if _, err := admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err == nil {
+				n++
+			}
+		}
+		return n, nil
+	}
+	return h, st
+}
+
+// sqlChaosStore migrates a database/sql producer database and creates its
+// accounts.
+func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, drv outbox.Driver[*sql.Tx], relayDSN string) *chaosStore {
+	t.Helper()
+	if err := drv.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE accounts (id VARCHAR(16) PRIMARY KEY, balance BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 7 {
+		if _, err := db.ExecContext(ctx, `INSERT INTO accounts (id, balance) VALUES (?, 1000000)`, fmt.Sprintf("acct-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.countOutbox = func(ctx context.Context, notSent bool) (int, error) {
+		q := `SELECT count(*) FROM outbox`
+		if notSent {
+			q += ` WHERE status <> 1`
+		}
+		var n int
+		err := db.QueryRowContext(ctx, q).Scan(&n)
+		return n, err
+	}
+	return &chaosStore{
+		relayDSN: relayDSN,
+		tx: func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
+			return drv.RunInTx(context.WithoutCancel(ctx), func(_ context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ?`, amount, acct); err != nil {
+					return err
+				}
+				if err := w.Write(ctx, tx, m); err != nil {
+					return err
+				}
+				if rollback {
+					return errRollback
+				}
+				return nil
+			})
+		},
+	}
+}
