@@ -15,6 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxamqp"
+	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
+	"github.com/outbox-go/outbox/broker/outboxnats"
+	"github.com/outbox-go/outbox/brokertest"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
 )
@@ -215,4 +219,71 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 			})
 		},
 	}
+}
+
+// chaosBroker is the run's private broker.
+type chaosBroker struct {
+	Broker
+	url        string // the relays' --broker
+	what       string // for the log
+	restart    func(t *testing.T)
+	restartGap time.Duration // the least time between two restarts
+}
+
+func newChaosBroker(t *testing.T, name string) *chaosBroker {
+	t.Helper()
+	cb := &chaosBroker{Broker: Broker{Name: "chaos", Topic: "transfer.done"}}
+	switch name {
+	case "nats":
+		srv := startPrivate(t, natsSpec)
+		cb.url = "nats://" + srv.addr() + "?stream=CHAOS&subject=chaos.{topic}&dead=chaosdead.{group}&dead_stream=CHAOS_DEAD&duplicates=100ms&ack_wait=5s&timeout=2s"
+		cb.what = "a private nats-server at " + srv.addr() + ", SIGKILLed and started again"
+		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.NewPublisher = func(t *testing.T) outbox.Publisher {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: cb.url})
+			if err != nil {
+				t.Fatalf("NewPublisher: %v", err)
+			}
+			return p
+		}
+		cb.NewSubscriber = func(t *testing.T, group string) brokertest.Subscriber {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := outboxnats.NewSubscriber(ctx, outboxnats.SubscriberConfig{
+				URL: cb.url, Group: group, Topic: cb.Topic, RedeliveryDelay: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatalf("NewSubscriber: %v", err)
+			}
+			return s
+		}
+	case "amqp":
+		node := rabbittest.Start(t)
+		cb.url = node.URL + "?exchange=chaos&reconnect_delay=1s"
+		cb.what = "a private RabbitMQ node, stopped and started again"
+		cb.restart, cb.restartGap = func(t *testing.T) { node.Restart(t) }, 20*time.Second
+		cb.NewPublisher = func(t *testing.T) outbox.Publisher {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: cb.url})
+			if err != nil {
+				t.Fatalf("NewPublisher: %v", err)
+			}
+			return p
+		}
+		cb.NewSubscriber = func(t *testing.T, group string) brokertest.Subscriber {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{URL: cb.url, Group: group})
+			if err != nil {
+				t.Fatalf("NewSubscriber: %v", err)
+			}
+			return s
+		}
+	default:
+		t.Fatalf("-chaos.broker=%q: want nats or amqp", name)
+	}
+	return cb
 }

@@ -18,16 +18,16 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/broker/outboxnats"
 	"github.com/outbox-go/outbox/brokertest"
 )
 
 // The chaos run is not part of `make test`: `make chaos` builds it with the
 // chaos tag and runs it for CHAOS_DURATION.
 var (
-	chaosDuration = flag.Duration("chaos.duration", 2*time.Minute, "how long producers write and the chaos lasts, before the final drain and check")
-	chaosRelays   = flag.Int("chaos.relays", 3, "relay processes running at once")
-	chaosDB       = flag.String("chaos.db", "postgres", "the producers' database and the relays': postgres, mysql (MariaDB) or sqlite")
+	chaosDuration   = flag.Duration("chaos.duration", 2*time.Minute, "how long producers write and the chaos lasts, before the final drain and check")
+	chaosRelays     = flag.Int("chaos.relays", 3, "relay processes running at once")
+	chaosDB         = flag.String("chaos.db", "postgres", "the producers' database and the relays': postgres, mysql (MariaDB) or sqlite")
+	chaosBrokerName = flag.String("chaos.broker", "nats", "the broker, a private instance: nats (SIGKILLed) or amqp (a RabbitMQ node, restarted)")
 )
 
 // TestChaos runs the whole path for a while with real processes and kills
@@ -43,38 +43,14 @@ var (
 // no row is left unsent.
 func TestChaos(t *testing.T) {
 	bin := outboxBinary(t)
-	srv := startPrivate(t, natsSpec)
-	url := "nats://" + srv.addr() + "?stream=CHAOS&subject=chaos.{topic}&dead=chaosdead.{group}&dead_stream=CHAOS_DEAD&duplicates=100ms&ack_wait=5s&timeout=2s"
-	b := Broker{
-		Name:  "chaos",
-		Topic: "transfer.done",
-		NewPublisher: func(t *testing.T) outbox.Publisher {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			p, err := outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: url})
-			if err != nil {
-				t.Fatalf("NewPublisher: %v", err)
-			}
-			return p
-		},
-		NewSubscriber: func(t *testing.T, group string) brokertest.Subscriber {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s, err := outboxnats.NewSubscriber(ctx, outboxnats.SubscriberConfig{
-				URL: url, Group: group, Topic: "transfer.done", RedeliveryDelay: 100 * time.Millisecond,
-			})
-			if err != nil {
-				t.Fatalf("NewSubscriber: %v", err)
-			}
-			return s
-		},
-	}
+	cb := newChaosBroker(t, *chaosBrokerName)
+	url, b := cb.url, cb.Broker
 	ctx, cancel := context.WithTimeout(context.Background(), *chaosDuration+6*time.Minute)
 	defer cancel()
 	h, st := newChaosStore(ctx, t, b, *chaosDB)
 	dsn := st.relayDSN
 	logs := t.TempDir()
-	t.Logf("chaos on %s for %s: %d relay processes, a private nats-server at %s", *chaosDB, *chaosDuration, *chaosRelays, srv.addr())
+	t.Logf("chaos on %s for %s: %d relay processes, %s", *chaosDB, *chaosDuration, *chaosRelays, cb.what)
 
 	// The subscriber: stopped and started again by the chaos.
 	sub := startChaosSubscriber(ctx, t, b, h)
@@ -141,8 +117,8 @@ func TestChaos(t *testing.T) {
 			sub.stop(t)
 			sub = startChaosSubscriber(ctx, t, b, h)
 			subRestarts++
-		case a < 85 && time.Since(lastBrokerKill) > 5*time.Second: // the broker crashes
-			srv.restart(t)
+		case a < 85 && time.Since(lastBrokerKill) > cb.restartGap: // the broker goes down and comes back
+			cb.restart(t)
 			lastBrokerKill = time.Now()
 			brokerKills++
 		}
@@ -156,7 +132,7 @@ func TestChaos(t *testing.T) {
 		chaosDuplicates(ctx, t, b, h)
 	}
 	committed := h.committedIDs()
-	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker kills, %d subscriber restarts",
+	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts",
 		*chaosDuration, produced.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts)
 
 	// Every relay drains the table; every effect arrives.
