@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-go/outbox/broker/outboxamqp"
 	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
 	"github.com/outbox-go/outbox/broker/outboxnats"
+	"github.com/outbox-go/outbox/broker/outboxredis"
 	"github.com/outbox-go/outbox/brokertest"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
@@ -282,8 +283,31 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 			}
 			return s
 		}
+	case "redis":
+		srv := startPrivate(t, redisSpec)
+		cb.url = "redis://" + srv.addr() + "/0?stream=chaos:{topic}&minidle=200ms"
+		cb.what = "a private redis-server at " + srv.addr() + " (append-only file fsynced on every write), stopped and started again"
+		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.NewPublisher = func(t *testing.T) outbox.Publisher {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := outboxredis.NewPublisher(ctx, outboxredis.PublisherConfig{URL: cb.url})
+			if err != nil {
+				t.Fatalf("NewPublisher: %v", err)
+			}
+			return p
+		}
+		cb.NewSubscriber = func(t *testing.T, group string) brokertest.Subscriber {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := outboxredis.NewSubscriber(ctx, outboxredis.SubscriberConfig{URL: cb.url, Group: group, Topic: cb.Topic})
+			if err != nil {
+				t.Fatalf("NewSubscriber: %v", err)
+			}
+			return s
+		}
 	default:
-		t.Fatalf("-chaos.broker=%q: want nats or amqp", name)
+		t.Fatalf("-chaos.broker=%q: want nats, amqp or redis", name)
 	}
 	return cb
 }
