@@ -2,6 +2,7 @@ package outboxmysql
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 
 	"github.com/go-sql-driver/mysql"
@@ -38,6 +39,11 @@ func classify(err error) sqlstore.ErrorKind {
 		case 1146: // ER_NO_SUCH_TABLE
 			return sqlstore.ErrUndefinedTable
 		}
+	}
+	// database/sql itself retries driver.ErrBadConn on a fresh connection;
+	// a connection that died mid-exchange reports ErrInvalidConn.
+	if errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) {
+		return sqlstore.ErrConnection
 	}
 	return sqlstore.ErrOther
 }

@@ -136,3 +136,68 @@ func schemaOf(dsn string) string {
 	}
 	return cfg.RuntimeParams["search_path"]
 }
+
+// TestClaimAfterServerClosedPooledConnections: after a failover or a
+// pg_terminate_backend, every idle connection in the pool is dead, and the
+// pool hands one out unchecked when it was used within the last second. The
+// claim begins on another connection instead of failing (each failure cost
+// the relay a pause, doubled for each further dead connection).
+func TestClaimAfterServerClosedPooledConnections(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := newSchema(t) + "&application_name=outbox_closed_pool"
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := outboxpgx.New(pool, outbox.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := outbox.NewWriter(d, outbox.WriterConfig{})
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return w.Write(ctx, tx, outbox.Message{MsgID: "after-failover", Topic: "t", Payload: json.RawMessage(`{}`)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the pool with idle connections, then have the server close them.
+	var held []*pgxpool.Conn
+	for range cfg.MaxConns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	var killed int
+	if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'outbox_closed_pool'`).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed != int(cfg.MaxConns) {
+		t.Fatalf("terminated %d sessions, want the pool's %d", killed, cfg.MaxConns)
+	}
+	time.Sleep(100 * time.Millisecond) // the backends exit and close their sockets
+
+	claim, err := d.Claim(ctx, outbox.ClaimParams{Limit: 10})
+	if err != nil {
+		t.Fatalf("claim with every pooled connection closed by the server: %v", err)
+	}
+	defer claim.Abort(ctx)
+	if got := claim.Messages(); len(got) != 1 || got[0].MsgID != "after-failover" {
+		t.Fatalf("claimed %v", got)
+	}
+}

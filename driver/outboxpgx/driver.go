@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -73,12 +76,21 @@ func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, pgx.Tx) e
 func classify(err error) sqlstore.ErrorKind {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		switch pe.Code {
-		case "23505":
+		switch {
+		case pe.Code == "23505":
 			return sqlstore.ErrUnique
-		case "42P01":
+		case pe.Code == "42P01":
 			return sqlstore.ErrUndefinedTable
+		// The server ends the session: admin_shutdown (pg_terminate_backend,
+		// a fast shutdown), crash_shutdown, cannot_connect_now, or a
+		// connection exception (class 08).
+		case pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || strings.HasPrefix(pe.Code, "08"):
+			return sqlstore.ErrConnection
 		}
+		return sqlstore.ErrOther
+	}
+	if pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return sqlstore.ErrConnection
 	}
 	return sqlstore.ErrOther
 }

@@ -33,7 +33,7 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		// READ COMMITTED locks the claimed rows only.
 		begin = rc.BeginReadCommitted
 	}
-	tx, err := begin(context.WithoutCancel(ctx))
+	tx, err := s.beginRetrying(context.WithoutCancel(ctx), begin)
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
@@ -52,6 +52,24 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		return nil, s.wrap("claim", err)
 	}
 	return &txClaim{s: s, tx: tx, msgs: msgs}, nil
+}
+
+// beginRetrying begins a transaction, again on another connection when the
+// pool handed out one that the server had closed: after a failover or a
+// pg_terminate_backend every idle connection of the pool is dead, and a
+// pool does not check one that was used within the last second. Beginning
+// changes nothing, so it is safe to repeat; a relay would otherwise pause
+// once per dead connection, each pause twice the last.
+func (s *Store) beginRetrying(ctx context.Context, begin func(context.Context) (Tx, error)) (Tx, error) {
+	const attempts = 8
+	var err error
+	for range attempts {
+		var tx Tx
+		if tx, err = begin(ctx); err == nil || s.classify == nil || s.classify(err) != ErrConnection || ctx.Err() != nil {
+			return tx, err
+		}
+	}
+	return nil, err
 }
 
 func scanClaimed(rows Rows) ([]outbox.Message, error) {

@@ -59,6 +59,9 @@ const (
 	ErrUnique
 	// ErrUndefinedTable is a missing table.
 	ErrUndefinedTable
+	// ErrConnection is a connection the server closed or lost: nothing
+	// that was sent on it took effect unless it was committed.
+	ErrConnection
 )
 
 // Classifier translates a driver's error codes.
