@@ -78,7 +78,8 @@ func TestChaos(t *testing.T) {
 
 	// The chaos.
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) //nolint:gosec // chaos, not secrets
-	var kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, dupRounds int
+	var kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, dupRounds, cleanups int
+	var cleaned int64
 	lastBrokerKill := time.Now()
 	half := time.Now().Add(*chaosDuration / 2)
 	for prodCtx.Err() == nil {
@@ -113,6 +114,13 @@ func TestChaos(t *testing.T) {
 				t.Fatal(err)
 			}
 			dbDrops += n
+		case a < 70: // an operator deletes old SENT rows while everything runs
+			n, err := cleanup(ctx, bin, dsn)
+			if err != nil {
+				t.Fatalf("outbox cleanup: %v", err)
+			}
+			cleaned += n
+			cleanups++
 		case a < 75: // the subscriber goes away and comes back
 			sub.stop(t)
 			sub = startChaosSubscriber(ctx, t, b, h)
@@ -132,8 +140,9 @@ func TestChaos(t *testing.T) {
 		chaosDuplicates(ctx, t, b, h)
 	}
 	committed := h.committedIDs()
-	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts",
-		*chaosDuration, produced.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts)
+	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts; %d cleanups deleted %d SENT rows",
+		*chaosDuration, produced.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, cleanups, cleaned)
+	h.cleaned = cleaned
 
 	// Every relay drains the table; every effect arrives.
 	h.waitOutboxDrained(ctx, t)
@@ -155,6 +164,20 @@ func TestChaos(t *testing.T) {
 			t.Logf("%s, last lines:\n%s", filepath.Base(r.log), lastLines(b, n))
 		}
 	}
+}
+
+// cleanup runs `outbox cleanup` for SENT rows older than a second and
+// returns how many it deleted.
+func cleanup(ctx context.Context, bin, dsn string) (int64, error) {
+	out, err := exec.CommandContext(ctx, bin, "cleanup", "--db", dsn, "--older-than", "1s", "--batch", "500").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s", err, out)
+	}
+	var n int64
+	if _, err := fmt.Sscanf(string(out), "deleted %d ", &n); err != nil {
+		return 0, fmt.Errorf("reading %q: %w", out, err)
+	}
+	return n, nil
 }
 
 // outboxBinary is the outbox command: OUTBOX_BIN, or built from this
