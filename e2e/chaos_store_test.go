@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxamqp"
 	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
+	"github.com/outbox-go/outbox/broker/outboxmqtt"
 	"github.com/outbox-go/outbox/broker/outboxnats"
 	"github.com/outbox-go/outbox/broker/outboxredis"
 	"github.com/outbox-go/outbox/brokertest"
@@ -306,8 +307,36 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 			}
 			return s
 		}
+	case "mqtt":
+		srv := startPrivate(t, mosquittoSpec)
+		cb.url = "mqtt://" + srv.addr() + "?topic=chaos/{topic}"
+		cb.what = "a private mosquitto at " + srv.addr() + " (persistence on), stopped and started again"
+		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.NewPublisher = func(t *testing.T) outbox.Publisher {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := outboxmqtt.NewPublisher(ctx, outboxmqtt.PublisherConfig{URL: cb.url})
+			if err != nil {
+				t.Fatalf("NewPublisher: %v", err)
+			}
+			return p
+		}
+		cb.NewSubscriber = func(t *testing.T, group string) brokertest.Subscriber {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// One member with a persistent session: what the broker queues
+			// while the subscriber restarts waits for it.
+			s, err := outboxmqtt.NewSubscriber(ctx, outboxmqtt.SubscriberConfig{
+				URL: cb.url, Group: group, Name: "member-1", Topic: cb.Topic,
+				RedeliveryDelay: 100 * time.Millisecond, SessionExpiry: 10 * time.Minute,
+			})
+			if err != nil {
+				t.Fatalf("NewSubscriber: %v", err)
+			}
+			return s
+		}
 	default:
-		t.Fatalf("-chaos.broker=%q: want nats, amqp or redis", name)
+		t.Fatalf("-chaos.broker=%q: want nats, amqp, redis or mqtt", name)
 	}
 	return cb
 }

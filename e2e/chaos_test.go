@@ -27,7 +27,7 @@ var (
 	chaosDuration   = flag.Duration("chaos.duration", 2*time.Minute, "how long producers write and the chaos lasts, before the final drain and check")
 	chaosRelays     = flag.Int("chaos.relays", 3, "relay processes running at once")
 	chaosDB         = flag.String("chaos.db", "postgres", "the producers' database and the relays': postgres, mysql (MariaDB) or sqlite")
-	chaosBrokerName = flag.String("chaos.broker", "nats", "the broker, a private instance: nats (SIGKILLed), amqp (a RabbitMQ node) or redis (fsync always), the last two restarted")
+	chaosBrokerName = flag.String("chaos.broker", "nats", "the broker, a private instance: nats (SIGKILLed), amqp (a RabbitMQ node), redis (fsync always) or mqtt (mosquitto with persistence), the last three restarted")
 )
 
 // TestChaos runs the whole path for a while with real processes and kills
