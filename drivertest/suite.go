@@ -32,22 +32,26 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // write inserts msgs in their own committed transaction.
 func (s suite[TTx]) write(t *testing.T, env *Env[TTx], msgs ...outbox.Message) {
 	t.Helper()
-	ctx := ctxT(t)
+	if err := s.writeTx(ctxT(t), env, msgs...); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+// writeTx is write for any goroutine: it returns the error.
+func (s suite[TTx]) writeTx(ctx context.Context, env *Env[TTx], msgs ...outbox.Message) error {
 	w, err := outbox.NewWriter(env.Driver, outbox.WriterConfig{})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	tx, err := env.Begin(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := w.Write(ctx, tx, msgs...); err != nil {
 		env.Rollback(ctx, tx)
-		t.Fatalf("write: %v", err)
+		return err
 	}
-	if err := env.Commit(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
+	return env.Commit(ctx, tx)
 }
 
 func manyMsgs(prefix string, n int) []outbox.Message {
@@ -862,24 +866,8 @@ func (s suite[TTx]) testWriterBesideClaims(t *testing.T) {
 		delete(left, m.MsgID)
 	}
 
-	w, err := outbox.NewWriter(env.Driver, outbox.WriterConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
-	go func() {
-		tx, err := env.Begin(ctx)
-		if err != nil {
-			done <- err
-			return
-		}
-		if err := w.Write(ctx, tx, msg("written-beside-claims")); err != nil {
-			env.Rollback(ctx, tx)
-			done <- err
-			return
-		}
-		done <- env.Commit(ctx, tx)
-	}()
+	go func() { done <- s.writeTx(ctx, env, msg("written-beside-claims")) }()
 	select {
 	case err := <-done:
 		if err != nil {

@@ -17,8 +17,14 @@ import (
 // confirmed survives Restart.
 func TestAMQP(t *testing.T) {
 	node := rabbittest.Start(t)
-	url := node.URL + "?exchange=e2e&reconnect_delay=1s"
-	Run(t, Broker{
+	b := amqpBroker(node.URL + "?exchange=e2e&reconnect_delay=1s")
+	b.Restart = func(t *testing.T) { node.Restart(t) }
+	Run(t, b)
+}
+
+// amqpBroker publishes and subscribes through the RabbitMQ at url.
+func amqpBroker(url string) Broker {
+	return Broker{
 		Name:  "amqp",
 		Topic: "transfer.done",
 		NewPublisher: func(t *testing.T) outbox.Publisher {
@@ -37,9 +43,7 @@ func TestAMQP(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewSubscriber: %v", err)
 			}
-			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
-		Restart: func(t *testing.T) { node.Restart(t) },
-	})
+	}
 }

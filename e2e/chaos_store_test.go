@@ -12,15 +12,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/broker/outboxamqp"
 	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
-	"github.com/outbox-go/outbox/broker/outboxmqtt"
-	"github.com/outbox-go/outbox/broker/outboxnats"
-	"github.com/outbox-go/outbox/broker/outboxredis"
-	"github.com/outbox-go/outbox/brokertest"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
 )
@@ -54,21 +48,7 @@ func newChaosStore(ctx context.Context, t *testing.T, b Broker, dialect string) 
 		}
 		// The relays' sessions are told apart by their application name.
 		app := "outbox-chaos-" + schema
-		st := &chaosStore{relayDSN: PostgresDSN() + "&search_path=" + schema + "&application_name=" + app}
-		st.tx = func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
-			return pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct); err != nil {
-					return err
-				}
-				if err := h.writer.Write(ctx, tx, m); err != nil {
-					return err
-				}
-				if rollback {
-					return errRollback
-				}
-				return nil
-			})
-		}
+		st := &chaosStore{relayDSN: PostgresDSN() + "&search_path=" + schema + "&application_name=" + app, tx: h.transferTx}
 		st.dropRelayConns = func(ctx context.Context) (int, error) {
 			var n int
 			err := h.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) t`, app).Scan(&n)
@@ -195,13 +175,8 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.countOutbox = func(ctx context.Context, notSent bool) (int, error) {
-		q := `SELECT count(*) FROM outbox`
-		if notSent {
-			q += ` WHERE status <> 1`
-		}
-		var n int
-		err := db.QueryRowContext(ctx, q).Scan(&n)
+	h.countOutbox = func(ctx context.Context, notSent bool) (n int, err error) {
+		err = db.QueryRowContext(ctx, countOutboxSQL(notSent)).Scan(&n)
 		return n, err
 	}
 	return &chaosStore{
@@ -234,109 +209,35 @@ type chaosBroker struct {
 
 func newChaosBroker(t *testing.T, name string) *chaosBroker {
 	t.Helper()
-	cb := &chaosBroker{Broker: Broker{Name: "chaos", Topic: "transfer.done"}}
+	cb := &chaosBroker{}
 	switch name {
 	case "nats":
 		srv := startPrivate(t, natsSpec)
 		cb.url = "nats://" + srv.addr() + "?stream=CHAOS&subject=chaos.{topic}&dead=chaosdead.{group}&dead_stream=CHAOS_DEAD&duplicates=100ms&ack_wait=5s&timeout=2s"
+		cb.Broker = natsBroker(cb.url)
 		cb.what = "a private nats-server at " + srv.addr() + ", SIGKILLed and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
-		cb.NewPublisher = func(t *testing.T) outbox.Publisher {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			p, err := outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: cb.url})
-			if err != nil {
-				t.Fatalf("NewPublisher: %v", err)
-			}
-			return p
-		}
-		cb.NewSubscriber = func(t *testing.T, group string) brokertest.Subscriber {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s, err := outboxnats.NewSubscriber(ctx, outboxnats.SubscriberConfig{
-				URL: cb.url, Group: group, Topic: cb.Topic, RedeliveryDelay: 100 * time.Millisecond,
-			})
-			if err != nil {
-				t.Fatalf("NewSubscriber: %v", err)
-			}
-			return s
-		}
 	case "amqp":
 		node := rabbittest.Start(t)
 		cb.url = node.URL + "?exchange=chaos&reconnect_delay=1s"
+		cb.Broker = amqpBroker(cb.url)
 		cb.what = "a private RabbitMQ node, stopped and started again"
 		cb.restart, cb.restartGap = func(t *testing.T) { node.Restart(t) }, 20*time.Second
-		cb.NewPublisher = func(t *testing.T) outbox.Publisher {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			p, err := outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: cb.url})
-			if err != nil {
-				t.Fatalf("NewPublisher: %v", err)
-			}
-			return p
-		}
-		cb.NewSubscriber = func(t *testing.T, group string) brokertest.Subscriber {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{URL: cb.url, Group: group})
-			if err != nil {
-				t.Fatalf("NewSubscriber: %v", err)
-			}
-			return s
-		}
 	case "redis":
 		srv := startPrivate(t, redisSpec)
 		cb.url = "redis://" + srv.addr() + "/0?stream=chaos:{topic}&minidle=200ms"
+		cb.Broker = redisBroker(cb.url)
 		cb.what = "a private redis-server at " + srv.addr() + " (append-only file fsynced on every write), stopped and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
-		cb.NewPublisher = func(t *testing.T) outbox.Publisher {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			p, err := outboxredis.NewPublisher(ctx, outboxredis.PublisherConfig{URL: cb.url})
-			if err != nil {
-				t.Fatalf("NewPublisher: %v", err)
-			}
-			return p
-		}
-		cb.NewSubscriber = func(t *testing.T, group string) brokertest.Subscriber {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s, err := outboxredis.NewSubscriber(ctx, outboxredis.SubscriberConfig{URL: cb.url, Group: group, Topic: cb.Topic})
-			if err != nil {
-				t.Fatalf("NewSubscriber: %v", err)
-			}
-			return s
-		}
 	case "mqtt":
 		srv := startPrivate(t, mosquittoSpec)
 		cb.url = "mqtt://" + srv.addr() + "?topic=chaos/{topic}"
+		cb.Broker = mqttBroker(cb.url)
 		cb.what = "a private mosquitto at " + srv.addr() + " (persistence on), stopped and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
-		cb.NewPublisher = func(t *testing.T) outbox.Publisher {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			p, err := outboxmqtt.NewPublisher(ctx, outboxmqtt.PublisherConfig{URL: cb.url})
-			if err != nil {
-				t.Fatalf("NewPublisher: %v", err)
-			}
-			return p
-		}
-		cb.NewSubscriber = func(t *testing.T, group string) brokertest.Subscriber {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			// One member with a persistent session: what the broker queues
-			// while the subscriber restarts waits for it.
-			s, err := outboxmqtt.NewSubscriber(ctx, outboxmqtt.SubscriberConfig{
-				URL: cb.url, Group: group, Name: "member-1", Topic: cb.Topic,
-				RedeliveryDelay: 100 * time.Millisecond, SessionExpiry: 10 * time.Minute,
-			})
-			if err != nil {
-				t.Fatalf("NewSubscriber: %v", err)
-			}
-			return s
-		}
 	default:
 		t.Fatalf("-chaos.broker=%q: want nats, amqp, redis or mqtt", name)
 	}
+	cb.Name = "chaos"
 	return cb
 }

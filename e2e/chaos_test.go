@@ -296,21 +296,13 @@ func chaosProduce(ctx context.Context, t *testing.T, h *harness, st *chaosStore,
 		amount := i%100 + 1
 		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: []byte(fmt.Sprintf(`{"account":%q,"amount":%d}`, acct, amount))}
 		err := st.tx(ctx, m, acct, amount, i%10 == 9)
-		h.mu.Lock()
-		switch {
-		case err == nil:
-			h.committed[id] = true
-		case errors.Is(err, errRollback):
-			h.rolledBack[id] = true
-		case ctx.Err() != nil:
-			// Ended mid-transaction: it rolled back, or failed before.
-			h.rolledBack[id] = true
-		default:
-			h.mu.Unlock()
+		if err != nil && ctx.Err() != nil {
+			err = errRollback // ended mid-transaction: it rolled back, or failed before
+		}
+		if err := h.record(id, err); err != nil {
 			t.Errorf("business transaction %s: %v", id, err)
 			return
 		}
-		h.mu.Unlock()
 		produced.Add(1)
 		time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond) //nolint:gosec // pacing
 	}

@@ -84,6 +84,7 @@ func Run(t *testing.T, b Broker) {
 	// The subscriber exists before anything is published, so that brokers
 	// that keep nothing for absent consumers (MQTT) lose nothing.
 	sub := b.NewSubscriber(t, group)
+	t.Cleanup(func() { closeIfCloser(sub) })
 	subCtx, stopSub := context.WithCancel(ctx)
 	subDone := make(chan error, 1)
 	go func() { subDone <- sub.Run(subCtx, h.handler()) }()
@@ -220,16 +221,19 @@ func newHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	if h.writer, err = outbox.NewWriter(h.producer, outbox.WriterConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	h.countOutbox = func(ctx context.Context, notSent bool) (int, error) {
-		q := `SELECT count(*) FROM outbox`
-		if notSent {
-			q += ` WHERE status <> 1`
-		}
-		var n int
-		err := h.pool.QueryRow(ctx, q).Scan(&n)
+	h.countOutbox = func(ctx context.Context, notSent bool) (n int, err error) {
+		err = h.pool.QueryRow(ctx, countOutboxSQL(notSent)).Scan(&n)
 		return n, err
 	}
 	return h
+}
+
+// countOutboxSQL counts the outbox rows, or only those not SENT.
+func countOutboxSQL(notSent bool) string {
+	if notSent {
+		return `SELECT count(*) FROM outbox WHERE status <> 1`
+	}
+	return `SELECT count(*) FROM outbox`
 }
 
 // newConsumerHarness opens the consumer's side only: a SQLite file of its
@@ -278,34 +282,11 @@ func (h *harness) produce(ctx context.Context, t *testing.T, p int) {
 		id := fmt.Sprintf("%s-tx-%04d", h.b.Name, i)
 		acct := fmt.Sprintf("acct-%d", i%7)
 		payload, _ := json.Marshal(transfer{Account: acct, Amount: i + 1})
-		rollback := i%10 == 9
-		err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, i+1, acct); err != nil {
-				return err
-			}
-			if err := h.writer.Write(ctx, tx, outbox.Message{
-				MsgID: id, Topic: h.b.Topic, Key: acct, Payload: payload,
-				Headers: map[string]string{"producer": fmt.Sprint(p)},
-			}); err != nil {
-				return err
-			}
-			if rollback {
-				return errRollback
-			}
-			return nil
-		})
-		h.mu.Lock()
-		switch {
-		case err == nil:
-			h.committed[id] = true
-		case errors.Is(err, errRollback):
-			h.rolledBack[id] = true
-		default:
-			h.mu.Unlock()
+		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: payload, Headers: map[string]string{"producer": fmt.Sprint(p)}}
+		if err := h.record(id, h.transferTx(ctx, m, acct, i+1, i%10 == 9)); err != nil {
 			t.Errorf("business transaction %s: %v", id, err)
 			return
 		}
-		h.mu.Unlock()
 		if i%50 == 0 {
 			time.Sleep(20 * time.Millisecond) // spread the load over the run
 		}
@@ -313,6 +294,41 @@ func (h *harness) produce(ctx context.Context, t *testing.T, p int) {
 }
 
 var errRollback = errors.New("e2e: business rule says roll back")
+
+// transferTx runs one business transaction on the PostgreSQL producer: it
+// debits acct by amount and writes m, then commits, or, when rollback,
+// returns errRollback after writing. The commit does not follow ctx, so that
+// no transaction is left in doubt when ctx ends.
+func (h *harness) transferTx(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
+	return pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct); err != nil {
+			return err
+		}
+		if err := h.writer.Write(ctx, tx, m); err != nil {
+			return err
+		}
+		if rollback {
+			return errRollback
+		}
+		return nil
+	})
+}
+
+// record notes how business transaction id ended: committed (err nil) or
+// rolled back (errRollback); any other error is returned.
+func (h *harness) record(id string, err error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.committed[id] = true
+	case errors.Is(err, errRollback):
+		h.rolledBack[id] = true
+	default:
+		return err
+	}
+	return nil
+}
 
 func (h *harness) committedIDs() []string {
 	h.mu.Lock()
@@ -543,8 +559,8 @@ func (c *crashingPublisher) Publish(ctx context.Context, msgs []outbox.Message) 
 	return out
 }
 
-func closeIfCloser(p outbox.Publisher) {
-	if c, ok := p.(io.Closer); ok {
+func closeIfCloser(v any) {
+	if c, ok := v.(io.Closer); ok {
 		_ = c.Close()
 	}
 }

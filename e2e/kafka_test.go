@@ -50,7 +50,6 @@ func TestKafka(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewSubscriber: %v", err)
 			}
-			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
 		Restart: func(t *testing.T) { kc.restart(t) },

@@ -18,8 +18,16 @@ import (
 // it saves its sessions) and starts again.
 func TestMQTT(t *testing.T) {
 	srv := startPrivate(t, mosquittoSpec)
-	url := "mqtt://" + srv.addr() + "?topic=e2e/{topic}"
-	Run(t, Broker{
+	b := mqttBroker("mqtt://" + srv.addr() + "?topic=e2e/{topic}")
+	b.Restart = func(t *testing.T) { srv.restart(t) }
+	Run(t, b)
+}
+
+// mqttBroker publishes and subscribes through the MQTT broker at url; the
+// subscriber is one member with a persistent session, so that what the
+// broker queues while it is away waits for it.
+func mqttBroker(url string) Broker {
+	return Broker{
 		Name:  "mqtt",
 		Topic: "transfer.done",
 		NewPublisher: func(t *testing.T) outbox.Publisher {
@@ -41,11 +49,9 @@ func TestMQTT(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewSubscriber: %v", err)
 			}
-			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
-		Restart: func(t *testing.T) { srv.restart(t) },
-	})
+	}
 }
 
 // mosquittoSpec is a mosquitto with persistence, stopped with SIGTERM (on

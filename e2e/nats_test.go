@@ -21,7 +21,14 @@ func TestNATS(t *testing.T) {
 	// again. Copies published within the window are still dropped by the
 	// stream; those published after it reach the inbox.
 	url := "nats://" + srv.addr() + "?stream=E2E&subject=e2e.{topic}&dead=e2edead.{group}&dead_stream=E2E_DEAD&duplicates=100ms&ack_wait=5s&timeout=2s"
-	Run(t, Broker{
+	b := natsBroker(url)
+	b.Restart = func(t *testing.T) { srv.restart(t) }
+	Run(t, b)
+}
+
+// natsBroker publishes and subscribes through the NATS JetStream at url.
+func natsBroker(url string) Broker {
+	return Broker{
 		Name:  "nats",
 		Topic: "transfer.done",
 		NewPublisher: func(t *testing.T) outbox.Publisher {
@@ -42,11 +49,9 @@ func TestNATS(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewSubscriber: %v", err)
 			}
-			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
-		Restart: func(t *testing.T) { srv.restart(t) },
-	})
+	}
 }
 
 // natsSpec is a nats-server with JetStream, killed on Restart as in a crash.

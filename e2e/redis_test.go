@@ -19,9 +19,15 @@ import (
 // every write, so that what it acknowledged survives Restart).
 func TestRedis(t *testing.T) {
 	srv := startPrivate(t, redisSpec)
-	url := "redis://" + srv.addr() + "/0?stream=e2e:{topic}&minidle=200ms"
+	b := redisBroker("redis://" + srv.addr() + "/0?stream=e2e:{topic}&minidle=200ms")
+	b.Restart = func(t *testing.T) { srv.restart(t) }
+	Run(t, b)
+}
+
+// redisBroker publishes and subscribes through the Redis at url.
+func redisBroker(url string) Broker {
 	const topic = "transfer.done"
-	Run(t, Broker{
+	return Broker{
 		Name:  "redis",
 		Topic: topic,
 		NewPublisher: func(t *testing.T) outbox.Publisher {
@@ -40,11 +46,9 @@ func TestRedis(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewSubscriber: %v", err)
 			}
-			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
-		Restart: func(t *testing.T) { srv.restart(t) },
-	})
+	}
 }
 
 // redisSpec is a redis-server whose append-only file is fsynced on every

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/brokertest"
 )
 
 // BenchmarkPublish measures the Publisher in batches of 500 messages of
@@ -32,14 +33,8 @@ func BenchmarkPublish(b *testing.B) {
 				for i := range batch {
 					batch[i] = outbox.Message{MsgID: fmt.Sprint(i), Topic: "bench", Payload: payload}
 				}
-				b.ResetTimer()
-				start := time.Now()
-				for sent := 0; sent < b.N; sent += len(batch) {
-					if errs := pub.Publish(ctx, batch[:min(len(batch), b.N-sent)]); errs != nil {
-						b.Fatal(errs)
-					}
-				}
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+				d := brokertest.PublishBatches(ctx, b, pub, batch, nil)
+				b.ReportMetric(float64(b.N)/d.Seconds(), "msgs/s")
 			})
 		}
 	}
@@ -65,14 +60,8 @@ func BenchmarkPublisherVsBaseline(b *testing.B) {
 		for i := range batch {
 			batch[i] = outbox.Message{ID: int64(i + 1), MsgID: fmt.Sprint(i), Topic: "bench", Payload: payload, CreatedAt: time.Now()}
 		}
-		b.ResetTimer()
-		start := time.Now()
-		for sent := 0; sent < b.N; sent += len(batch) {
-			if errs := pub.Publish(ctx, batch[:min(len(batch), b.N-sent)]); errs != nil {
-				b.Fatal(errs)
-			}
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+		d := brokertest.PublishBatches(ctx, b, pub, batch, nil)
+		b.ReportMetric(float64(b.N)/d.Seconds(), "msgs/s")
 	})
 	b.Run("baseline", func(b *testing.B) {
 		d, err := Baseline(ctx, u, "bench", b.N, 200, 500)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/brokertest"
 )
 
 // BenchmarkPublish publishes batches of 500 messages of 200 bytes, as the
@@ -29,14 +30,7 @@ func BenchmarkPublish(b *testing.B) {
 		msgs[i] = outbox.Message{MsgID: fmt.Sprintf("bench-%d", i), Topic: "bench", Key: fmt.Sprintf("k%d", i%16), Payload: payload, CreatedAt: time.Now()}
 	}
 	ctx := context.Background()
-	b.ResetTimer()
-	start := time.Now()
-	for sent := 0; sent < b.N; sent += batch {
-		if errs := pub.Publish(ctx, msgs[:min(batch, b.N-sent)]); errs != nil {
-			b.Fatal(errs)
-		}
-	}
-	elapsed := time.Since(start)
+	elapsed := brokertest.PublishBatches(ctx, b, pub, msgs, nil)
 	b.StopTimer()
 	base, err := Baseline(ctx, sharedURL+"?stream="+prefix+":{topic}", "baseline", b.N, 200, batch)
 	if err != nil {

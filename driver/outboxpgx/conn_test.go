@@ -26,18 +26,7 @@ func TestRelaySurvivesKilledConnections(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dsn := newSchema(t) + "&application_name=outbox_killed_relay"
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	d, err := outboxpgx.New(pool, outbox.Tables{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, d := migratedPool(ctx, t, dsn, 0)
 	const n = 3000
 	w, _ := outbox.NewWriter(d, outbox.WriterConfig{})
 	for start := 0; start < n; start += 500 {
@@ -129,6 +118,32 @@ func TestRelaySurvivesKilledConnections(t *testing.T) {
 	t.Logf("%d sessions terminated; %d messages published again after a lost mark", kills, dups)
 }
 
+// migratedPool opens a pool on dsn (maxConns 0: pgxpool's default), closed
+// at the end of the test, and a driver whose tables are migrated.
+func migratedPool(ctx context.Context, t *testing.T, dsn string, maxConns int32) (*pgxpool.Pool, *outboxpgx.Driver) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	d, err := outboxpgx.New(pool, outbox.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return pool, d
+}
+
 func schemaOf(dsn string) string {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -146,24 +161,8 @@ func TestClaimAfterServerClosedPooledConnections(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dsn := newSchema(t) + "&application_name=outbox_closed_pool"
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	d, err := outboxpgx.New(pool, outbox.Tables{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	const maxConns = 4
+	pool, d := migratedPool(ctx, t, newSchema(t)+"&application_name=outbox_closed_pool", maxConns)
 	w, _ := outbox.NewWriter(d, outbox.WriterConfig{})
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return w.Write(ctx, tx, outbox.Message{MsgID: "after-failover", Topic: "t", Payload: json.RawMessage(`{}`)})
@@ -172,7 +171,7 @@ func TestClaimAfterServerClosedPooledConnections(t *testing.T) {
 	}
 	// Fill the pool with idle connections, then have the server close them.
 	var held []*pgxpool.Conn
-	for range cfg.MaxConns {
+	for range maxConns {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -187,8 +186,8 @@ func TestClaimAfterServerClosedPooledConnections(t *testing.T) {
 		WHERE application_name = 'outbox_closed_pool'`).Scan(&killed); err != nil {
 		t.Fatal(err)
 	}
-	if killed != int(cfg.MaxConns) {
-		t.Fatalf("terminated %d sessions, want the pool's %d", killed, cfg.MaxConns)
+	if killed != maxConns {
+		t.Fatalf("terminated %d sessions, want the pool's %d", killed, maxConns)
 	}
 	time.Sleep(100 * time.Millisecond) // the backends exit and close their sockets
 

@@ -92,19 +92,7 @@ func dollar(q string) string {
 }
 
 func setupPGX(t *testing.T) *drivertest.Env[pgx.Tx] {
-	dsn := newSchema(t)
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	d, err := outboxpgx.New(pool, outbox.Tables{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	pool, d := migratedPool(context.Background(), t, newSchema(t), 0)
 	return &drivertest.Env[pgx.Tx]{
 		Driver: d,
 		WithTables: func(tb outbox.Tables) (outbox.Driver[pgx.Tx], error) {
