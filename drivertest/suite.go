@@ -480,9 +480,12 @@ func (s suite[TTx]) testSidecar(t *testing.T) {
 	}
 }
 
-// testClaimPlan checks that the claim goes through the pending index: a
-// planner may skip a partial index (SQLite does when the query does not repeat
-// its condition literally), and then every claim scans the whole table.
+// testClaimPlan checks that the claims go through their indexes: a planner
+// may skip a partial index (SQLite does when the query does not repeat its
+// condition literally), and then every claim scans the whole table.
+// PostgreSQL has no pending index (its SENT update is HOT): the rescan must
+// walk the primary key and the requeued index, the claim from a cursor the
+// primary key, and neither may scan the table.
 func (s suite[TTx]) testClaimPlan(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
@@ -500,8 +503,33 @@ func (s suite[TTx]) testClaimPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(plan, "outbox_pending_idx") {
-		t.Fatalf("the claim does not use the pending index:\n%s", plan)
+	if env.Driver.Dialect() != "postgres" {
+		if !strings.Contains(plan, "outbox_pending_idx") {
+			t.Fatalf("the claim does not use the pending index:\n%s", plan)
+		}
+		return
+	}
+	rescan, cursor, ok := strings.Cut(plan, "-- from a cursor\n")
+	if !ok {
+		t.Fatalf("no plan of the claim from a cursor:\n%s", plan)
+	}
+	for _, c := range []struct {
+		name, plan string
+		want       []string
+	}{
+		{"rescan", rescan, []string{"outbox_pkey", "outbox_requeued_idx"}},
+		{"claim from a cursor", cursor, []string{"outbox_pkey"}},
+	} {
+		for _, w := range c.want {
+			if !strings.Contains(c.plan, w) {
+				t.Errorf("the %s does not use %s:\n%s", c.name, w, c.plan)
+			}
+		}
+		for _, bad := range []string{"Seq Scan on outbox ", "Sort", "Bitmap"} {
+			if strings.Contains(c.plan, bad) {
+				t.Errorf("the %s plan has %q:\n%s", c.name, bad, c.plan)
+			}
+		}
 	}
 }
 

@@ -19,7 +19,11 @@ import (
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, false, func(t *testing.T, b *backend) {
-		want := fmt.Sprintf("migrated %s tables \"outbox\", \"consumed_msg\" to version 1\n", b.name)
+		version := map[string]int{"postgres": 2}[b.name] // 2: PostgreSQL's HOT claim
+		if version == 0 {
+			version = 1
+		}
+		want := fmt.Sprintf("migrated %s tables \"outbox\", \"consumed_msg\" to version %d\n", b.name, version)
 		for i := 0; i < 2; i++ {
 			r := mustRun(t, "migrate", "--db", b.dsn)
 			if r.stdout != want {

@@ -107,6 +107,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if v, err := d.Store.SchemaVersion(ctx); err == nil {
 		if latest, ok := latestVersion(d.Store); ok && v > latest {
 			log.Warn("the outbox tables are newer than this binary; upgrade outbox", "schema_version", v, "known_version", latest)
+		} else if ok && v < latest {
+			return fmt.Errorf("the outbox tables in %s are at schema version %d and this relay needs version %d; run 'outbox migrate' with the same --db and --table first",
+				d.where, v, latest)
 		}
 	}
 

@@ -118,6 +118,16 @@ func (d poolDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	return txQuerier{tx}, nil
 }
 
+// BeginWith implements sqlstore.SetupBeginner: BEGIN and the setup go to the
+// server as one simple-protocol query.
+func (d poolDB) BeginWith(ctx context.Context, setup string) (sqlstore.Tx, error) {
+	tx, err := d.p.BeginTx(ctx, pgx.TxOptions{BeginQuery: "BEGIN; " + setup})
+	if err != nil {
+		return nil, err
+	}
+	return txQuerier{tx}, nil
+}
+
 type txQuerier struct{ tx pgx.Tx }
 
 func (t txQuerier) Exec(ctx context.Context, q string, args ...any) (int64, error) {

@@ -21,6 +21,14 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 	if s.c.mode == claimRange {
 		return s.claimRange(ctx, p)
 	}
+	after := p.AfterID
+	if after == 0 && s.c.sweepCheck != "" {
+		lwm, err := s.sweep(ctx)
+		if err != nil {
+			return nil, err
+		}
+		after = lwm
+	}
 	// The transaction outlives ctx: a relay told to stop still finishes the
 	// batch it holds (database/sql would roll back on ctx's cancellation).
 	begin := s.db.Begin
@@ -33,6 +41,9 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		// READ COMMITTED locks the claimed rows only.
 		begin = rc.BeginReadCommitted
 	}
+	if setup := s.c.claimSetup; setup != "" {
+		begin = s.beginWith(setup)
+	}
 	tx, err := s.beginRetrying(context.WithoutCancel(ctx), begin)
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
@@ -41,7 +52,7 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 	if p.AfterID > 0 && s.c.claimAfter != "" {
 		q = s.c.claimAfter
 	}
-	rows, err := tx.Query(ctx, q, p.AfterID, p.Limit)
+	rows, err := tx.Query(ctx, q, after, p.Limit)
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)
@@ -52,6 +63,85 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		return nil, s.wrap("claim", err)
 	}
 	return &txClaim{s: s, tx: tx, msgs: msgs}, nil
+}
+
+// beginWith returns a begin function that also runs setup, in the same round
+// trip where the DB can.
+func (s *Store) beginWith(setup string) func(context.Context) (Tx, error) {
+	if sb, ok := s.db.(SetupBeginner); ok {
+		return func(ctx context.Context) (Tx, error) { return sb.BeginWith(ctx, setup) }
+	}
+	return func(ctx context.Context) (Tx, error) {
+		tx, err := s.db.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, setup); err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return tx, nil
+	}
+}
+
+// sweep advances the low-water mark a rescan claims from, when every
+// transaction that was running at the last sweep has ended (see
+// postgresDialect.sweepCheck), and returns the mark. It is two statements,
+// each its own transaction; when several relays sweep at once, one advances
+// the mark and the others change nothing.
+func (s *Store) sweep(ctx context.Context) (int64, error) {
+	// Both statements are safe to repeat: like Begin, retry them on another
+	// connection when the pool handed out one the server had closed.
+	var lwm int64
+	var err error
+	for range 8 {
+		if lwm, err = s.sweepOnce(ctx); err == nil || s.classify == nil || s.classify(err) != ErrConnection || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil && s.classify != nil && s.classify(err) == ErrUndefinedTable {
+		return 0, fmt.Errorf("outbox: claim: %w (table %q: this relay needs the tables' schema version %d; run outbox migrate): %w",
+			outbox.ErrSchemaMissing, s.tables.Outbox+"_horizon", s.LatestVersion(), err)
+	}
+	return lwm, s.wrap("claim: sweep", err)
+}
+
+func (s *Store) sweepOnce(ctx context.Context) (int64, error) {
+	var gen, lwm int64
+	var ready bool
+	found, err := queryRow(ctx, s.db, s.c.sweepCheck, nil, &gen, &lwm, &ready)
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("the low-water mark's row is missing from %s_horizon: run outbox migrate", s.tables.Outbox)
+	}
+	if !ready {
+		return lwm, nil
+	}
+	var advanced int64
+	found, err = queryRow(ctx, s.db, s.c.sweepAdvance, []any{gen}, &advanced)
+	if err != nil || !found {
+		return lwm, err // not found: another relay swept first; lwm still holds
+	}
+	return advanced, nil
+}
+
+// queryRow runs q and scans its first row into dest; found is false when
+// there is none.
+func queryRow(ctx context.Context, q Querier, sql string, args []any, dest ...any) (found bool, err error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return false, err
+		}
+		found = true
+	}
+	return found, rows.Err()
 }
 
 // beginRetrying begins a transaction, again on another connection when the

@@ -59,6 +59,12 @@ type dialect struct {
 	// claimAfter, when set, is the claim from a cursor (after id > 0): MySQL
 	// walks the primary key from there instead of the pending index.
 	claimAfter string
+	// claimSetup, when set, runs at the start of each claim's transaction
+	// (PostgreSQL: planner settings that keep the claim on its indexes).
+	claimSetup string
+	// sweepCheck and sweepAdvance keep the low-water mark of the rescan
+	// (PostgreSQL): see postgresDialect.
+	sweepCheck, sweepAdvance string
 	// claimRange mode: expire old claims; record (token, lo, hi, lease ms);
 	// release (token).
 	claimExpire, claimRecord, claimRelease string
@@ -109,12 +115,14 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 		"{{claims}}", d.quote(t.Outbox+"_claims"),
 		"{{outbox_msg_id_key}}", d.quote(t.Outbox+"_msg_id_key"),
 		"{{outbox_pending_idx}}", d.quote(t.Outbox+"_pending_idx"),
+		"{{outbox_requeued_idx}}", d.quote(t.Outbox+"_requeued_idx"),
+		"{{horizon}}", d.quote(t.Outbox+"_horizon"),
 		"{{outbox_status_check}}", d.quote(t.Outbox+"_status_check"),
 		"{{outbox_msg_id_check}}", d.quote(t.Outbox+"_msg_id_check"),
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

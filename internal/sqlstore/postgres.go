@@ -35,32 +35,131 @@ RETURNING msg_id`,
 	// lock key is the table's oid (resolved once per statement) and the chunk
 	// number, so outbox tables in different schemas never share a chunk.
 	//
+	// No index mentions status, so the SENT update is HOT: PostgreSQL writes
+	// the new row version on the same page (fillfactor 50 leaves room) and
+	// inserts no index entry. A row that was requeued (next_retry_at past
+	// created_at) is set back to a fresh row's next_retry_at, which leaves
+	// the requeued index; for a fresh row the value does not change and the
+	// update stays HOT.
+	//
 	// The relay's own transaction need not be durable (set_config below): a
 	// mark lost in a database crash only means the message is published once
 	// more, which the consumers' inbox absorbs; the business transaction that
 	// wrote the row was committed durably. This saves a WAL flush per batch,
 	// and setting it inside the claim saves a round trip.
-	claim: `WITH async AS MATERIALIZED (
+	//
+	// The candidates come from a subquery with a LIMIT, in id order, so that
+	// the planner walks an index for them (it knows only a few are wanted)
+	// and applies the lock only to the rows the outer LIMIT takes: a lock
+	// condition next to the scan would, in a sequential scan, lock every
+	// chunk. Sixteen batches of candidates leave room for the rows other
+	// relays hold.
+	//
+	// claimAfter walks the primary key from the relay's cursor. claim, the
+	// rescan, is given the low-water mark of {{horizon}} (which the sweep
+	// keeps below every row a relay must look at again, other than requeued
+	// ones): it takes the requeued rows up to the mark from their index, then
+	// walks the primary key past it. Every id of the first part is below
+	// every id of the second, so the two are in id order one after the other
+	// (a merge of the two scans is not a plan PostgreSQL 15 makes here).
+	// Without a status index the planner could judge a sequential scan and a
+	// sort cheaper than walking an index when its statistics say few rows
+	// are pending (they are: past the cursor). Each claim's transaction tells
+	// it otherwise, so the plan does not depend on statistics or on whether
+	// a prepared statement's plan is generic. JIT goes off with them: the
+	// planner's penalty for a disabled plan would push any plan's cost past
+	// the point where PostgreSQL compiles it.
+	claimSetup: `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL jit = off`,
+
+	claimAfter: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
-  SELECT id FROM {{outbox}}
-  WHERE status = 0 AND id > $1
-    AND CASE WHEN next_retry_at <= now()
-        THEN pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((id >> 8) & 2147483647))
+  SELECT c.id FROM (
+    SELECT id, next_retry_at FROM {{outbox}}
+    WHERE id > $1 AND status = 0
+    ORDER BY id LIMIT $2 * 16
+  ) AS c
+  WHERE CASE WHEN c.next_retry_at <= now()
+        THEN pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647))
         ELSE false END
-  ORDER BY id
+  ORDER BY c.id
   LIMIT $2
 )
-UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
+UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
 FROM due, async WHERE o.id = due.id AND o.status = 0
 RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at`,
 
-	// k: 1 retry, 2 dead, 3 release (see outbox.OutcomeKind).
+	claim: `WITH async AS MATERIALIZED (
+  SELECT set_config('synchronous_commit', 'off', true)
+), due AS MATERIALIZED (
+  SELECT c.id FROM (
+    (SELECT id, next_retry_at FROM {{outbox}}
+     WHERE next_retry_at > created_at AND id <= $1 AND status = 0
+     ORDER BY id LIMIT $2 * 16)
+    UNION ALL
+    (SELECT id, next_retry_at FROM {{outbox}}
+     WHERE id > $1 AND status = 0
+     ORDER BY id LIMIT $2 * 16)
+  ) AS c
+  WHERE CASE WHEN c.next_retry_at <= now()
+        THEN pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647))
+        ELSE false END
+  LIMIT $2
+)
+UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
+FROM due, async WHERE o.id = due.id AND o.status = 0
+RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at`,
+
+	// The sweep advances the low-water mark in two statements, so that the
+	// second one's snapshot is taken after the first has seen every listed
+	// transaction end (one statement would read pg_locks after its own
+	// snapshot, and could miss a row committed in between). sweepCheck: has
+	// every transaction listed at the last sweep ended? sweepAdvance (args:
+	// the gen sweepCheck read; a concurrent sweep makes it update nothing):
+	// the mark moves to just below the first fresh pending row up to cand, or
+	// to cand; cand becomes the highest id visible now, with the transactions
+	// running now. A transaction that holds an id up to cand began before
+	// cand was read (ids come from one sequence, cache 1), so it was listed;
+	// once it has ended, its row, if it committed, is visible to the next
+	// statement. Rows already claimed but not yet committed count as pending
+	// (their old version is what others see), so a relay that crashes leaves
+	// them above the mark. A highest id below the mark means the identity was
+	// restarted: the mark starts again from 0.
+	//
+	// The transactions are every virtual transaction id in pg_locks (every
+	// transaction holds its own from its start) of a client backend in this
+	// database. pg_stat_activity hides other roles' backend_type, so an
+	// unknown one counts: leaving one out could lose a row, counting one too
+	// many only holds the mark back. A transaction left open holds it back
+	// until it ends; rescans then walk more of the primary key.
+	sweepCheck: `SELECT h.gen, h.lwm, NOT EXISTS (
+  SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY(h.cand_vxids))
+FROM {{horizon}} AS h`,
+	sweepAdvance: `UPDATE {{horizon}} AS h SET
+  lwm = CASE WHEN n.top < h.lwm THEN 0 ELSE greatest(h.lwm, coalesce((
+    SELECT min(o.id) - 1 FROM {{outbox}} AS o
+    WHERE o.id > h.lwm AND o.id <= h.cand AND o.status = 0 AND o.next_retry_at <= o.created_at), h.cand)) END,
+  cand = n.top, cand_vxids = n.vxids, gen = h.gen + 1
+FROM (SELECT
+  (SELECT coalesce(max(id), 0) FROM {{outbox}}) AS top,
+  (SELECT coalesce(array_agg(l.virtualxid), '{}') FROM pg_locks AS l LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
+   WHERE l.locktype = 'virtualxid' AND l.granted AND l.pid <> pg_backend_pid()
+     AND coalesce(a.datname, current_database()) = current_database()
+     AND coalesce(a.backend_type, 'client backend') = 'client backend') AS vxids) AS n
+WHERE h.gen = $1
+RETURNING h.lwm`,
+
+	// k: 1 retry, 2 dead, 3 release (see outbox.OutcomeKind). A retry and a
+	// release requeue the row (next_retry_at past created_at); DEAD leaves the
+	// requeued index, and an operator's retryDead requeues it again.
 	markOthers: `UPDATE {{outbox}} AS o SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
   sent_at       = NULL,
   retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
-  next_retry_at = CASE f.k WHEN 1 THEN now() + f.d * interval '1 millisecond' ELSE o.next_retry_at END,
+  next_retry_at = CASE f.k
+    WHEN 1 THEN greatest(now() + f.d * interval '1 millisecond', o.created_at + interval '1 microsecond')
+    WHEN 2 THEN o.created_at
+    ELSE greatest(now(), o.created_at + interval '1 microsecond') END,
   last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END
 FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
 WHERE o.id = f.id`,
@@ -76,7 +175,8 @@ ORDER BY id LIMIT $4`,
 	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error
 FROM {{outbox}} WHERE msg_id = $1`,
 
-	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, next_retry_at = now(),
+	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0,
+  next_retry_at = greatest(now(), created_at + interval '1 microsecond'),
   last_error = $1 || coalesce(last_error, '')
 WHERE status = 2
   AND (msg_id IN (SELECT jsonb_array_elements_text($2::jsonb)) OR $3)
