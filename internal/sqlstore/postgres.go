@@ -131,9 +131,12 @@ RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o
 	// database. pg_stat_activity hides other roles' backend_type, so an
 	// unknown one counts: leaving one out could lose a row, counting one too
 	// many only holds the mark back. A transaction left open holds it back
-	// until it ends; rescans then walk more of the primary key.
+	// until it ends; rescans then walk more of the primary key. A prepared
+	// transaction (two-phase commit) gives up its virtual id when it
+	// prepares, so while any is prepared in this database the mark stays.
 	sweepCheck: `SELECT h.gen, h.lwm, NOT EXISTS (
   SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY(h.cand_vxids))
+  AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts AS p WHERE p.database = current_database())
 FROM {{horizon}} AS h`,
 	sweepAdvance: `UPDATE {{horizon}} AS h SET
   lwm = CASE WHEN n.top < h.lwm THEN 0 ELSE greatest(h.lwm, coalesce((
