@@ -206,6 +206,34 @@ func TestRelayBeforeMigrate(t *testing.T) {
 	})
 }
 
+// TestRelayOnAnOlderSchema: a relay that needs a newer schema than the
+// tables have (PostgreSQL's version 2 adds the HOT claim's tables) says to
+// migrate, and migrate brings the tables up from version 1.
+func TestRelayOnAnOlderSchema(t *testing.T) {
+	t.Parallel()
+	b := newPostgres(t)
+	mustRun(t, "migrate", "--db", b.dsn)
+	b.insert(t, "m1", "t", `{}`)
+	// Back to version 1, as a table migrated by an earlier release has it.
+	b.exec(t, "DROP TABLE outbox_horizon")
+	b.exec(t, "DROP INDEX outbox_requeued_idx")
+	b.exec(t, "CREATE INDEX outbox_pending_idx ON outbox (id) WHERE status = 0")
+	b.exec(t, "DELETE FROM outbox_migrations WHERE version = 2")
+	r := runCLI(t, nil, "relay", "--db", b.dsn, "--broker", "discard:")
+	if r.code != 1 || !strings.Contains(r.stderr, "schema version 1") || !strings.Contains(r.stderr, "run 'outbox migrate'") {
+		t.Fatalf("relay on a version 1 schema: %s", r)
+	}
+	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 2") {
+		t.Fatalf("migrate from version 1: %s", r)
+	}
+	if n := b.count(t, "msg_id = 'm1' AND status = 0"); n != 1 {
+		t.Fatalf("the pending row after the migration: %d", n)
+	}
+	if n := b.queryInt(t, "SELECT count(*) FROM pg_indexes WHERE indexname = 'outbox_pending_idx'"); n != 0 {
+		t.Fatal("the migration left the pending index")
+	}
+}
+
 func TestStats(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, true, func(t *testing.T, b *backend) {

@@ -211,6 +211,10 @@ func TestRequeuedRowsBelowTheMark(t *testing.T) {
 	if err != nil || m.Status != outbox.StatusDead {
 		t.Fatalf("dead-0: %+v, %v", m, err)
 	}
+	if !m.NextRetryAt.After(m.CreatedAt.Add(time.Second)) {
+		t.Fatalf("the DEAD row lost the time its last attempt came due (outbox dead list's LAST_TRY): next_retry_at %s, created_at %s",
+			m.NextRetryAt, m.CreatedAt)
+	}
 	if lwm := e.lwm(); lwm < m.ID {
 		t.Fatalf("the mark %d is below the DEAD row %d", lwm, m.ID)
 	}

@@ -57,7 +57,7 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)
 	}
-	msgs, err := scanClaimed(rows)
+	msgs, err := scanClaimed(rows, s.c.claimReturnsDue)
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)
@@ -162,18 +162,24 @@ func (s *Store) beginRetrying(ctx context.Context, begin func(context.Context) (
 	return nil, err
 }
 
-func scanClaimed(rows Rows) ([]outbox.Message, error) {
+// scanClaimed reads the claimed rows; withDue, a ninth column gives the time
+// each row came due (its next_retry_at before the claim).
+func scanClaimed(rows Rows, withDue bool) ([]outbox.Message, error) {
 	defer rows.Close()
 	var msgs []outbox.Message
 	for rows.Next() {
 		var m outbox.Message
 		var key textValue
 		var payload, headers []byte
-		var created timeValue
-		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created); err != nil {
+		var created, due timeValue
+		dest := []any{&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created}
+		if withDue {
+			dest = append(dest, &due)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		m.Key, m.CreatedAt, m.Payload = key.s, created.Time, payload
+		m.Key, m.CreatedAt, m.NextRetryAt, m.Payload = key.s, created.Time, due.Time, payload
 		if len(headers) > 0 {
 			h, err := decodeHeaders(headers)
 			if err != nil {
@@ -199,6 +205,9 @@ type outcomeRow struct {
 	Kind  int    `json:"k"`
 	Delay int64  `json:"d"`
 	Error string `json:"e"`
+	// Due is when the row came due for this attempt, if the claim said
+	// (PostgreSQL keeps it on a DEAD row).
+	Due *time.Time `json:"t,omitempty"`
 }
 
 // split sorts outcomes into ids to mark SENT and rows for markOthers. Release
@@ -216,7 +225,11 @@ func split(msgs []outbox.Message, outcomes []outbox.Outcome, withRelease bool) (
 				others = append(others, outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind)})
 			}
 		default:
-			others = append(others, outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind), Delay: o.Delay.Milliseconds(), Error: o.Error})
+			r := outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind), Delay: o.Delay.Milliseconds(), Error: o.Error}
+			if due := msgs[i].NextRetryAt; o.Kind == outbox.OutcomeDead && !due.IsZero() {
+				r.Due = &due
+			}
+			others = append(others, r)
 		}
 	}
 	return sent, others, nil
@@ -327,7 +340,7 @@ func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Cl
 	if err != nil {
 		return fail("claim", err)
 	}
-	msgs, err := scanClaimed(rows)
+	msgs, err := scanClaimed(rows, s.c.claimReturnsDue)
 	if err != nil {
 		return fail("claim", err)
 	}

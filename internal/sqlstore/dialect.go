@@ -59,6 +59,9 @@ type dialect struct {
 	// claimAfter, when set, is the claim from a cursor (after id > 0): MySQL
 	// walks the primary key from there instead of the pending index.
 	claimAfter string
+	// claimReturnsDue: the claim returns a ninth column, the row's
+	// next_retry_at before the claim (PostgreSQL's claim resets it).
+	claimReturnsDue bool
 	// claimSetup, when set, runs at the start of each claim's transaction
 	// (PostgreSQL: planner settings that keep the claim on its indexes).
 	claimSetup string

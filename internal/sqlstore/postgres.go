@@ -62,6 +62,10 @@ RETURNING msg_id`,
 	// walks the primary key past it. Every id of the first part is below
 	// every id of the second, so the two are in id order one after the other
 	// (a merge of the two scans is not a plan PostgreSQL 15 makes here).
+	// The claims return when each row came due (the next_retry_at they
+	// reset), which a DEAD mark puts back.
+	claimReturnsDue: true,
+
 	// Without a status index the planner could judge a sequential scan and a
 	// sort cheaper than walking an index when its statistics say few rows
 	// are pending (they are: past the cursor). Each claim's transaction tells
@@ -74,7 +78,7 @@ RETURNING msg_id`,
 	claimAfter: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
-  SELECT c.id FROM (
+  SELECT c.id, c.next_retry_at AS due_at FROM (
     SELECT id, next_retry_at FROM {{outbox}}
     WHERE id > $1 AND status = 0
     ORDER BY id LIMIT $2 * 16
@@ -87,12 +91,12 @@ RETURNING msg_id`,
 )
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
 FROM due, async WHERE o.id = due.id AND o.status = 0
-RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at`,
+RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, due.due_at`,
 
 	claim: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
-  SELECT c.id FROM (
+  SELECT c.id, c.next_retry_at AS due_at FROM (
     (SELECT id, next_retry_at FROM {{outbox}}
      WHERE next_retry_at > created_at AND id <= $1 AND status = 0
      ORDER BY id LIMIT $2 * 16)
@@ -108,7 +112,7 @@ RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o
 )
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
 FROM due, async WHERE o.id = due.id AND o.status = 0
-RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at`,
+RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, due.due_at`,
 
 	// The sweep advances the low-water mark in two statements, so that the
 	// second one's snapshot is taken after the first has seen every listed
@@ -153,18 +157,21 @@ WHERE h.gen = $1
 RETURNING h.lwm`,
 
 	// k: 1 retry, 2 dead, 3 release (see outbox.OutcomeKind). A retry and a
-	// release requeue the row (next_retry_at past created_at); DEAD leaves the
-	// requeued index, and an operator's retryDead requeues it again.
+	// release requeue the row (next_retry_at past created_at). DEAD gets back
+	// the time its last attempt came due (t, which the claim returned before
+	// it reset next_retry_at), for `outbox dead list`; a DEAD row that had
+	// been retried so stays in the requeued index, where rescans pass over it
+	// until an operator retries (requeues) or drops it.
 	markOthers: `UPDATE {{outbox}} AS o SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
   sent_at       = NULL,
   retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
   next_retry_at = CASE f.k
     WHEN 1 THEN greatest(now() + f.d * interval '1 millisecond', o.created_at + interval '1 microsecond')
-    WHEN 2 THEN o.created_at
+    WHEN 2 THEN coalesce(f.t, o.next_retry_at)
     ELSE greatest(now(), o.created_at + interval '1 microsecond') END,
   last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END
-FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
+FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text, t timestamptz)
 WHERE o.id = f.id`,
 
 	stats: `SELECT topic, status, count(*), min(created_at), now()

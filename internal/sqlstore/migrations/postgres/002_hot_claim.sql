@@ -5,10 +5,11 @@
 -- key from its cursor, and rows put back after a claim through a small index
 -- of requeued rows: a retry, a release or an operator's `dead retry` sets
 -- next_retry_at past created_at, and the SENT update sets it back, so that
--- index holds only rows waiting for another attempt.
+-- index holds only rows waiting for another attempt (and DEAD rows that were
+-- retried before, which keep the time of their last attempt).
 DROP INDEX IF EXISTS {{outbox_pending_idx}};
--- Rows SENT or DEAD after a retry leave the requeued index.
-UPDATE {{outbox}} SET next_retry_at = created_at WHERE status <> 0 AND next_retry_at > created_at;
+-- Rows SENT after a retry leave the requeued index.
+UPDATE {{outbox}} SET next_retry_at = created_at WHERE status = 1 AND next_retry_at > created_at;
 CREATE INDEX IF NOT EXISTS {{outbox_requeued_idx}} ON {{outbox}} (id) WHERE next_retry_at > created_at;
 -- Room on each page for the SENT version of its rows, so that the update can
 -- stay on the page. Pages written before this migration are full until
