@@ -274,6 +274,21 @@ func TestStats(t *testing.T) {
 		if alpha.Topic != "alpha" || alpha.Pending != 2 || alpha.Sent != 1 || beta.Topic != "beta" || beta.Pending != 1 || beta.Dead != 1 {
 			t.Errorf("per topic: %+v", st.Topics)
 		}
+		// PostgreSQL's low-water mark: no relay has swept yet, so the rescans
+		// start from the first row, written ten days ago.
+		if b.name != "postgres" {
+			if st.RescanMark != nil {
+				t.Errorf("%s has no rescan mark, got %+v", b.name, st.RescanMark)
+			}
+			return
+		}
+		if m := st.RescanMark; m == nil || m.ID != 0 || m.NewestID < 5 || m.BehindSeconds < 9*86400 {
+			t.Errorf("rescan mark: %+v, want id 0 of the newest id, about 10 days behind", st.RescanMark)
+		}
+		r = mustRun(t, "stats", "--db", b.dsn)
+		if !regexp.MustCompile(`(?m)^rescans from:\s+id 0 of \d+ \(first row above it written 2(39|40|41)h\S+ ago\)$`).MatchString(r.stdout) {
+			t.Errorf("stats output has no rescan mark line:\n%s", r.stdout)
+		}
 	})
 }
 

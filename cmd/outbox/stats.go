@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/sqlstore"
 )
 
 func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	f := newFlagSet("outbox stats", "--db DSN [flags]",
 		"Show how many messages are pending (NEW), the age of the oldest pending one, how many were\n"+
-			"sent and how many are DEAD, in total and per topic.", stdout)
+			"sent and how many are DEAD, in total and per topic. On PostgreSQL also where the relays'\n"+
+			"rescans start (the low-water mark): far behind the newest row means a transaction left\n"+
+			"open holds it back, and every rescan walks the rows in between.", stdout)
 	db := addDBFlags(f)
 	var asJSON bool
 	f.boolVar(&asJSON, "json", "print one JSON object instead of a table")
@@ -36,14 +39,36 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("stats of %s: %w", d.where, err)
 	}
+	var mark *sqlstore.RescanMark
+	if rm, ok := d.Store.(interface {
+		RescanMark(context.Context) (sqlstore.RescanMark, bool, error)
+	}); ok {
+		m, found, err := rm.RescanMark(ctx)
+		if err != nil {
+			return fmt.Errorf("stats of %s: %w", d.where, err)
+		}
+		if found {
+			mark = &m
+		}
+	}
 	if asJSON {
-		return writeJSON(stdout, statsJSON(d.Store.Tables().Outbox, st))
+		out := statsJSON(d.Store.Tables().Outbox, st)
+		if mark != nil {
+			out.RescanMark = &rescanMarkJSON{ID: mark.ID, NewestID: mark.NewestID, BehindSeconds: mark.Behind.Seconds()}
+		}
+		return writeJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, d.where)
 	fmt.Fprintf(stdout, "pending:        %d\n", st.Pending)
 	fmt.Fprintf(stdout, "oldest pending: %s\n", age(st.OldestPendingAge, st.Pending))
 	fmt.Fprintf(stdout, "sent:           %d\n", st.Sent)
 	fmt.Fprintf(stdout, "dead:           %d\n", st.Dead)
+	if mark != nil {
+		// PostgreSQL: where the relays' rescans start. Far behind means a
+		// transaction left open is holding it, and rescans walk more rows.
+		fmt.Fprintf(stdout, "rescans from:   id %d of %d (first row above it written %s ago)\n",
+			mark.ID, mark.NewestID, age(mark.Behind, mark.NewestID-mark.ID))
+	}
 	if len(st.Topics) == 0 {
 		return nil
 	}
@@ -82,6 +107,14 @@ type statsOutput struct {
 	Sent                    int64            `json:"sent"`
 	Dead                    int64            `json:"dead"`
 	Topics                  []topicStatsJSON `json:"topics"`
+	// RescanMark is PostgreSQL's low-water mark (absent elsewhere).
+	RescanMark *rescanMarkJSON `json:"rescan_mark,omitempty"`
+}
+
+type rescanMarkJSON struct {
+	ID            int64   `json:"id"`
+	NewestID      int64   `json:"newest_id"`
+	BehindSeconds float64 `json:"behind_seconds"`
 }
 
 func statsJSON(table string, st outbox.Stats) statsOutput {

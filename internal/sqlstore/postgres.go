@@ -174,6 +174,13 @@ RETURNING h.lwm`,
 FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text, t timestamptz)
 WHERE o.id = f.id`,
 
+	// rescanMark: the low-water mark, the highest id, and how long ago the
+	// first row above the mark was written (how far back rescans walk).
+	rescanMark: `SELECT h.lwm, coalesce((SELECT max(id) FROM {{outbox}}), 0),
+  coalesce((SELECT extract(epoch FROM now() - o.created_at) FROM {{outbox}} AS o
+            WHERE o.id > h.lwm ORDER BY o.id LIMIT 1), 0)::float8
+FROM {{horizon}} AS h`,
+
 	stats: `SELECT topic, status, count(*), min(created_at), now()
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 

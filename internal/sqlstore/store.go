@@ -333,6 +333,34 @@ func (s *Store) schemaVersion(ctx context.Context, q Querier) (int, error) {
 	return v, s.wrap("schema version", rows.Err())
 }
 
+// RescanMark is where a PostgreSQL relay's rescans start: every row at or
+// below ID is SENT, DEAD, or in the requeued index. A mark far behind the
+// newest row means something holds it back (a transaction left open, a
+// prepared transaction), and each rescan walks the rows in between.
+type RescanMark struct {
+	ID int64
+	// NewestID is the highest id in the table.
+	NewestID int64
+	// Behind is how long ago the first row above the mark was written (0 when
+	// there is none).
+	Behind time.Duration
+}
+
+// RescanMark returns the low-water mark of the relays' rescans; ok is false
+// for a dialect that has none (MySQL, SQLite).
+func (s *Store) RescanMark(ctx context.Context) (m RescanMark, ok bool, err error) {
+	if s.c.rescanMark == "" {
+		return m, false, nil
+	}
+	var behind float64
+	found, err := queryRow(ctx, s.db, s.c.rescanMark, nil, &m.ID, &m.NewestID, &behind)
+	if err != nil {
+		return m, false, s.wrap("rescan mark", err)
+	}
+	m.Behind = time.Duration(behind * float64(time.Second))
+	return m, found, nil
+}
+
 // LatestVersion is the newest migration this build knows.
 func (s *Store) LatestVersion() int { return s.c.migrations[len(s.c.migrations)-1].version }
 
