@@ -73,7 +73,10 @@ type ClaimParams struct {
 	Limit int
 	// AfterID restricts the claim to ids greater than AfterID (0: from the
 	// start). The relay uses it to start its index scan past the rows it has
-	// just handled, instead of walking their dead index entries again.
+	// just handled, instead of walking their dead index entries again. With
+	// 0 a store must find every due row, wherever it is; a store may start
+	// from a point below which it knows there is none but the ones it can
+	// find another way (PostgreSQL's low-water mark and requeued index).
 	AfterID int64
 	// Lease is how long a lease-based store (SQLite) hides a claimed message
 	// from other claims. Stores that lock rows in a transaction ignore it.

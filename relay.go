@@ -35,10 +35,11 @@ type RelayConfig struct {
 	PauseMax time.Duration
 	// RescanInterval bounds how long the relay claims onward from its last
 	// batch (past rows it has handled, whose dead index entries it so avoids)
-	// before it claims from the first id again. Rows that commit late, come
-	// due for a retry or are released below that point wait at most this
-	// long under a sustained backlog; whenever the relay catches up it claims
-	// from the first id at once. Defaults to 1s.
+	// before it claims from the first id again (a PostgreSQL store starts
+	// that rescan at its low-water mark instead; see outboxpgx). Rows that
+	// commit late, come due for a retry or are released below that point
+	// wait at most this long under a sustained backlog; whenever the relay
+	// catches up it claims from the first id at once. Defaults to 1s.
 	RescanInterval time.Duration
 	// Lease is how long a lease-based store (SQLite) hides a claimed batch from
 	// other relays. It must exceed PublishTimeout. Defaults to 2×PublishTimeout.

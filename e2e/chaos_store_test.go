@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
@@ -33,6 +34,10 @@ type chaosStore struct {
 	// dropRelayConns ends the relays' database sessions; nil where the
 	// database has no sessions to end (SQLite).
 	dropRelayConns func(ctx context.Context) (int, error)
+	// lateTx, where set (PostgreSQL), runs a business transaction that
+	// writes m first, so that it holds an id before anything else, then
+	// stays open for hold while rows with higher ids commit and are relayed.
+	lateTx func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool, hold time.Duration) error
 }
 
 // newChaosStore opens the harness's consumer side and the producers'
@@ -49,6 +54,21 @@ func newChaosStore(ctx context.Context, t *testing.T, b Broker, dialect string) 
 		// The relays' sessions are told apart by their application name.
 		app := "outbox-chaos-" + schema
 		st := &chaosStore{relayDSN: PostgresDSN() + "&search_path=" + schema + "&application_name=" + app, tx: h.transferTx}
+		st.lateTx = func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool, hold time.Duration) error {
+			return pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
+				if err := h.writer.Write(ctx, tx, m); err != nil {
+					return err
+				}
+				time.Sleep(hold) // no row lock held: the account is updated after
+				if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct); err != nil {
+					return err
+				}
+				if rollback {
+					return errRollback
+				}
+				return nil
+			})
+		}
 		st.dropRelayConns = func(ctx context.Context) (int, error) {
 			var n int
 			err := h.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) t`, app).Scan(&n)

@@ -75,6 +75,12 @@ func TestChaos(t *testing.T) {
 	for p := range producers {
 		prodWG.Go(func() { chaosProduce(prodCtx, t, h, st, p, &produced) })
 	}
+	var late atomic.Int64
+	if st.lateTx != nil {
+		for p := range 2 {
+			prodWG.Go(func() { chaosProduceLate(prodCtx, t, h, st, p, &late) })
+		}
+	}
 
 	// The chaos.
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) //nolint:gosec // chaos, not secrets
@@ -141,8 +147,11 @@ func TestChaos(t *testing.T) {
 	}
 	committed := h.committedIDs()
 	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts; %d cleanups deleted %d SENT rows",
-		*chaosDuration, produced.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, cleanups, cleaned)
+		*chaosDuration, produced.Load()+late.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, cleanups, cleaned)
 	h.cleaned = cleaned
+	if st.lateTx != nil {
+		t.Logf("chaos: %d of those held their outbox row's id for 0.1-3 s before committing or rolling back", late.Load())
+	}
 
 	// Every relay drains the table; every effect arrives.
 	h.waitOutboxDrained(ctx, t)
@@ -305,6 +314,28 @@ func chaosProduce(ctx context.Context, t *testing.T, h *harness, st *chaosStore,
 		}
 		produced.Add(1)
 		time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond) //nolint:gosec // pacing
+	}
+}
+
+// chaosProduceLate commits business transactions that take their outbox
+// row's id first and stay open for 0.1-3 s while other producers' rows with
+// higher ids commit and are relayed (PostgreSQL: across several sweeps of
+// the relays' low-water mark); every tenth rolls back.
+func chaosProduceLate(ctx context.Context, t *testing.T, h *harness, st *chaosStore, p int, produced *atomic.Int64) {
+	for i := 0; ctx.Err() == nil; i++ {
+		id := fmt.Sprintf("chaos-late-%d-%05d", p, i)
+		acct := fmt.Sprintf("acct-%d", i%7)
+		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: []byte(fmt.Sprintf(`{"account":%q,"amount":1}`, acct))}
+		hold := time.Duration(100+rand.IntN(2900)) * time.Millisecond //nolint:gosec // pacing
+		err := st.lateTx(ctx, m, acct, 1, i%10 == 9, hold)
+		if err != nil && ctx.Err() != nil {
+			err = errRollback
+		}
+		if err := h.record(id, err); err != nil {
+			t.Errorf("late business transaction %s: %v", id, err)
+			return
+		}
+		produced.Add(1)
 	}
 }
 
