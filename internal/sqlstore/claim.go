@@ -205,9 +205,6 @@ type outcomeRow struct {
 	Kind  int    `json:"k"`
 	Delay int64  `json:"d"`
 	Error string `json:"e"`
-	// Due is when the row came due for this attempt, if the claim said
-	// (PostgreSQL keeps it on a DEAD row).
-	Due *time.Time `json:"t,omitempty"`
 }
 
 // split sorts outcomes into ids to mark SENT and rows for markOthers. Release
@@ -225,11 +222,7 @@ func split(msgs []outbox.Message, outcomes []outbox.Outcome, withRelease bool) (
 				others = append(others, outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind)})
 			}
 		default:
-			r := outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind), Delay: o.Delay.Milliseconds(), Error: o.Error}
-			if due := msgs[i].NextRetryAt; o.Kind == outbox.OutcomeDead && !due.IsZero() {
-				r.Due = &due
-			}
-			others = append(others, r)
+			others = append(others, outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind), Delay: o.Delay.Milliseconds(), Error: o.Error})
 		}
 	}
 	return sent, others, nil
@@ -294,6 +287,12 @@ func (c *txClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
 			return c.s.wrap("mark failed", err)
 		}
 	}
+	if ids := requeuedSent(c.msgs, outcomes); len(ids) > 0 && c.s.c.clearRequeued != "" {
+		if _, err := c.tx.Exec(ctx, c.s.c.clearRequeued, ids); err != nil {
+			c.tx.Rollback(context.WithoutCancel(ctx))
+			return c.s.wrap("mark sent", err)
+		}
+	}
 	if err := c.tx.Commit(ctx); err != nil {
 		return c.s.wrap("finish: commit", err)
 	}
@@ -306,6 +305,18 @@ func (c *txClaim) Abort(ctx context.Context) error {
 	}
 	c.done = true
 	return c.s.wrap("abort claim", c.tx.Rollback(ctx))
+}
+
+// requeuedSent lists the messages marked SENT that had been requeued (their
+// next_retry_at, as claimed, is past their creation).
+func requeuedSent(msgs []outbox.Message, outcomes []outbox.Outcome) []int64 {
+	var ids []int64
+	for i, o := range outcomes {
+		if o.Kind == outbox.OutcomeSent && msgs[i].NextRetryAt.After(msgs[i].CreatedAt) {
+			ids = append(ids, msgs[i].ID)
+		}
+	}
+	return ids
 }
 
 func allRelease(outcomes []outbox.Outcome) bool {

@@ -60,8 +60,11 @@ type dialect struct {
 	// walks the primary key from there instead of the pending index.
 	claimAfter string
 	// claimReturnsDue: the claim returns a ninth column, the row's
-	// next_retry_at before the claim (PostgreSQL's claim resets it).
+	// next_retry_at (PostgreSQL).
 	claimReturnsDue bool
+	// clearRequeued (args: an array of ids) takes rows marked SENT out of
+	// the requeued index, in a lock-and-mark claim's transaction (PostgreSQL).
+	clearRequeued string
 	// claimSetup, when set, runs at the start of each claim's transaction
 	// (PostgreSQL: planner settings that keep the claim on its indexes).
 	claimSetup string
@@ -127,7 +130,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

@@ -37,10 +37,10 @@ RETURNING msg_id`,
 	//
 	// No index mentions status, so the SENT update is HOT: PostgreSQL writes
 	// the new row version on the same page (fillfactor 50 leaves room) and
-	// inserts no index entry. A row that was requeued (next_retry_at past
-	// created_at) is set back to a fresh row's next_retry_at, which leaves
-	// the requeued index; for a fresh row the value does not change and the
-	// update stays HOT.
+	// inserts no index entry. The claim returns each row's next_retry_at;
+	// a row that was requeued (next_retry_at past created_at) and is then
+	// marked SENT leaves the requeued index by clearRequeued, a statement of
+	// its own, in the claim's transaction (rare, and not HOT).
 	//
 	// The relay's own transaction need not be durable (set_config below): a
 	// mark lost in a database crash only means the message is published once
@@ -48,23 +48,32 @@ RETURNING msg_id`,
 	// wrote the row was committed durably. This saves a WAL flush per batch,
 	// and setting it inside the claim saves a round trip.
 	//
-	// The candidates come from a subquery with a LIMIT, in id order, so that
-	// the planner walks an index for them (it knows only a few are wanted)
-	// and applies the lock only to the rows the outer LIMIT takes: a lock
-	// condition next to the scan would, in a sequential scan, lock every
+	// claimAfter walks the primary key from the relay's cursor one chunk at
+	// a time: a recursive step finds the next chunk with a pending row (one
+	// index probe), the chunk's lock is tried once, and only the rows of
+	// chunks it got are read. A chunk another relay holds (with two relays,
+	// the batch it claimed just past this relay's last one) so costs one
+	// failed lock, not a failed lock and a heap visit per row.
+	//
+	// The rescan's candidates come from a subquery with a LIMIT, in id order,
+	// so that the planner walks an index for them (it knows only a few are
+	// wanted) and applies the lock only to the rows the outer LIMIT takes: a
+	// lock condition next to the scan would, in a sequential scan, lock every
 	// chunk. Sixteen batches of candidates leave room for the rows other
 	// relays hold.
 	//
-	// claimAfter walks the primary key from the relay's cursor. claim, the
-	// rescan, is given the low-water mark of {{horizon}} (which the sweep
+	// Both update the rows by id = ANY(the claimed ids), which keeps the
+	// update on the primary key whatever the planner estimates for the CTE.
+	//
+	// The rescan, claim, is given the low-water mark of {{horizon}} (which the sweep
 	// keeps below every row a relay must look at again, other than requeued
 	// ones): it takes the requeued rows up to the mark from their index, then
 	// walks the primary key past it. Every id of the first part is below
 	// every id of the second, so the two are in id order one after the other
 	// (a merge of the two scans is not a plan PostgreSQL 15 makes here).
-	// The claims return when each row came due (the next_retry_at they
-	// reset), which a DEAD mark puts back.
+	// The claims return each row's next_retry_at (when it came due).
 	claimReturnsDue: true,
+	clearRequeued:   `UPDATE {{outbox}} SET next_retry_at = created_at WHERE id = ANY($1::bigint[])`,
 
 	// Without a status index the planner could judge a sequential scan and a
 	// sort cheaper than walking an index when its statistics say few rows
@@ -75,28 +84,33 @@ RETURNING msg_id`,
 	// the point where PostgreSQL compiles it.
 	claimSetup: `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL jit = off`,
 
-	claimAfter: `WITH async AS MATERIALIZED (
+	claimAfter: `WITH RECURSIVE async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
+), chunks(ch) AS (
+  SELECT (SELECT id >> 8 FROM {{outbox}} WHERE id > $1 AND status = 0 ORDER BY id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT id >> 8 FROM {{outbox}} WHERE id >= (c.ch + 1) << 8 AND status = 0 ORDER BY id LIMIT 1)
+  FROM chunks AS c WHERE c.ch IS NOT NULL
 ), due AS MATERIALIZED (
-  SELECT c.id, c.next_retry_at AS due_at FROM (
+  SELECT o.id
+  FROM chunks AS k
+  CROSS JOIN LATERAL (
     SELECT id, next_retry_at FROM {{outbox}}
-    WHERE id > $1 AND status = 0
-    ORDER BY id LIMIT $2 * 16
-  ) AS c
-  WHERE CASE WHEN c.next_retry_at <= now()
-        THEN pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647))
-        ELSE false END
-  ORDER BY c.id
+    WHERE id > greatest($1, (k.ch << 8) - 1) AND id < (k.ch + 1) << 8 AND status = 0 AND next_retry_at <= now()
+    ORDER BY id
+  ) AS o
+  WHERE k.ch IS NOT NULL
+    AND pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | (k.ch & 2147483647))
   LIMIT $2
 )
-UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
-FROM due, async WHERE o.id = due.id AND o.status = 0
-RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, due.due_at`,
+UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
+FROM async WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND o.status = 0
+RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, o.next_retry_at`,
 
 	claim: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
-  SELECT c.id, c.next_retry_at AS due_at FROM (
+  SELECT c.id FROM (
     (SELECT id, next_retry_at FROM {{outbox}}
      WHERE next_retry_at > created_at AND id <= $1 AND status = 0
      ORDER BY id LIMIT $2 * 16)
@@ -110,9 +124,9 @@ RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o
         ELSE false END
   LIMIT $2
 )
-UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
-FROM due, async WHERE o.id = due.id AND o.status = 0
-RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, due.due_at`,
+UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
+FROM async WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND o.status = 0
+RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, o.next_retry_at`,
 
 	// The sweep advances the low-water mark in two statements, so that the
 	// second one's snapshot is taken after the first has seen every listed
@@ -157,21 +171,20 @@ WHERE h.gen = $1
 RETURNING h.lwm`,
 
 	// k: 1 retry, 2 dead, 3 release (see outbox.OutcomeKind). A retry and a
-	// release requeue the row (next_retry_at past created_at). DEAD gets back
-	// the time its last attempt came due (t, which the claim returned before
-	// it reset next_retry_at), for `outbox dead list`; a DEAD row that had
-	// been retried so stays in the requeued index, where rescans pass over it
-	// until an operator retries (requeues) or drops it.
+	// release requeue the row (next_retry_at past created_at). DEAD keeps
+	// the time its last attempt came due, for `outbox dead list`; a DEAD row
+	// that had been retried so stays in the requeued index, where rescans
+	// pass over it until an operator retries (requeues) or drops it.
 	markOthers: `UPDATE {{outbox}} AS o SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
   sent_at       = NULL,
   retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
   next_retry_at = CASE f.k
     WHEN 1 THEN greatest(now() + f.d * interval '1 millisecond', o.created_at + interval '1 microsecond')
-    WHEN 2 THEN coalesce(f.t, o.next_retry_at)
+    WHEN 2 THEN o.next_retry_at
     ELSE greatest(now(), o.created_at + interval '1 microsecond') END,
   last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END
-FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text, t timestamptz)
+FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
 WHERE o.id = f.id`,
 
 	// rescanMark: the low-water mark, the highest id, and how long ago the
