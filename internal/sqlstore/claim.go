@@ -163,7 +163,7 @@ func (s *Store) beginRetrying(ctx context.Context, begin func(context.Context) (
 }
 
 // scanClaimed reads the claimed rows; withDue, a ninth column gives the time
-// each row came due (its next_retry_at before the claim).
+// each row came due (its next_retry_at, which the claim does not change).
 func scanClaimed(rows Rows, withDue bool) ([]outbox.Message, error) {
 	defer rows.Close()
 	var msgs []outbox.Message
