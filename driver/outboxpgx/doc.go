@@ -76,7 +76,9 @@
 // committed, moves the mark to just below the first pending row up to that
 // id. This rests on ids coming from the table's identity sequence with its
 // default CACHE 1, so that a smaller id is always taken before a larger one:
-// do not give the sequence a cache, and do not insert explicit ids. A
+// do not give the sequence a cache (a relay finds it at its first rescan and
+// refuses, naming the ALTER TABLE that fixes it), and do not insert explicit
+// ids. A
 // transaction left open, or a prepared (two-phase) transaction in the
 // database, holds the mark back until it ends, which costs rescans more of
 // the primary key, not correctness; a relay's role needs no privilege for

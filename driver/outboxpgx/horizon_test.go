@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -264,5 +265,28 @@ func TestLowWaterMarkStopsAtClaimedRows(t *testing.T) {
 		if n := e.published(fmt.Sprintf("held-%d", i)); n != 1 {
 			t.Fatalf("held-%d published %d times after the claim rolled back, want 1", i, n)
 		}
+	}
+}
+
+// TestSequenceCacheRefused: the low-water mark needs ids taken in order, which
+// a cached identity sequence breaks (each backend hands out its own block). A
+// relay on such a table refuses to rescan, and says how to fix it.
+func TestSequenceCacheRefused(t *testing.T) {
+	t.Parallel()
+	e := newHorizonEnv(t)
+	e.write("m", 1)
+	if _, err := e.pool.Exec(e.ctx, `ALTER TABLE outbox ALTER COLUMN id SET CACHE 20`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.d.Claim(e.ctx, outbox.ClaimParams{Limit: 10})
+	if err == nil || !strings.Contains(err.Error(), "CACHE 20") || !strings.Contains(err.Error(), "SET CACHE 1") {
+		t.Fatalf("claim with a cached id sequence: %v", err)
+	}
+	if _, err := e.pool.Exec(e.ctx, `ALTER TABLE outbox ALTER COLUMN id SET CACHE 1`); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if n := e.published("m-0"); n != 1 {
+		t.Fatalf("published %d times after the fix, want 1", n)
 	}
 }

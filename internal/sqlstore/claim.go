@@ -107,6 +107,19 @@ func (s *Store) sweep(ctx context.Context) (int64, error) {
 }
 
 func (s *Store) sweepOnce(ctx context.Context) (int64, error) {
+	if !s.seqChecked.Load() && s.c.seqCache != "" {
+		// The sweep's reasoning needs ids taken in order: a backend that
+		// caches sequence values hands out ids below ones already committed.
+		var cache int64
+		if _, err := queryRow(ctx, s.db, s.c.seqCache, nil, &cache); err != nil {
+			return 0, err
+		}
+		if cache > 1 {
+			return 0, fmt.Errorf("the id sequence of %s has CACHE %d, and the relay's low-water mark needs CACHE 1 "+
+				"(ids taken in order): ALTER TABLE %s ALTER COLUMN id SET CACHE 1", s.tables.Outbox, cache, s.tables.Outbox)
+		}
+		s.seqChecked.Store(true)
+	}
 	var gen, lwm int64
 	var ready bool
 	found, err := queryRow(ctx, s.db, s.c.sweepCheck, nil, &gen, &lwm, &ready)

@@ -73,6 +73,9 @@ type dialect struct {
 	sweepCheck, sweepAdvance string
 	// rescanMark reads the low-water mark for Store.RescanMark.
 	rescanMark string
+	// seqCache reads the cache size of the id sequence, which the sweep
+	// needs to be 1.
+	seqCache string
 	// claimRange mode: expire old claims; record (token, lo, hi, lease ms);
 	// release (token).
 	claimExpire, claimRecord, claimRelease string
@@ -130,7 +133,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

@@ -187,6 +187,9 @@ RETURNING h.lwm`,
 FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
 WHERE o.id = f.id`,
 
+	seqCache: `SELECT coalesce((SELECT seqcache FROM pg_sequence
+  WHERE seqrelid = pg_get_serial_sequence('{{outbox}}', 'id')::regclass), 1)`,
+
 	// rescanMark: the low-water mark, the highest id, and how long ago the
 	// first row above the mark was written (how far back rescans walk).
 	rescanMark: `SELECT h.lwm, coalesce((SELECT max(id) FROM {{outbox}}), 0),

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-go/outbox"
@@ -81,6 +82,8 @@ type Store struct {
 	c        *compiled
 	classify Classifier
 	tables   outbox.Tables
+	// seqChecked: the id sequence's cache was found to be 1 (seqCache).
+	seqChecked atomic.Bool
 }
 
 // New returns a Store for the named dialect ("postgres", "mysql", "sqlite").
