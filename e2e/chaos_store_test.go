@@ -6,13 +6,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
@@ -30,15 +30,18 @@ type chaosStore struct {
 	relayDSN string
 	// tx runs one business transaction: debit acct by amount and write m,
 	// then commit, or return errRollback after writing when rollback.
-	tx func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error
+	tx txFunc
 	// dropRelayConns ends the relays' database sessions; nil where the
 	// database has no sessions to end (SQLite).
 	dropRelayConns func(ctx context.Context) (int, error)
-	// lateTx, where set (PostgreSQL), runs a business transaction that
-	// writes m first, so that it holds an id before anything else, then
-	// stays open for hold while rows with higher ids commit and are relayed.
-	lateTx func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool, hold time.Duration) error
+	// lateTx, where set (PostgreSQL), is tx writing m first, so that it
+	// holds an id before anything else, then staying open for 0.1-3 s while
+	// rows with higher ids commit and are relayed.
+	lateTx txFunc
 }
+
+// txFunc runs one business transaction of the chaos run.
+type txFunc func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error
 
 // newChaosStore opens the harness's consumer side and the producers'
 // database of dialect, with the outbox tables and the accounts.
@@ -54,20 +57,9 @@ func newChaosStore(ctx context.Context, t *testing.T, b Broker, dialect string) 
 		// The relays' sessions are told apart by their application name.
 		app := "outbox-chaos-" + schema
 		st := &chaosStore{relayDSN: PostgresDSN() + "&search_path=" + schema + "&application_name=" + app, tx: h.transferTx}
-		st.lateTx = func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool, hold time.Duration) error {
-			return pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
-				if err := h.writer.Write(ctx, tx, m); err != nil {
-					return err
-				}
-				time.Sleep(hold) // no row lock held: the account is updated after
-				if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct); err != nil {
-					return err
-				}
-				if rollback {
-					return errRollback
-				}
-				return nil
-			})
+		st.lateTx = func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
+			hold := time.Duration(100+rand.IntN(2900)) * time.Millisecond //nolint:gosec // pacing
+			return h.heldTransferTx(ctx, m, acct, amount, rollback, hold)
 		}
 		st.dropRelayConns = func(ctx context.Context) (int, error) {
 			var n int

@@ -73,12 +73,12 @@ func TestChaos(t *testing.T) {
 	var prodWG sync.WaitGroup
 	var produced atomic.Int64
 	for p := range producers {
-		prodWG.Go(func() { chaosProduce(prodCtx, t, h, st, p, &produced) })
+		prodWG.Go(func() { chaosProduce(prodCtx, t, h, fmt.Sprintf("chaos-tx-%d", p), st.tx, &produced) })
 	}
 	var late atomic.Int64
 	if st.lateTx != nil {
 		for p := range 2 {
-			prodWG.Go(func() { chaosProduceLate(prodCtx, t, h, st, p, &late) })
+			prodWG.Go(func() { chaosProduce(prodCtx, t, h, fmt.Sprintf("chaos-late-%d", p), st.lateTx, &late) })
 		}
 	}
 
@@ -296,15 +296,16 @@ func (c *chaosSub) stop(t *testing.T) {
 	}
 }
 
-// chaosProduce commits business transactions until ctx ends; every tenth
-// rolls back after writing its message.
-func chaosProduce(ctx context.Context, t *testing.T, h *harness, st *chaosStore, p int, produced *atomic.Int64) {
+// chaosProduce commits business transactions through tx until ctx ends,
+// with msg_ids prefix-000000, prefix-000001, ...; every tenth rolls back
+// after writing its message.
+func chaosProduce(ctx context.Context, t *testing.T, h *harness, prefix string, tx txFunc, produced *atomic.Int64) {
 	for i := 0; ctx.Err() == nil; i++ {
-		id := fmt.Sprintf("chaos-tx-%d-%06d", p, i)
+		id := fmt.Sprintf("%s-%06d", prefix, i)
 		acct := fmt.Sprintf("acct-%d", i%7)
 		amount := i%100 + 1
 		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: []byte(fmt.Sprintf(`{"account":%q,"amount":%d}`, acct, amount))}
-		err := st.tx(ctx, m, acct, amount, i%10 == 9)
+		err := tx(ctx, m, acct, amount, i%10 == 9)
 		if err != nil && ctx.Err() != nil {
 			err = errRollback // ended mid-transaction: it rolled back, or failed before
 		}
@@ -314,28 +315,6 @@ func chaosProduce(ctx context.Context, t *testing.T, h *harness, st *chaosStore,
 		}
 		produced.Add(1)
 		time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond) //nolint:gosec // pacing
-	}
-}
-
-// chaosProduceLate commits business transactions that take their outbox
-// row's id first and stay open for 0.1-3 s while other producers' rows with
-// higher ids commit and are relayed (PostgreSQL: across several sweeps of
-// the relays' low-water mark); every tenth rolls back.
-func chaosProduceLate(ctx context.Context, t *testing.T, h *harness, st *chaosStore, p int, produced *atomic.Int64) {
-	for i := 0; ctx.Err() == nil; i++ {
-		id := fmt.Sprintf("chaos-late-%d-%05d", p, i)
-		acct := fmt.Sprintf("acct-%d", i%7)
-		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: []byte(fmt.Sprintf(`{"account":%q,"amount":1}`, acct))}
-		hold := time.Duration(100+rand.IntN(2900)) * time.Millisecond //nolint:gosec // pacing
-		err := st.lateTx(ctx, m, acct, 1, i%10 == 9, hold)
-		if err != nil && ctx.Err() != nil {
-			err = errRollback
-		}
-		if err := h.record(id, err); err != nil {
-			t.Errorf("late business transaction %s: %v", id, err)
-			return
-		}
-		produced.Add(1)
 	}
 }
 

@@ -300,12 +300,32 @@ var errRollback = errors.New("e2e: business rule says roll back")
 // returns errRollback after writing. The commit does not follow ctx, so that
 // no transaction is left in doubt when ctx ends.
 func (h *harness) transferTx(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
+	return h.heldTransferTx(ctx, m, acct, amount, rollback, 0)
+}
+
+// heldTransferTx is transferTx, except that with hold > 0 it writes m first,
+// so that the transaction holds its row's id before anything else, and
+// stays open for hold (holding no row lock: the account is debited after)
+// while rows with higher ids commit.
+func (h *harness) heldTransferTx(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool, hold time.Duration) error {
 	return pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct); err != nil {
+		debit := func() error {
+			_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct)
 			return err
+		}
+		if hold == 0 {
+			if err := debit(); err != nil {
+				return err
+			}
 		}
 		if err := h.writer.Write(ctx, tx, m); err != nil {
 			return err
+		}
+		if hold > 0 {
+			time.Sleep(hold)
+			if err := debit(); err != nil {
+				return err
+			}
 		}
 		if rollback {
 			return errRollback

@@ -90,15 +90,8 @@ func (s *Store) beginWith(setup string) func(context.Context) (Tx, error) {
 // each its own transaction; when several relays sweep at once, one advances
 // the mark and the others change nothing.
 func (s *Store) sweep(ctx context.Context) (int64, error) {
-	// Both statements are safe to repeat: like Begin, retry them on another
-	// connection when the pool handed out one the server had closed.
-	var lwm int64
-	var err error
-	for range 8 {
-		if lwm, err = s.sweepOnce(ctx); err == nil || s.classify == nil || s.classify(err) != ErrConnection || ctx.Err() != nil {
-			break
-		}
-	}
+	// Both statements are safe to repeat.
+	lwm, err := onLiveConnection(ctx, s, func() (int64, error) { return s.sweepOnce(ctx) })
 	if err != nil && s.classify != nil && s.classify(err) == ErrUndefinedTable {
 		return 0, fmt.Errorf("outbox: claim: %w (table %q: this relay needs the tables' schema version %d; run outbox migrate): %w",
 			outbox.ErrSchemaMissing, s.tables.Outbox+"_horizon", s.LatestVersion(), err)
@@ -158,21 +151,28 @@ func queryRow(ctx context.Context, q Querier, sql string, args []any, dest ...an
 }
 
 // beginRetrying begins a transaction, again on another connection when the
-// pool handed out one that the server had closed: after a failover or a
-// pg_terminate_backend every idle connection of the pool is dead, and a
-// pool does not check one that was used within the last second. Beginning
-// changes nothing, so it is safe to repeat; a relay would otherwise pause
-// once per dead connection, each pause twice the last.
+// pool handed out one that the server had closed (see onLiveConnection).
+// Beginning changes nothing, so it is safe to repeat.
 func (s *Store) beginRetrying(ctx context.Context, begin func(context.Context) (Tx, error)) (Tx, error) {
+	return onLiveConnection(ctx, s, func() (Tx, error) { return begin(ctx) })
+}
+
+// onLiveConnection runs fn, which must be safe to repeat, again (up to 8
+// times in all) while it fails on a connection the server had closed: after
+// a failover or a pg_terminate_backend every idle connection of the pool is
+// dead, and a pool does not check one that was used within the last second.
+// A relay would otherwise pause once per dead connection, each pause twice
+// the last.
+func onLiveConnection[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, error) {
 	const attempts = 8
+	var v T
 	var err error
 	for range attempts {
-		var tx Tx
-		if tx, err = begin(ctx); err == nil || s.classify == nil || s.classify(err) != ErrConnection || ctx.Err() != nil {
-			return tx, err
+		if v, err = fn(); err == nil || s.classify == nil || s.classify(err) != ErrConnection || ctx.Err() != nil {
+			return v, err
 		}
 	}
-	return nil, err
+	return v, err
 }
 
 // scanClaimed reads the claimed rows; withDue, a ninth column gives the time
