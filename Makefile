@@ -49,7 +49,7 @@ demo: ## run the seed scenario end to end (embedded SQLite)
 .PHONY: bench
 bench: build ## the issue's benchmark figures (PostgreSQL, SQLite, writer); takes a few minutes
 	bin/outbox bench --db $(PG) --broker discard: --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --baseline
-	bin/outbox bench --db $(PG) --broker discard: --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --relays 2
+	bin/outbox bench --db $(PG) --broker discard: --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --relays 2 --scaling
 	rm -f /tmp/outbox-bench.db*; bin/outbox bench --db sqlite:/tmp/outbox-bench.db --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS)
 	bin/outbox bench --writer --db $(PG) --producers 8 --runs $(BENCH_RUNS)
 

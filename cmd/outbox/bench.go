@@ -35,6 +35,7 @@ type benchOptions struct {
 	keep         bool
 	writer       bool
 	baseline     bool
+	scaling      bool
 	cpuProfile   string
 	round        time.Duration
 	meter        *cpuMeter
@@ -63,13 +64,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.keep, "keep", "keep the rows after the last run (default: empty the table)")
 	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8)")
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
+	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "/outbox", "URI", "CloudEvents source attribute")
 	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
 	f.note("The table (default outbox_bench) is created if needed and EMPTIED before the first run: never point --table at a production table.")
 	f.note("Latency: with --producers, from the message's commit (created_at) to its mark; without, the time of one batch from claim to mark.")
-	f.note("For the writer target: outbox bench --writer --db DSN --producers 8. For ageing: --runs 11 --messages 100000 prints last/first.")
+	f.note("For the writer target: outbox bench --writer --db DSN --producers 8. For ageing: --runs 11 --messages 100000 prints last/first. For scaling: --relays 2 --scaling.")
 	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --broker discard: --messages 100000 --batch 500 --runs 3")
 	f.example("outbox bench --db sqlite:/tmp/bench.db --messages 200000 --relays 1")
 	pos, err := f.parse(args)
@@ -94,6 +96,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "--runs must be at least 1")
 	case o.round < 10*time.Millisecond:
 		return usagef(f.hint(), "--round must be at least 10ms")
+	case o.scaling && o.relays < 2:
+		return usagef(f.hint(), "--scaling compares --relays N with one relay: give --relays 2 or more")
+	case o.scaling && o.writer:
+		return usagef(f.hint(), "--scaling measures relays; --writer measures the writer: give one of them")
 	}
 	if o.writer && o.producers == 0 {
 		o.producers = 8
@@ -166,7 +172,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
 		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
 	prefix := randomPrefix()
-	var rates, p50s, p99s, ratios, cpuCaps []float64
+	var rates, p50s, p99s, ratios, cpuCaps, scales, scaleCaps []float64
 	for run := 1; run <= o.runs; run++ {
 		base := 0.0
 		if o.baseline {
@@ -185,6 +191,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return err
 			}
 			discardRate, discardCPU = d.rate(), d.cpu
+		}
+		var one benchResult
+		if o.scaling {
+			o1 := *o
+			o1.relays = 1
+			if one, err = benchRun(ctx, db, pubs[:1], &o1, fmt.Sprintf("%s-s%d", prefix, run)); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "run %d one relay: %d msgs in %s = %.0f msgs/s%s\n",
+				run, one.done, one.elapsed.Round(time.Millisecond), one.rate(), one.extra())
 		}
 		res, err := benchRun(ctx, db, pubs, o, fmt.Sprintf("%s-%d", prefix, run))
 		if err != nil {
@@ -224,6 +240,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				}
 			}
 		}
+		if o.scaling {
+			scale := res.rate() / one.rate()
+			scales = append(scales, scale)
+			line := fmt.Sprintf("run %d scaling: %d relays / one relay = %.2f", run, o.relays, scale)
+			if one.cpu.ok && res.cpu.ok && one.cpu.util > 0 {
+				// At one relay's CPU per message, all cores busy would give
+				// 1/util times one relay's rate, and no more.
+				c := scalingCap(o.relays, one.cpu.util)
+				scaleCaps = append(scaleCaps, c)
+				line += fmt.Sprintf("; one relay kept the cores %.0f%% busy at %s/msg, so at that CPU per message the cores allow at most %.2f (%d relays: %.0f%% busy at %s/msg)",
+					100*one.cpu.util, micros(one.cpu.perMsg), c, o.relays, 100*res.cpu.util, micros(res.cpu.perMsg))
+			}
+			fmt.Fprintln(stdout, line)
+		}
 		if base > 0 {
 			ratios = append(ratios, res.rate()/base)
 			fmt.Fprintf(stdout, "run %d baseline (bare pgx claim/mark loop): %.0f msgs/s; relay/baseline = %.2f\n", run, base, res.rate()/base)
@@ -238,6 +268,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case len(ratios) > 0:
 		fmt.Fprintf(stdout, "median relay/baseline = %.2f\n", median(ratios))
 	}
+	if len(scales) > 0 {
+		fmt.Fprintf(stdout, "median %d relays / one relay = %.2f\n", o.relays, median(scales))
+		if len(scaleCaps) > 0 {
+			fmt.Fprintf(stdout, "median CPU cap of that ratio on this machine = %.2f\n", median(scaleCaps))
+		}
+	}
 	if o.runs > 1 {
 		fmt.Fprintf(stdout, "median of %d runs: %.0f msgs/s; last run / first run = %.2f\n", o.runs, median(rates), rates[len(rates)-1]/rates[0])
 	}
@@ -250,6 +286,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "result msgs_per_s=%.0f p50_ms=%.2f p99_ms=%.2f\n", median(rates), median(p50s), median(p99s))
 	return nil
+}
+
+// scalingCap is the most that relays can gain over one relay that kept the
+// cores util busy (0..1), if their CPU per message stays one relay's: the
+// cores cannot be more than all busy, and n relays cannot do more than n
+// times one.
+func scalingCap(relays int, util float64) float64 {
+	return min(float64(relays), 1/util)
 }
 
 // rawStore is the SQL store under the driver, for Truncate.

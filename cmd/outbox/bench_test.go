@@ -48,3 +48,46 @@ func TestBenchPostgresBaselineAndWriter(t *testing.T) {
 		t.Fatalf("writer bench output:\n%s", out.String())
 	}
 }
+
+// --scaling runs one relay before each run of --relays N, and prints the
+// ratio and how far the cores would let it go.
+func TestBenchScaling(t *testing.T) {
+	t.Parallel()
+	b := newPostgres(t)
+	var out, errb bytes.Buffer
+	if err := runBench(context.Background(), []string{"--db", b.dsn, "--messages", "3000", "--batch", "200", "--relays", "2", "--scaling", "--runs", "2"}, &out, &errb); err != nil {
+		t.Fatalf("bench --scaling: %v\n%s", err, errb.String())
+	}
+	for _, re := range []string{
+		`(?m)^run 1 one relay: 3000 msgs in .* = [0-9]+ msgs/s`,
+		`(?m)^run 2 scaling: 2 relays / one relay = [0-9.]+; one relay kept the cores [0-9]+% busy at [0-9.]+µs/msg, so at that CPU per message the cores allow at most [0-9.]+ `,
+		`(?m)^median 2 relays / one relay = [0-9.]+$`,
+		`(?m)^median CPU cap of that ratio on this machine = [0-9.]+$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("output lacks %s:\n%s", re, out.String())
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; !resultLine.MatchString(last) {
+		t.Errorf("last line %q does not match %s", last, resultLine)
+	}
+}
+
+func TestScalingCap(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		relays int
+		util   float64
+		want   float64
+	}{
+		{2, 0.6, 1 / 0.6}, // the cores: 60% busy leaves room for 1.67 times
+		{2, 0.25, 2},      // n relays: never more than n times one
+		{3, 0.5, 2},
+		{2, 1, 1},
+	} {
+		if got := scalingCap(tc.relays, tc.util); got != tc.want {
+			t.Errorf("scalingCap(%d, %v) = %v, want %v", tc.relays, tc.util, got, tc.want)
+		}
+	}
+}

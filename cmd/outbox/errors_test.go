@@ -110,6 +110,8 @@ func TestUsageAndConfigurationErrors(t *testing.T) {
 			[]string{"--log-level"}},
 		{"bad log format", nil, []string{"relay", "--db", sqlite, "--broker", "discard:", "--log-format", "xml"}, 2,
 			[]string{"--log-format"}},
+		{"scaling with one relay", nil, []string{"bench", "--db", sqlite, "--scaling"}, 2,
+			[]string{"--scaling compares --relays N with one relay", "--relays 2 or more"}},
 		{"unknown command", nil, []string{"frobnicate"}, 2, []string{`unknown command "frobnicate"`, "outbox help"}},
 		{"flag before command", nil, []string{"--db", "x", "stats"}, 2, []string{"flags go after the command"}},
 		{"unknown flag", nil, []string{"stats", "--db", sqlite, "--colour"}, 2, []string{"unknown flag --colour", "outbox stats --help"}},
