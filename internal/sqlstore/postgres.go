@@ -51,9 +51,12 @@ RETURNING msg_id`,
 	// claimAfter walks the primary key from the relay's cursor one chunk at
 	// a time: a recursive step finds the next chunk with a pending row (one
 	// index probe), the chunk's lock is tried once, and only the rows of
-	// chunks it got are read. A chunk another relay holds (with two relays,
-	// the batch it claimed just past this relay's last one) so costs one
-	// failed lock, not a failed lock and a heap visit per row.
+	// chunks it got are read, from the pending row the step found (in the
+	// statement's one snapshot nothing before it in the chunk is pending, so
+	// the rows the step walked past are not walked again). A chunk another
+	// relay holds (with two relays, the batch it claimed just past this
+	// relay's last one) so costs one failed lock, not a failed lock and a
+	// heap visit per row.
 	//
 	// The rescan's candidates come from a subquery with a LIMIT, in id order,
 	// so that the planner walks an index for them (it knows only a few are
@@ -86,21 +89,21 @@ RETURNING msg_id`,
 
 	claimAfter: `WITH RECURSIVE async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
-), chunks(ch) AS (
-  SELECT (SELECT id >> 8 FROM {{outbox}} WHERE id > $1 AND status = 0 ORDER BY id LIMIT 1)
+), chunks(first) AS (
+  SELECT (SELECT id FROM {{outbox}} WHERE id > $1 AND status = 0 ORDER BY id LIMIT 1)
   UNION ALL
-  SELECT (SELECT id >> 8 FROM {{outbox}} WHERE id >= (c.ch + 1) << 8 AND status = 0 ORDER BY id LIMIT 1)
-  FROM chunks AS c WHERE c.ch IS NOT NULL
+  SELECT (SELECT id FROM {{outbox}} WHERE id >= ((c.first >> 8) + 1) << 8 AND status = 0 ORDER BY id LIMIT 1)
+  FROM chunks AS c WHERE c.first IS NOT NULL
 ), due AS MATERIALIZED (
   SELECT o.id
   FROM chunks AS k
   CROSS JOIN LATERAL (
     SELECT id, next_retry_at FROM {{outbox}}
-    WHERE id > greatest($1, (k.ch << 8) - 1) AND id < (k.ch + 1) << 8 AND status = 0 AND next_retry_at <= now()
+    WHERE id >= k.first AND id < ((k.first >> 8) + 1) << 8 AND status = 0 AND next_retry_at <= now()
     ORDER BY id
   ) AS o
-  WHERE k.ch IS NOT NULL
-    AND pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | (k.ch & 2147483647))
+  WHERE k.first IS NOT NULL
+    AND pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((k.first >> 8) & 2147483647))
   LIMIT $2
 )
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
