@@ -57,7 +57,7 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)
 	}
-	msgs, err := scanClaimed(rows, s.c.claimReturnsDue)
+	msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit)
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)
@@ -177,18 +177,24 @@ func onLiveConnection[T any](ctx context.Context, s *Store, fn func() (T, error)
 
 // scanClaimed reads the claimed rows; withDue, a ninth column gives the time
 // each row came due (its next_retry_at, which the claim does not change).
-func scanClaimed(rows Rows, withDue bool) ([]outbox.Message, error) {
+func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
 	defer rows.Close()
-	var msgs []outbox.Message
+	msgs := make([]outbox.Message, 0, max(0, min(limit, 10000)))
+	// One set of destinations serves every row, so that a row costs only
+	// the values it holds. payload and headers start nil for each row, so
+	// that no driver can reuse the bytes of the row before.
+	var (
+		m                outbox.Message
+		key              textValue
+		payload, headers []byte
+		created, due     timeValue
+	)
+	dest := []any{&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created, &due}
+	if !withDue {
+		dest = dest[:len(dest)-1]
+	}
 	for rows.Next() {
-		var m outbox.Message
-		var key textValue
-		var payload, headers []byte
-		var created, due timeValue
-		dest := []any{&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created}
-		if withDue {
-			dest = append(dest, &due)
-		}
+		m, key, payload, headers, created, due = outbox.Message{}, textValue{}, nil, nil, timeValue{}, timeValue{}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
@@ -364,7 +370,7 @@ func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Cl
 	if err != nil {
 		return fail("claim", err)
 	}
-	msgs, err := scanClaimed(rows, s.c.claimReturnsDue)
+	msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit)
 	if err != nil {
 		return fail("claim", err)
 	}
