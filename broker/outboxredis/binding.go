@@ -41,10 +41,29 @@ func entryValues(m *outbox.Message, source string) []any {
 	attrs := cloudevents.Attributes(m, source)
 	vals := make([]any, 0, 2*len(attrs)+4)
 	for _, a := range attrs {
-		vals = append(vals, AttributePrefix+a.Name, a.Value)
+		name, ok := fieldNames[a.Name]
+		if !ok {
+			name = AttributePrefix + a.Name
+		}
+		vals = append(vals, name, a.Value)
 	}
-	return append(vals, FieldContentType, cloudevents.JSON, FieldData, []byte(m.Payload))
+	return append(vals, fieldContentType, jsonType, FieldData, []byte(m.Payload))
 }
+
+// fieldNames holds the field name of each attribute every message has, made
+// an interface value once: appending a string to a []any copies it to the
+// heap, and the relay does this for every message it publishes.
+var fieldNames = func() map[string]any {
+	names := map[string]any{}
+	for _, a := range []string{cloudevents.SpecVersion, cloudevents.ID, cloudevents.Source, cloudevents.Type,
+		cloudevents.Time, cloudevents.PartitionKey} {
+		names[a] = AttributePrefix + a
+	}
+	return names
+}()
+
+// The constant fields of every entry, as interface values made once.
+var fieldContentType, jsonType any = FieldContentType, cloudevents.JSON
 
 // decodeEntry rebuilds the message of a stream entry. The error wraps
 // cloudevents.ErrNotEvent.

@@ -115,6 +115,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		return errs
 	}
 	var failedKeys map[string]string
+	streams := streamCache{template: p.stream}
 	cmds := make([]*redis.StringCmd, min(len(msgs), p.pipelineSize))
 	for start := 0; start < len(msgs); start += p.pipelineSize {
 		end := min(start+p.pipelineSize, len(msgs))
@@ -126,7 +127,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 				fail(i, fmt.Errorf("%w (msg_id %q failed first)", outbox.ErrHeldBack, first))
 				continue
 			}
-			cmds[i-start] = pipe.XAdd(ctx, p.xaddArgs(m))
+			cmds[i-start] = pipe.XAdd(ctx, p.xaddArgs(m, streams.key(m.Topic)))
 		}
 		// Exec's own error is the first command's error; each command
 		// carries its own, which is what matters here.
@@ -164,9 +165,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	return errs
 }
 
-func (p *Publisher) xaddArgs(m *outbox.Message) *redis.XAddArgs {
+// xaddArgs returns the XADD arguments of m, added to stream.
+func (p *Publisher) xaddArgs(m *outbox.Message, stream string) *redis.XAddArgs {
 	a := &redis.XAddArgs{
-		Stream: p.Stream(m.Topic),
+		Stream: stream,
 		ID:     "*",
 		Values: entryValues(m, p.source),
 	}
@@ -175,4 +177,19 @@ func (p *Publisher) xaddArgs(m *outbox.Message) *redis.XAddArgs {
 		a.Approx = true
 	}
 	return a
+}
+
+// streamCache fills the stream template for one batch, whose messages
+// mostly share a topic, so that each topic's key is built once.
+type streamCache struct {
+	template    string
+	topic, last string
+	ok          bool
+}
+
+func (c *streamCache) key(topic string) string {
+	if !c.ok || topic != c.topic {
+		c.topic, c.last, c.ok = topic, streamKey(c.template, topic), true
+	}
+	return c.last
 }
