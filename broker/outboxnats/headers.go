@@ -31,17 +31,38 @@ const (
 func eventHeader(m *outbox.Message, source string) nats.Header {
 	attrs := cloudevents.Attributes(m, "")
 	h := make(nats.Header, len(attrs)+2)
-	for _, a := range attrs {
+	// One backing array for every header's one value: the relay builds
+	// these for every message it publishes.
+	vals := make([]string, len(attrs)+2)
+	for i, a := range attrs {
 		v := encodeValue(a.Value)
 		if a.Name == cloudevents.Source {
 			v = source
 		}
-		h[headerPrefix+a.Name] = []string{v}
+		name, ok := headerNames[a.Name]
+		if !ok {
+			name = headerPrefix + a.Name
+		}
+		vals[i] = v
+		h[name] = vals[i : i+1 : i+1]
 	}
-	h[headerContentType] = []string{cloudevents.JSON}
-	h[headerMsgID] = []string{encodeValue(m.MsgID)}
+	n := len(attrs)
+	vals[n], vals[n+1] = cloudevents.JSON, encodeValue(m.MsgID)
+	h[headerContentType] = vals[n : n+1 : n+1]
+	h[headerMsgID] = vals[n+1 : n+2 : n+2]
 	return h
 }
+
+// headerNames holds the header name of each attribute every message has,
+// so that it is not built again for every message.
+var headerNames = func() map[string]string {
+	names := map[string]string{}
+	for _, a := range []string{cloudevents.SpecVersion, cloudevents.ID, cloudevents.Source, cloudevents.Type,
+		cloudevents.Time, cloudevents.PartitionKey} {
+		names[a] = headerPrefix + a
+	}
+	return names
+}()
 
 // decodeHeader returns the CloudEvents attributes of a received message,
 // by canonical name: every ce- header, and content-type as datacontenttype.
