@@ -63,6 +63,7 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		tls:            s.TLSConfig,
 		cleanStart:     true,
 		onUp:           p.connectionUp,
+		session:        newPublisherSession(),
 	})
 	if err != nil {
 		return nil, err
