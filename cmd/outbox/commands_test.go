@@ -19,7 +19,7 @@ import (
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, false, func(t *testing.T, b *backend) {
-		version := map[string]int{"postgres": 2}[b.name] // 2: PostgreSQL's HOT claim
+		version := map[string]int{"postgres": 3}[b.name] // 2: the HOT claim, 3: the mark records the id sequence
 		if version == 0 {
 			version = 1
 		}
@@ -218,12 +218,12 @@ func TestRelayOnAnOlderSchema(t *testing.T) {
 	b.exec(t, "DROP TABLE outbox_horizon")
 	b.exec(t, "DROP INDEX outbox_requeued_idx")
 	b.exec(t, "CREATE INDEX outbox_pending_idx ON outbox (id) WHERE status = 0")
-	b.exec(t, "DELETE FROM outbox_migrations WHERE version = 2")
+	b.exec(t, "DELETE FROM outbox_migrations WHERE version IN (2, 3)")
 	r := runCLI(t, nil, "relay", "--db", b.dsn, "--broker", "discard:")
 	if r.code != 1 || !strings.Contains(r.stderr, "schema version 1") || !strings.Contains(r.stderr, "run 'outbox migrate'") {
 		t.Fatalf("relay on a version 1 schema: %s", r)
 	}
-	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 2") {
+	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 3") {
 		t.Fatalf("migrate from version 1: %s", r)
 	}
 	if n := b.count(t, "msg_id = 'm1' AND status = 0"); n != 1 {
@@ -231,6 +231,29 @@ func TestRelayOnAnOlderSchema(t *testing.T) {
 	}
 	if n := b.queryInt(t, "SELECT count(*) FROM pg_indexes WHERE indexname = 'outbox_pending_idx'"); n != 0 {
 		t.Fatal("the migration left the pending index")
+	}
+}
+
+// TestMigrateFromVersion2: version 3 records the id sequence the low-water
+// mark was measured against, as it is at the migration, so that the mark
+// does not start again from 0.
+func TestMigrateFromVersion2(t *testing.T) {
+	t.Parallel()
+	b := newPostgres(t)
+	mustRun(t, "migrate", "--db", b.dsn)
+	b.exec(t, "UPDATE outbox_horizon SET lwm = 7")
+	b.exec(t, "ALTER TABLE outbox_horizon DROP COLUMN seq_node")
+	b.exec(t, "DELETE FROM outbox_migrations WHERE version = 3")
+	r := runCLI(t, nil, "relay", "--db", b.dsn, "--broker", "discard:")
+	if r.code != 1 || !strings.Contains(r.stderr, "schema version 2") || !strings.Contains(r.stderr, "run 'outbox migrate'") {
+		t.Fatalf("relay on a version 2 schema: %s", r)
+	}
+	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 3") {
+		t.Fatalf("migrate from version 2: %s", r)
+	}
+	if n := b.queryInt(t, `SELECT count(*) FROM outbox_horizon WHERE lwm = 7 AND seq_node <> 0
+  AND seq_node = pg_relation_filenode(pg_get_serial_sequence('outbox', 'id')::regclass)`); n != 1 {
+		t.Fatal("after the migration the horizon does not hold the mark and the id sequence's relfilenode")
 	}
 }
 

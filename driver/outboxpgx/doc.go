@@ -84,6 +84,12 @@
 // the primary key, not correctness; a relay's role needs no privilege for
 // this (other roles' backends, whose kind it cannot see, count).
 //
+// Restarting the identity (TRUNCATE ... RESTART IDENTITY, ALTER TABLE ...
+// ALTER COLUMN id RESTART) gives its sequence a new relfilenode, which the
+// mark records (schema version 3): the next sweep starts the mark again from
+// 0. Do not set the sequence back with setval: that the mark notices only
+// while the highest id is still below it.
+//
 // Each claim's transaction sets enable_seqscan, enable_bitmapscan and
 // enable_sort off (and jit, which the resulting costs would trigger), so that
 // the claims walk their indexes whatever the table's statistics say.

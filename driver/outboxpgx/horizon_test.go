@@ -290,3 +290,41 @@ func TestSequenceCacheRefused(t *testing.T) {
 		t.Fatalf("published %d times after the fix, want 1", n)
 	}
 }
+
+// TestLowWaterMarkAfterIdentityRestart: when the ids start again from 1
+// (TRUNCATE ... RESTART IDENTITY, or ALTER TABLE ... ALTER COLUMN id
+// RESTART), the mark starts again from 0, even when the new ids have already
+// passed the old mark by the time a relay next sweeps: no row is left below
+// it.
+func TestLowWaterMarkAfterIdentityRestart(t *testing.T) {
+	t.Parallel()
+	for _, restart := range []string{
+		`TRUNCATE outbox RESTART IDENTITY`,
+		`DELETE FROM outbox; ALTER TABLE outbox ALTER COLUMN id RESTART`,
+	} {
+		t.Run(strings.Fields(restart)[0], func(t *testing.T) {
+			t.Parallel()
+			e := newHorizonEnv(t)
+			e.write("old", 100)
+			e.drain()
+			e.advancePast(e.id("old-99"), "old-round")
+			mark := e.lwm()
+			if _, err := e.pool.Exec(e.ctx, restart); err != nil {
+				t.Fatal(err)
+			}
+			// More rows than the old mark, all written before the relay
+			// sweeps again: the highest id is not below the mark.
+			n := int(mark) + 50
+			e.write("new", n)
+			if id := e.id("new-0"); id != 1 {
+				t.Fatalf("the first id after %q is %d, want 1", restart, id)
+			}
+			e.drain()
+			for i := range n {
+				if got := e.published(fmt.Sprintf("new-%d", i)); got != 1 {
+					t.Fatalf("new-%d (id %d, old mark %d) published %d times, want 1", i, i+1, mark, got)
+				}
+			}
+		})
+	}
+}

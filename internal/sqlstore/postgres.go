@@ -145,7 +145,10 @@ RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o
 	// statement. Rows already claimed but not yet committed count as pending
 	// (their old version is what others see), so a relay that crashes leaves
 	// them above the mark. A highest id below the mark means the identity was
-	// restarted: the mark starts again from 0.
+	// restarted: the mark starts again from 0, and so it does when the id
+	// sequence has a new relfilenode (seqNode), which catches a restart
+	// whose new ids have already passed the mark. Until a sweep can advance,
+	// sweepCheck gives 0 as the mark after such a restart.
 	//
 	// The transactions are every virtual transaction id in pg_locks (every
 	// transaction holds its own from its start) of a client backend in this
@@ -155,16 +158,17 @@ RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o
 	// until it ends; rescans then walk more of the primary key. A prepared
 	// transaction (two-phase commit) gives up its virtual id when it
 	// prepares, so while any is prepared in this database the mark stays.
-	sweepCheck: `SELECT h.gen, h.lwm, NOT EXISTS (
+	sweepCheck: `SELECT h.gen, CASE WHEN h.seq_node = s.node THEN h.lwm ELSE 0 END, NOT EXISTS (
   SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY(h.cand_vxids))
   AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts AS p WHERE p.database = current_database())
-FROM {{horizon}} AS h`,
+FROM {{horizon}} AS h, (` + seqNode + `) AS s`,
 	sweepAdvance: `UPDATE {{horizon}} AS h SET
-  lwm = CASE WHEN n.top < h.lwm THEN 0 ELSE greatest(h.lwm, coalesce((
+  lwm = CASE WHEN n.top < h.lwm OR h.seq_node IS DISTINCT FROM n.node THEN 0 ELSE greatest(h.lwm, coalesce((
     SELECT min(o.id) - 1 FROM {{outbox}} AS o
     WHERE o.id > h.lwm AND o.id <= h.cand AND o.status = 0 AND o.next_retry_at <= o.created_at), h.cand)) END,
-  cand = n.top, cand_vxids = n.vxids, gen = h.gen + 1
+  cand = n.top, cand_vxids = n.vxids, gen = h.gen + 1, seq_node = coalesce(n.node, 0)
 FROM (SELECT
+  (` + seqNode + `) AS node,
   (SELECT coalesce(max(id), 0) FROM {{outbox}}) AS top,
   (SELECT coalesce(array_agg(l.virtualxid), '{}') FROM pg_locks AS l LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
    WHERE l.locktype = 'virtualxid' AND l.granted AND l.pid <> pg_backend_pid()
@@ -239,3 +243,11 @@ WHERE status = 2
 	recordVersion:  `INSERT INTO {{migrations}} (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 	lockMigrations: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 }
+
+// seqNode is the relfilenode of the outbox's id sequence (NULL if the id has
+// none). Restarting the identity (TRUNCATE ... RESTART IDENTITY, ALTER TABLE
+// ... ALTER COLUMN id RESTART) gives the sequence a new one; the sweep then
+// starts the low-water mark again from 0. setval does not change it: a
+// sequence set back by hand is caught only while the highest id is still
+// below the mark.
+const seqNode = `SELECT pg_relation_filenode(pg_get_serial_sequence('{{outbox}}', 'id')::regclass) AS node`
