@@ -52,6 +52,13 @@ var reserved = map[string]bool{
 	PartitionKey: true,
 }
 
+// RowAttributes returns the names of the attributes Attributes sets from the
+// row itself (every one but the extensions), in its order; a binding can
+// derive their names on the wire from it once.
+func RowAttributes() []string {
+	return []string{SpecVersion, ID, Source, Type, Time, PartitionKey}
+}
+
 // IsReserved reports whether name is an attribute the mapping sets itself.
 func IsReserved(name string) bool { return reserved[name] }
 

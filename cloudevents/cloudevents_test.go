@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -143,5 +144,21 @@ func TestPercentEncode(t *testing.T) {
 	}
 	if got := PercentDecode("100%"); got != "100%" {
 		t.Errorf("PercentDecode of an unencoded value = %q", got)
+	}
+}
+
+// RowAttributes names every attribute Attributes sets other than the
+// extensions, in Attributes' order.
+func TestRowAttributes(t *testing.T) {
+	t.Parallel()
+	m := &outbox.Message{MsgID: "m1", Topic: "t", Key: "k", CreatedAt: time.Now(), Headers: map[string]string{"traceid": "x"}}
+	var got []string
+	for _, a := range Attributes(m, "") {
+		if a.Name != "traceid" {
+			got = append(got, a.Name)
+		}
+	}
+	if want := RowAttributes(); !slices.Equal(got, want) {
+		t.Fatalf("Attributes set %v from the row; RowAttributes says %v", got, want)
 	}
 }

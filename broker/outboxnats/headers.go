@@ -57,8 +57,7 @@ func eventHeader(m *outbox.Message, source string) nats.Header {
 // so that it is not built again for every message.
 var headerNames = func() map[string]string {
 	names := map[string]string{}
-	for _, a := range []string{cloudevents.SpecVersion, cloudevents.ID, cloudevents.Source, cloudevents.Type,
-		cloudevents.Time, cloudevents.PartitionKey} {
+	for _, a := range cloudevents.RowAttributes() {
 		names[a] = headerPrefix + a
 	}
 	return names

@@ -47,7 +47,7 @@ func entryValues(m *outbox.Message, source string) []any {
 		}
 		vals = append(vals, name, a.Value)
 	}
-	return append(vals, fieldContentType, jsonType, FieldData, []byte(m.Payload))
+	return append(vals, FieldContentType, cloudevents.JSON, FieldData, []byte(m.Payload))
 }
 
 // fieldNames holds the field name of each attribute every message has, made
@@ -55,15 +55,11 @@ func entryValues(m *outbox.Message, source string) []any {
 // heap, and the relay does this for every message it publishes.
 var fieldNames = func() map[string]any {
 	names := map[string]any{}
-	for _, a := range []string{cloudevents.SpecVersion, cloudevents.ID, cloudevents.Source, cloudevents.Type,
-		cloudevents.Time, cloudevents.PartitionKey} {
+	for _, a := range cloudevents.RowAttributes() {
 		names[a] = AttributePrefix + a
 	}
 	return names
 }()
-
-// The constant fields of every entry, as interface values made once.
-var fieldContentType, jsonType any = FieldContentType, cloudevents.JSON
 
 // decodeEntry rebuilds the message of a stream entry. The error wraps
 // cloudevents.ErrNotEvent.

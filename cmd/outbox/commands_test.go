@@ -219,18 +219,25 @@ func TestRelayOnAnOlderSchema(t *testing.T) {
 	b.exec(t, "DROP INDEX outbox_requeued_idx")
 	b.exec(t, "CREATE INDEX outbox_pending_idx ON outbox (id) WHERE status = 0")
 	b.exec(t, "DELETE FROM outbox_migrations WHERE version IN (2, 3)")
-	r := runCLI(t, nil, "relay", "--db", b.dsn, "--broker", "discard:")
-	if r.code != 1 || !strings.Contains(r.stderr, "schema version 1") || !strings.Contains(r.stderr, "run 'outbox migrate'") {
-		t.Fatalf("relay on a version 1 schema: %s", r)
-	}
-	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 3") {
-		t.Fatalf("migrate from version 1: %s", r)
-	}
+	relayRefusesUntilMigrated(t, b, 1)
 	if n := b.count(t, "msg_id = 'm1' AND status = 0"); n != 1 {
 		t.Fatalf("the pending row after the migration: %d", n)
 	}
 	if n := b.queryInt(t, "SELECT count(*) FROM pg_indexes WHERE indexname = 'outbox_pending_idx'"); n != 0 {
 		t.Fatal("the migration left the pending index")
+	}
+}
+
+// relayRefusesUntilMigrated checks that a relay refuses tables at schema
+// version from, saying to migrate, and that migrate brings them to version 3.
+func relayRefusesUntilMigrated(t *testing.T, b *backend, from int) {
+	t.Helper()
+	r := runCLI(t, nil, "relay", "--db", b.dsn, "--broker", "discard:")
+	if r.code != 1 || !strings.Contains(r.stderr, fmt.Sprintf("schema version %d", from)) || !strings.Contains(r.stderr, "run 'outbox migrate'") {
+		t.Fatalf("relay on a version %d schema: %s", from, r)
+	}
+	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 3") {
+		t.Fatalf("migrate from version %d: %s", from, r)
 	}
 }
 
@@ -244,13 +251,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	b.exec(t, "UPDATE outbox_horizon SET lwm = 7")
 	b.exec(t, "ALTER TABLE outbox_horizon DROP COLUMN seq_node")
 	b.exec(t, "DELETE FROM outbox_migrations WHERE version = 3")
-	r := runCLI(t, nil, "relay", "--db", b.dsn, "--broker", "discard:")
-	if r.code != 1 || !strings.Contains(r.stderr, "schema version 2") || !strings.Contains(r.stderr, "run 'outbox migrate'") {
-		t.Fatalf("relay on a version 2 schema: %s", r)
-	}
-	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 3") {
-		t.Fatalf("migrate from version 2: %s", r)
-	}
+	relayRefusesUntilMigrated(t, b, 2)
 	if n := b.queryInt(t, `SELECT count(*) FROM outbox_horizon WHERE lwm = 7 AND seq_node <> 0
   AND seq_node = pg_relation_filenode(pg_get_serial_sequence('outbox', 'id')::regclass)`); n != 1 {
 		t.Fatal("after the migration the horizon does not hold the mark and the id sequence's relfilenode")

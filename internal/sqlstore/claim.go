@@ -179,7 +179,7 @@ func onLiveConnection[T any](ctx context.Context, s *Store, fn func() (T, error)
 // each row came due (its next_retry_at, which the claim does not change).
 func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
 	defer rows.Close()
-	msgs := make([]outbox.Message, 0, max(0, min(limit, 10000)))
+	msgs := make([]outbox.Message, 0, min(limit, 10000)) // Claim refuses a limit below 1
 	// One set of destinations serves every row, so that a row costs only
 	// the values it holds. payload and headers start nil for each row, so
 	// that no driver can reuse the bytes of the row before.

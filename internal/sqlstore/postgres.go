@@ -194,8 +194,7 @@ RETURNING h.lwm`,
 FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
 WHERE o.id = f.id`,
 
-	seqCache: `SELECT coalesce((SELECT seqcache FROM pg_sequence
-  WHERE seqrelid = pg_get_serial_sequence('{{outbox}}', 'id')::regclass), 1)`,
+	seqCache: `SELECT coalesce((SELECT seqcache FROM pg_sequence WHERE seqrelid = ` + idSequence + `), 1)`,
 
 	// rescanMark: the low-water mark, the highest id, and how long ago the
 	// first row above the mark was written (how far back rescans walk).
@@ -250,4 +249,7 @@ WHERE status = 2
 // starts the low-water mark again from 0. setval does not change it: a
 // sequence set back by hand is caught only while the highest id is still
 // below the mark.
-const seqNode = `SELECT pg_relation_filenode(pg_get_serial_sequence('{{outbox}}', 'id')::regclass) AS node`
+const seqNode = `SELECT pg_relation_filenode(` + idSequence + `) AS node`
+
+// idSequence is the outbox's id sequence (NULL if the id has none).
+const idSequence = `pg_get_serial_sequence('{{outbox}}', 'id')::regclass`
