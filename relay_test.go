@@ -1,11 +1,13 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +21,12 @@ type fakeStore struct {
 	held     map[int64]bool // ids in an open claim, which other claims skip
 	afterIDs []int64        // AfterID of every claim
 	finished [][]Outcome
+	marks    int     // Finish calls of non-empty claims, failed or not
 	aborted  int
+	// failMark, when set, is asked by Finish call number n (from 1, non-empty
+	// claims only) whether it fails; a failed Finish releases the rows as
+	// they were, as a rolled-back transaction does.
+	failMark func(n int) bool
 	onClaim  func(n int) // called (unlocked) after claim number n, from 1
 	// claimDelay and finishDelay lengthen every claim and every Finish of a
 	// batch; spans records when each ran.
@@ -122,6 +129,10 @@ func (c *fakeClaim) Finish(_ context.Context, outcomes []Outcome) error {
 	if len(c.msgs) == 0 {
 		return nil
 	}
+	c.s.marks++
+	if c.s.failMark != nil && c.s.failMark(c.s.marks) {
+		return errors.New("connection reset")
+	}
 	c.s.finished = append(c.s.finished, outcomes)
 	for i, o := range outcomes {
 		r := &c.s.rows[c.msgs[i].ID-1]
@@ -136,6 +147,24 @@ func (c *fakeClaim) Finish(_ context.Context, outcomes []Outcome) error {
 		}
 	}
 	return nil
+}
+
+// logBuffer collects log lines written from several goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -424,6 +453,51 @@ type overlapStore struct {
 }
 
 func (s overlapStore) ClaimOverlap() ClaimOverlap { return s.mode }
+
+// A mark that fails pauses the relay; its rows stay due and are published
+// again, and the batches published meanwhile keep their marks.
+func TestRelayRunMarkFailurePauses(t *testing.T) {
+	st := newFakeStore(40)
+	st.failMark = func(n int) bool { return n == 2 }
+	sent := map[int64]int{}
+	var mu sync.Mutex
+	pub := BatchPublishFunc(func(ctx context.Context, msgs []Message) []error {
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		for _, m := range msgs {
+			sent[m.ID]++
+		}
+		mu.Unlock()
+		return nil
+	})
+	var logs logBuffer
+	r, _ := NewRelay(st, pub, RelayConfig{BatchSize: 10, Interval: 5 * time.Millisecond,
+		PauseBase: 30 * time.Millisecond, PauseMax: 30 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	_ = runUntil(r, 5*time.Second, func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		for _, m := range st.rows {
+			if m.Status != StatusSent {
+				return false
+			}
+		}
+		return true
+	})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, m := range st.rows {
+		want := 1
+		if m.ID > 10 && m.ID <= 20 {
+			want = 2 // the batch whose mark failed
+		}
+		if m.Status != StatusSent || m.Retries != 0 || sent[m.ID] != want {
+			t.Fatalf("message %d: status %v, retries %d, published %d times; want SENT, 0, %d", m.ID, m.Status, m.Retries, sent[m.ID], want)
+		}
+	}
+	if !strings.Contains(logs.String(), "batch failed; pausing") {
+		t.Fatalf("the failed mark was not logged as a pause:\n%s", logs.String())
+	}
+}
 
 // A store that implements ClaimOverlapper gets no more overlap than it asks
 // for: OverlapPublish never has a claim beside a mark, OverlapNone never has
