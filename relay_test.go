@@ -21,7 +21,7 @@ type fakeStore struct {
 	held     map[int64]bool // ids in an open claim, which other claims skip
 	afterIDs []int64        // AfterID of every claim
 	finished [][]Outcome
-	marks    int     // Finish calls of non-empty claims, failed or not
+	marks    int // Finish calls of non-empty claims, failed or not
 	aborted  int
 	// failMark, when set, is asked by Finish call number n (from 1, non-empty
 	// claims only) whether it fails; a failed Finish releases the rows as
