@@ -166,6 +166,12 @@ type BatchReport struct {
 	Released int
 	// Duration is the time from claim to finished mark.
 	Duration time.Duration
+	// ClaimDuration, PublishDuration and MarkDuration are the parts of
+	// Duration spent in the store's Claim, the publisher's Publish and the
+	// mark (the claim's Finish). What is left of Duration is the time the
+	// batch waited for the batch before it: summed over a run, they tell
+	// whether the database or the broker sets the pace.
+	ClaimDuration, PublishDuration, MarkDuration time.Duration
 
 	// fromCursor: the claim started past the previous batch, so a short
 	// batch does not prove that nothing is due below it.
@@ -440,6 +446,7 @@ type batch struct {
 	claim      Claim
 	msgs       []Message
 	start      time.Time
+	claimTook  time.Duration // how long the store's Claim took
 	fromCursor bool
 	// handled, when set (OverlapNone), is closed once the batch is marked or
 	// released.
@@ -455,13 +462,14 @@ func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 		r.moveCursor(0)
 		return batch{}, fmt.Errorf("claim: %w", err)
 	}
+	took := time.Since(start)
 	msgs := claim.Messages()
 	if len(msgs) == r.cfg.BatchSize {
 		r.moveCursor(msgs[len(msgs)-1].ID)
 	} else {
 		r.moveCursor(0)
 	}
-	return batch{claim: claim, msgs: msgs, start: start, fromCursor: after > 0}, nil
+	return batch{claim: claim, msgs: msgs, start: start, claimTook: took, fromCursor: after > 0}, nil
 }
 
 // deliver publishes a claimed batch and records every message's outcome.
@@ -478,10 +486,13 @@ func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outco
 	// Publishing ends within the lease of a lease-based store (SQLite), even
 	// for a batch that waited behind the previous one.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(r.cfg.PublishTimeout, time.Until(b.start.Add(r.cfg.Lease))))
+	pstart := time.Now()
 	errs := r.publish(pctx, msgs)
+	took := time.Since(pstart)
 	cancel()
 
-	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: b.fromCursor}
+	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: b.fromCursor,
+		ClaimDuration: b.claimTook, PublishDuration: took}
 	outcomes := make([]Outcome, len(msgs))
 	for i, m := range msgs {
 		var perr error
@@ -511,11 +522,13 @@ func (r *Relay) finishBatch(ctx context.Context, b batch, rep BatchReport, outco
 	bctx := context.WithoutCancel(ctx)
 	fctx, cancel := context.WithTimeout(bctx, r.cfg.PublishTimeout)
 	defer cancel()
+	mstart := time.Now()
 	if err := b.claim.Finish(fctx, outcomes); err != nil {
 		// The claim is void: the rows stay NEW and will be published again; the
 		// consumers' inbox absorbs the duplicates.
 		return rep, fmt.Errorf("mark batch of %d: %w", len(b.msgs), err)
 	}
+	rep.MarkDuration = time.Since(mstart)
 	rep.Duration = time.Since(b.start)
 	for _, res := range rep.Results {
 		if res.Outcome.Kind == OutcomeDead {

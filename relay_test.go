@@ -636,3 +636,28 @@ func TestRelayRunStopFinishesBatchInFlight(t *testing.T) {
 		}
 	}
 }
+
+// A batch's report splits its time into the claim, the publish and the mark.
+func TestRelayReportsStageDurations(t *testing.T) {
+	st := newFakeStore(5)
+	st.claimDelay, st.finishDelay = 6*time.Millisecond, 3*time.Millisecond
+	pub := BatchPublishFunc(func(ctx context.Context, msgs []Message) []error {
+		time.Sleep(9 * time.Millisecond)
+		return nil
+	})
+	r, _ := NewRelay(st, pub, RelayConfig{Logger: quiet()})
+	rep, err := r.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ClaimDuration < 6*time.Millisecond || rep.PublishDuration < 9*time.Millisecond || rep.MarkDuration < 3*time.Millisecond {
+		t.Fatalf("claim %v, publish %v, mark %v; want at least 6ms, 9ms and 3ms", rep.ClaimDuration, rep.PublishDuration, rep.MarkDuration)
+	}
+	// The publisher's sleep tells the stages apart: neither neighbour took it.
+	if rep.ClaimDuration >= 9*time.Millisecond+6*time.Millisecond || rep.MarkDuration >= 9*time.Millisecond+3*time.Millisecond {
+		t.Fatalf("claim %v or mark %v includes the publish", rep.ClaimDuration, rep.MarkDuration)
+	}
+	if sum := rep.ClaimDuration + rep.PublishDuration + rep.MarkDuration; sum > rep.Duration {
+		t.Fatalf("the stages add up to %v, more than the batch's %v", sum, rep.Duration)
+	}
+}

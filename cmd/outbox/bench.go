@@ -329,6 +329,9 @@ type benchResult struct {
 	p50, p99   float64
 	batches    int
 	cpu        cpuUse
+	// busy is the share of the run each relay spent, on average, in claims,
+	// publishes and marks (stage times over relays × elapsed).
+	busy [3]float64
 }
 
 // micros formats a per-message duration in microseconds.
@@ -337,7 +340,8 @@ func micros(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d.Na
 func (r benchResult) rate() float64 { return float64(r.done) / r.elapsed.Seconds() }
 
 func (r benchResult) extra() string {
-	s := fmt.Sprintf(" (%d batches)", r.batches)
+	s := fmt.Sprintf(" (%d batches; a relay's time in claims %.0f%%, publishes %.0f%%, marks %.0f%%)",
+		r.batches, 100*r.busy[0], 100*r.busy[1], 100*r.busy[2])
 	if r.cpu.ok {
 		s += fmt.Sprintf("; machine CPU %s/msg, %.0f%% busy", micros(r.cpu.perMsg), 100*r.cpu.util)
 		if p := r.cpu.byProcess(); p != "" {
@@ -362,12 +366,17 @@ type benchHook struct {
 	lat       []float64
 	batches   int
 	end       time.Time
+	// stages sums the batches' claim, publish and mark durations.
+	stages [3]time.Duration
 }
 
 func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 	now := time.Now()
 	h.mu.Lock()
 	h.batches++
+	h.stages[0] += rep.ClaimDuration
+	h.stages[1] += rep.PublishDuration
+	h.stages[2] += rep.MarkDuration
 	if h.endToEnd {
 		for _, r := range rep.Results {
 			if r.Outcome.Kind == outbox.OutcomeSent {
@@ -441,6 +450,9 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches, cpu: use}
 	if hook.end.IsZero() {
 		res.elapsed = time.Since(start)
+	}
+	for i, d := range hook.stages {
+		res.busy[i] = d.Seconds() / (float64(o.relays) * res.elapsed.Seconds())
 	}
 	res.p50, res.p99 = percentile(hook.lat, 0.50), percentile(hook.lat, 0.99)
 	return res, nil

@@ -27,6 +27,12 @@ func TestBenchResultLine(t *testing.T) {
 		if last := lines[len(lines)-1]; !resultLine.MatchString(last) {
 			t.Fatalf("bench %v: last line %q does not match %s\n%s", args, last, resultLine, out.String())
 		}
+		// Each run says where a relay's time went; a relay always spends
+		// some of it claiming.
+		stages := regexp.MustCompile(`(?m)^run 1: .*a relay's time in claims ([0-9]+)%, publishes [0-9]+%, marks [0-9]+%`).FindStringSubmatch(out.String())
+		if stages == nil || stages[1] == "0" {
+			t.Fatalf("bench %v: run 1 gives no stage times, or no time in claims:\n%s", args, out.String())
+		}
 	}
 }
 
