@@ -517,9 +517,10 @@ func (s suite[TTx]) testClaimPlan(t *testing.T) {
 		name, plan string
 		want       []string
 	}{
-		// "= ANY": the update reaches the claimed rows by primary key.
-		{"rescan", rescan, []string{"outbox_pkey", "outbox_requeued_idx", "(id = ANY"}},
-		{"claim from a cursor", cursor, []string{"outbox_pkey", "(id = ANY"}},
+		// "Tid Scan": the update reaches the claimed row versions by their
+		// ctid, with no second walk of the primary key.
+		{"rescan", rescan, []string{"outbox_pkey", "outbox_requeued_idx", "Tid Scan on outbox o", "(ctid = ANY"}},
+		{"claim from a cursor", cursor, []string{"outbox_pkey", "Tid Scan on outbox o", "(ctid = ANY"}},
 	} {
 		for _, w := range c.want {
 			if !strings.Contains(c.plan, w) {

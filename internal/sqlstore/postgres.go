@@ -65,8 +65,18 @@ RETURNING msg_id`,
 	// chunk. Sixteen batches of candidates leave room for the rows other
 	// relays hold.
 	//
-	// Both update the rows by id = ANY(the claimed ids), which keeps the
-	// update on the primary key whatever the planner estimates for the CTE.
+	// Both update the rows by ctid = ANY(the ctids the scan found): a TID
+	// scan goes straight to the row versions the claim saw, where
+	// id = ANY(the ids) walked the primary key a second time, once per row
+	// (medians of 18 interleaved runs: one relay 6% and two relays 5%
+	// faster; the statement alone ~12% in psql). A TID
+	// scan is the plan for that condition whatever the planner estimates
+	// for the CTE. The ctid is only used within the statement that read it,
+	// under the chunk locks, so no other relay can have updated those rows.
+	// If anything else had (an operator, a user's own statement),
+	// PostgreSQL would follow the row to its newest version and check
+	// status = 0 on that: a row no longer pending is skipped, never claimed
+	// twice.
 	//
 	// The rescan, claim, is given the low-water mark of {{horizon}} (which the sweep
 	// keeps below every row a relay must look at again, other than requeued
@@ -95,10 +105,10 @@ RETURNING msg_id`,
   SELECT (SELECT id FROM {{outbox}} WHERE id >= ((c.first >> 8) + 1) << 8 AND status = 0 ORDER BY id LIMIT 1)
   FROM chunks AS c WHERE c.first IS NOT NULL
 ), due AS MATERIALIZED (
-  SELECT o.id
+  SELECT o.ctid
   FROM chunks AS k
   CROSS JOIN LATERAL (
-    SELECT id, next_retry_at FROM {{outbox}}
+    SELECT ctid, id, next_retry_at FROM {{outbox}}
     WHERE id >= k.first AND id < ((k.first >> 8) + 1) << 8 AND status = 0 AND next_retry_at <= now()
     ORDER BY id
   ) AS o
@@ -107,18 +117,18 @@ RETURNING msg_id`,
   LIMIT $2
 )
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
-FROM async WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND o.status = 0
+FROM async WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM due)) AND o.status = 0
 RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, o.next_retry_at`,
 
 	claim: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
-  SELECT c.id FROM (
-    (SELECT id, next_retry_at FROM {{outbox}}
+  SELECT c.ctid FROM (
+    (SELECT ctid, id, next_retry_at FROM {{outbox}}
      WHERE next_retry_at > created_at AND id <= $1 AND status = 0
      ORDER BY id LIMIT $2 * 16)
     UNION ALL
-    (SELECT id, next_retry_at FROM {{outbox}}
+    (SELECT ctid, id, next_retry_at FROM {{outbox}}
      WHERE id > $1 AND status = 0
      ORDER BY id LIMIT $2 * 16)
   ) AS c
@@ -128,7 +138,7 @@ RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o
   LIMIT $2
 )
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
-FROM async WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND o.status = 0
+FROM async WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM due)) AND o.status = 0
 RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, o.next_retry_at`,
 
 	// The sweep advances the low-water mark in two statements, so that the
