@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
@@ -319,6 +321,66 @@ func Example_relay() {
 	// m2: NEW retries=1 last_error="rejected: schema mismatch"
 	// m3: NEW retries=0 last_error=""
 	// m4 not found: true
+}
+
+// slowestStage is a BatchHook that notes which part of each batch took
+// longest: the store's claim, the broker's publish or the mark. Summed over
+// time, the same three durations tell whether the database or the broker
+// sets a relay's pace (outbox bench prints them as shares of a relay's time).
+type slowestStage struct{ lines []string }
+
+func (h *slowestStage) OnBatch(_ context.Context, rep outbox.BatchReport) {
+	stage, d := "claim", rep.ClaimDuration
+	if rep.PublishDuration > d {
+		stage, d = "publish", rep.PublishDuration
+	}
+	if rep.MarkDuration > d {
+		stage = "mark"
+	}
+	h.lines = append(h.lines, fmt.Sprintf("%d messages, slowest stage: %s", len(rep.Results), stage))
+}
+
+// A BatchHook sees every finished batch, with the time its claim, publish
+// and mark took.
+func Example_batchHook() {
+	ctx := context.Background()
+	db, drv, cleanup := openTempOutbox(ctx)
+	defer cleanup()
+
+	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		panic(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, id := range []string{"m1", "m2", "m3"} {
+		if err := w.Write(ctx, tx, outbox.Message{MsgID: id, Topic: "order.paid", Payload: json.RawMessage(`{}`)}); err != nil {
+			panic(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+
+	// A broker that takes its time to ack.
+	slowBroker := outbox.BatchPublishFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	hook := &slowestStage{}
+	relay, err := outbox.NewRelay(drv, slowBroker, outbox.RelayConfig{Hooks: []any{hook}})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := relay.RunOnce(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(strings.Join(hook.lines, "\n"))
+
+	// Output:
+	// 3 messages, slowest stage: publish
 }
 
 // openTempOutbox makes a migrated outbox in a fresh SQLite file; cleanup
