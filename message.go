@@ -66,4 +66,6 @@ type Message struct {
 	SentAt time.Time
 	// LastError is the error of the latest failed attempt, if any.
 	LastError string
+	// DeadAt is when the row became DEAD (database clock); zero unless DEAD.
+	DeadAt time.Time
 }

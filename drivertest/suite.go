@@ -664,6 +664,10 @@ func (s suite[TTx]) testRelayFailures(t *testing.T) {
 	if p.Status != outbox.StatusDead || p.Retries != 3 || attempts.Load() != 3 {
 		t.Fatalf("after 3 failures: status %v retries %d attempts %d, want DEAD 3 3", p.Status, p.Retries, attempts.Load())
 	}
+	// dead_at: the third attempt, after two backoffs of 100ms or more.
+	if p.DeadAt.Before(p.CreatedAt.Add(200 * time.Millisecond)) {
+		t.Fatalf("dead_at %s, created_at %s: the DEAD row does not record when it became DEAD", p.DeadAt, p.CreatedAt)
+	}
 	time.Sleep(400 * time.Millisecond)
 	if rep, _ := r.RunOnce(ctx); len(rep.Results) != 0 {
 		t.Fatal("a DEAD message was claimed again")
@@ -1115,7 +1119,8 @@ func (s suite[TTx]) testAdmin(t *testing.T) {
 		t.Fatalf("alpha stats = %+v", a)
 	}
 	dead, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead})
-	if err != nil || len(dead) != 3 || dead[0].MsgID != "a-1" || dead[0].LastError != "rejected by broker" || dead[0].Retries != 1 {
+	if err != nil || len(dead) != 3 || dead[0].MsgID != "a-1" || dead[0].LastError != "rejected by broker" || dead[0].Retries != 1 ||
+		dead[0].DeadAt.Before(dead[0].CreatedAt) {
 		t.Fatalf("dead list = %+v, %v", dead, err)
 	}
 	if beta, _ := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead, Topic: "beta"}); len(beta) != 2 {
@@ -1133,7 +1138,8 @@ func (s suite[TTx]) testAdmin(t *testing.T) {
 		t.Fatalf("retry a-1 (and SENT c-1, which must not move): %d, %v", n, err)
 	}
 	a1, _ := env.Driver.GetMessage(ctx, "a-1")
-	if a1.Status != outbox.StatusNew || a1.Retries != 0 || !strings.HasPrefix(a1.LastError, "retried by test") || !strings.Contains(a1.LastError, "rejected by broker") {
+	if a1.Status != outbox.StatusNew || a1.Retries != 0 || !a1.DeadAt.IsZero() ||
+		!strings.HasPrefix(a1.LastError, "retried by test") || !strings.Contains(a1.LastError, "rejected by broker") {
 		t.Fatalf("after retry: %+v", a1)
 	}
 	if c1, _ := env.Driver.GetMessage(ctx, "c-1"); c1.Status != outbox.StatusSent {

@@ -19,10 +19,9 @@ import (
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, false, func(t *testing.T, b *backend) {
-		version := map[string]int{"postgres": 3}[b.name] // 2: the HOT claim, 3: the mark records the id sequence
-		if version == 0 {
-			version = 1
-		}
+		// PostgreSQL 2: the HOT claim, 3: the mark records the id sequence,
+		// 4: dead_at. MariaDB/MySQL and SQLite 2: dead_at.
+		version := map[string]int{"postgres": 4, "mysql": 2, "sqlite": 2}[b.name]
 		want := fmt.Sprintf("migrated %s tables \"outbox\", \"consumed_msg\" to version %d\n", b.name, version)
 		for i := 0; i < 2; i++ {
 			r := mustRun(t, "migrate", "--db", b.dsn)
@@ -218,7 +217,8 @@ func TestRelayOnAnOlderSchema(t *testing.T) {
 	b.exec(t, "DROP TABLE outbox_horizon")
 	b.exec(t, "DROP INDEX outbox_requeued_idx")
 	b.exec(t, "CREATE INDEX outbox_pending_idx ON outbox (id) WHERE status = 0")
-	b.exec(t, "DELETE FROM outbox_migrations WHERE version IN (2, 3)")
+	b.exec(t, "ALTER TABLE outbox DROP COLUMN dead_at")
+	b.exec(t, "DELETE FROM outbox_migrations WHERE version IN (2, 3, 4)")
 	relayRefusesUntilMigrated(t, b, 1)
 	if n := b.count(t, "msg_id = 'm1' AND status = 0"); n != 1 {
 		t.Fatalf("the pending row after the migration: %d", n)
@@ -229,14 +229,14 @@ func TestRelayOnAnOlderSchema(t *testing.T) {
 }
 
 // relayRefusesUntilMigrated checks that a relay refuses tables at schema
-// version from, saying to migrate, and that migrate brings them to version 3.
+// version from, saying to migrate, and that migrate brings them to version 4.
 func relayRefusesUntilMigrated(t *testing.T, b *backend, from int) {
 	t.Helper()
 	r := runCLI(t, nil, "relay", "--db", b.dsn, "--broker", "discard:")
 	if r.code != 1 || !strings.Contains(r.stderr, fmt.Sprintf("schema version %d", from)) || !strings.Contains(r.stderr, "run 'outbox migrate'") {
 		t.Fatalf("relay on a version %d schema: %s", from, r)
 	}
-	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 3") {
+	if r := runCLI(t, nil, "migrate", "--db", b.dsn); r.code != 0 || !strings.Contains(r.stdout, "to version 4") {
 		t.Fatalf("migrate from version %d: %s", from, r)
 	}
 }
@@ -250,11 +250,33 @@ func TestMigrateFromVersion2(t *testing.T) {
 	mustRun(t, "migrate", "--db", b.dsn)
 	b.exec(t, "UPDATE outbox_horizon SET lwm = 7")
 	b.exec(t, "ALTER TABLE outbox_horizon DROP COLUMN seq_node")
-	b.exec(t, "DELETE FROM outbox_migrations WHERE version = 3")
+	b.exec(t, "ALTER TABLE outbox DROP COLUMN dead_at")
+	b.exec(t, "DELETE FROM outbox_migrations WHERE version IN (3, 4)")
 	relayRefusesUntilMigrated(t, b, 2)
 	if n := b.queryInt(t, `SELECT count(*) FROM outbox_horizon WHERE lwm = 7 AND seq_node <> 0
   AND seq_node = pg_relation_filenode(pg_get_serial_sequence('outbox', 'id')::regclass)`); n != 1 {
 		t.Fatal("after the migration the horizon does not hold the mark and the id sequence's relfilenode")
+	}
+}
+
+// TestMigrateFromVersion3: version 4 gives DEAD rows a dead_at and takes
+// them out of the requeued index. A row made DEAD before it kept the time its
+// last attempt came due in next_retry_at; that becomes its dead_at.
+func TestMigrateFromVersion3(t *testing.T) {
+	t.Parallel()
+	b := newPostgres(t)
+	mustRun(t, "migrate", "--db", b.dsn)
+	b.insert(t, "d1", "t", `{}`)
+	b.insert(t, "n1", "t", `{}`)
+	b.exec(t, "ALTER TABLE outbox DROP COLUMN dead_at")
+	b.exec(t, "UPDATE outbox SET status = 2, retries = 10, last_error = 'boom', next_retry_at = created_at + interval '90 seconds' WHERE msg_id = 'd1'")
+	b.exec(t, "DELETE FROM outbox_migrations WHERE version = 4")
+	relayRefusesUntilMigrated(t, b, 3)
+	if n := b.count(t, "msg_id = 'd1' AND status = 2 AND dead_at = created_at + interval '90 seconds' AND next_retry_at = created_at"); n != 1 {
+		t.Fatal("after the migration the DEAD row does not hold its last attempt's time in dead_at, out of the requeued index")
+	}
+	if n := b.count(t, "msg_id = 'n1' AND status = 0 AND dead_at IS NULL AND next_retry_at = created_at"); n != 1 {
+		t.Fatal("the migration changed a pending row")
 	}
 }
 
@@ -337,13 +359,13 @@ func TestDead(t *testing.T) {
 			b.insert(t, m.id, m.topic, fmt.Sprintf(`{"id":%q,"nested":{"n":1}}`, m.id))
 		}
 		b.exec(t, `UPDATE outbox SET headers = '{"tenant":"acme"}' WHERE msg_id = 'd1'`)
-		b.exec(t, "UPDATE outbox SET status = 2, retries = 10, last_error = "+concat(b, "'boom-'", "msg_id")+" WHERE msg_id LIKE 'd%'")
+		b.exec(t, "UPDATE outbox SET status = 2, retries = 10, dead_at = created_at, last_error = "+concat(b, "'boom-'", "msg_id")+" WHERE msg_id LIKE 'd%'")
 		b.exec(t, "UPDATE outbox SET last_error = ? WHERE msg_id = 'd3'", strings.Repeat("very long error ", 20))
 		db := []string{"--db", b.dsn}
 
 		// list
 		r := mustRun(t, append([]string{"dead", "list"}, db...)...)
-		if !regexp.MustCompile(`(?m)^ID\s+MSG_ID\s+TOPIC\s+RETRIES\s+LAST_TRY\s+LAST_ERROR$`).MatchString(r.stdout) ||
+		if !regexp.MustCompile(`(?m)^ID\s+MSG_ID\s+TOPIC\s+RETRIES\s+DEAD_AT\s+LAST_ERROR$`).MatchString(r.stdout) ||
 			!regexp.MustCompile(`(?m)^\d+\s+d1\s+x\s+10\s+\d{4}-\d\d-\d\dT\S+Z\s+boom-d1$`).MatchString(r.stdout) ||
 			!strings.Contains(r.stdout, "d2") || !strings.Contains(r.stdout, "d3") || strings.Contains(r.stdout, "n1") {
 			t.Fatalf("dead list:\n%s", r.stdout)
@@ -360,7 +382,8 @@ func TestDead(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || len(listed) != 3 {
 			t.Fatalf("dead list --json (%v):\n%s", err, r.stdout)
 		}
-		if listed[0].MsgID != "d1" || listed[0].Status != "DEAD" || listed[0].Retries != 10 || listed[0].LastError != "boom-d1" {
+		if listed[0].MsgID != "d1" || listed[0].Status != "DEAD" || listed[0].Retries != 10 || listed[0].LastError != "boom-d1" ||
+			listed[0].DeadAt == nil || !listed[0].DeadAt.Equal(*listed[0].CreatedAt) {
 			t.Errorf("dead list --json first entry: %+v", listed[0])
 		}
 		r = mustRun(t, append([]string{"dead", "list", "--limit", "1"}, db...)...)
@@ -395,8 +418,9 @@ func TestDead(t *testing.T) {
 		if !strings.HasPrefix(r.stdout, "retried 1 DEAD message") {
 			t.Errorf("dead retry d1 n1: %s", r)
 		}
-		if b.status(t, "d1") != 0 || b.queryInt(t, "SELECT retries FROM outbox WHERE msg_id = 'd1'") != 0 {
-			t.Errorf("d1 was not moved back to NEW with retries 0")
+		if b.status(t, "d1") != 0 || b.queryInt(t, "SELECT retries FROM outbox WHERE msg_id = 'd1'") != 0 ||
+			b.count(t, "msg_id = 'd1' AND dead_at IS NULL") != 1 {
+			t.Errorf("d1 was not moved back to NEW with retries 0 and no dead_at")
 		}
 		var lastErr string
 		if err := b.db.QueryRow("SELECT last_error FROM outbox WHERE msg_id = 'd1'").Scan(&lastErr); err != nil {

@@ -55,9 +55,9 @@ func printDeadUsage(w io.Writer) {
 		"Example:\n  outbox dead list --db sqlite:app.db\n  outbox dead retry --db sqlite:app.db order-42:OrderPaid\n", envNote)
 }
 
-const lastTryNote = "LAST_TRY is the row's next_retry_at: when its last attempt became due. The outbox table\n" +
-	"keeps no separate failure time; on SQLite the value also includes the relay's lease\n" +
-	"(by default 2 x --publish-timeout) added when the message was claimed."
+const deadAtNote = "DEAD_AT is the row's dead_at: when the relay gave up on it (database clock). For a row\n" +
+	"that became DEAD before schema version 4 (PostgreSQL) or 2 (MariaDB/MySQL, SQLite), it is the\n" +
+	"time its last attempt came due."
 
 func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("outbox dead list", "--db DSN [flags]",
@@ -71,7 +71,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f.intVar(&limit, "limit", 100, "N", "most messages listed, 1..10000")
 	f.int64Var(&afterID, "after-id", 0, "ID", "list messages whose id is above this one (the next page)")
 	f.boolVar(&asJSON, "json", "print a JSON array instead of a table")
-	f.note(lastTryNote)
+	f.note(deadAtNote)
 	f.example("outbox dead list --db sqlite:app.db --topic order.paid --limit 20")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -107,10 +107,10 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMSG_ID\tTOPIC\tRETRIES\tLAST_TRY\tLAST_ERROR")
+	fmt.Fprintln(tw, "ID\tMSG_ID\tTOPIC\tRETRIES\tDEAD_AT\tLAST_ERROR")
 	for _, m := range msgs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", m.ID, m.MsgID, m.Topic, m.Retries,
-			formatTime(m.NextRetryAt, time.RFC3339), truncate(oneLine(m.LastError), 80))
+			formatTime(m.DeadAt, time.RFC3339), truncate(oneLine(m.LastError), 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -167,6 +167,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		{"created_at", formatTime(m.CreatedAt, layout)},
 		{"next_retry_at", formatTime(m.NextRetryAt, layout)},
 		{"sent_at", formatTime(m.SentAt, layout)},
+		{"dead_at", formatTime(m.DeadAt, layout)},
 		{"last_error", orDash(m.LastError)},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
@@ -312,6 +313,7 @@ type messageJSON struct {
 	CreatedAt   *time.Time        `json:"created_at,omitempty"`
 	NextRetryAt *time.Time        `json:"next_retry_at,omitempty"`
 	SentAt      *time.Time        `json:"sent_at,omitempty"`
+	DeadAt      *time.Time        `json:"dead_at,omitempty"`
 	LastError   string            `json:"last_error,omitempty"`
 	Headers     map[string]string `json:"headers,omitempty"`
 	Payload     json.RawMessage   `json:"payload,omitempty"`
@@ -327,7 +329,7 @@ func toJSON(m outbox.Message) messageJSON {
 	}
 	out := messageJSON{ID: m.ID, MsgID: m.MsgID, Topic: m.Topic, Key: m.Key, Status: m.Status.String(),
 		Retries: m.Retries, CreatedAt: t(m.CreatedAt), NextRetryAt: t(m.NextRetryAt), SentAt: t(m.SentAt),
-		LastError: m.LastError, Headers: m.Headers}
+		DeadAt: t(m.DeadAt), LastError: m.LastError, Headers: m.Headers}
 	if len(m.Payload) > 0 {
 		if json.Valid(m.Payload) {
 			out.Payload = m.Payload

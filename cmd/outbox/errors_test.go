@@ -171,7 +171,7 @@ func TestHelp(t *testing.T) {
 			"--log-level", "--source", "--webhook-secret", "OUTBOX_WEBHOOK_SECRET", "--webhook-timeout", "--concurrency", "SIGTERM"}},
 		{[]string{"stats"}, "Usage: outbox stats", []string{"--json", "OUTBOX_JSON", "OUTBOX_DB"}},
 		{[]string{"dead"}, "Usage: outbox dead", []string{"list", "show", "retry", "drop", "OUTBOX_"}},
-		{[]string{"dead", "list"}, "Usage: outbox dead list", []string{"--topic", "--limit", "--after-id", "--json", "OUTBOX_LIMIT", "LAST_TRY"}},
+		{[]string{"dead", "list"}, "Usage: outbox dead list", []string{"--topic", "--limit", "--after-id", "--json", "OUTBOX_LIMIT", "DEAD_AT"}},
 		{[]string{"dead", "show"}, "Usage: outbox dead show", []string{"MSG_ID", "OUTBOX_DB"}},
 		{[]string{"dead", "retry"}, "Usage: outbox dead retry", []string{"--all", "--topic", "OUTBOX_TOPIC"}},
 		{[]string{"dead", "drop"}, "Usage: outbox dead drop", []string{"--all", "--yes", "command line only"}},

@@ -61,9 +61,8 @@
 //   - that were put back after a claim (a retry, a release, an operator's
 //     dead retry), through the index <outbox>_requeued_idx, which holds the
 //     rows whose next_retry_at is past their created_at; marking a row SENT
-//     sets next_retry_at back to created_at (a DEAD row keeps the time its
-//     last attempt came due, and with it its place in the index, until it is
-//     retried or dropped);
+//     or DEAD sets next_retry_at back to created_at (a DEAD row records when
+//     in dead_at), so the index holds only rows waiting for another try;
 //   - that committed late (a transaction that took its id before rows with
 //     higher ids committed), or were claimed by a relay that then died, by
 //     walking the primary key from a low-water mark kept in <outbox>_horizon.

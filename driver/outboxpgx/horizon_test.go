@@ -212,15 +212,21 @@ func TestRequeuedRowsBelowTheMark(t *testing.T) {
 	if err != nil || m.Status != outbox.StatusDead {
 		t.Fatalf("dead-0: %+v, %v", m, err)
 	}
-	if !m.NextRetryAt.After(m.CreatedAt.Add(time.Second)) {
-		t.Fatalf("the DEAD row lost the time its last attempt came due (outbox dead list's LAST_TRY): next_retry_at %s, created_at %s",
-			m.NextRetryAt, m.CreatedAt)
+	// DEAD records when (dead_at: its second attempt, after the first
+	// retry's backoff of at least a second) and leaves the requeued
+	// index, where every rescan would walk over it (schema version 4).
+	if !m.DeadAt.After(m.CreatedAt.Add(time.Second)) || !m.NextRetryAt.Equal(m.CreatedAt) {
+		t.Fatalf("the DEAD row: dead_at %s, next_retry_at %s, created_at %s; want dead_at after the retry and next_retry_at = created_at",
+			m.DeadAt, m.NextRetryAt, m.CreatedAt)
 	}
 	if lwm := e.lwm(); lwm < m.ID {
 		t.Fatalf("the mark %d is below the DEAD row %d", lwm, m.ID)
 	}
 	if n, err := e.d.RetryDead(e.ctx, outbox.DeadFilter{MsgIDs: []string{"dead-0"}}, "test"); err != nil || n != 1 {
 		t.Fatalf("retry dead: %d, %v", n, err)
+	}
+	if m, err := e.d.GetMessage(e.ctx, "dead-0"); err != nil || m.Status != outbox.StatusNew || !m.DeadAt.IsZero() {
+		t.Fatalf("dead-0 after the operator's retry: %+v, %v; want NEW with no dead_at", m, err)
 	}
 	e.drain()
 	if n := e.published("dead-0"); n != 1 {

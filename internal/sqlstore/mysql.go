@@ -49,21 +49,22 @@ JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$.id', k INT PATH '$.k', d BI
 SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
     o.retries       = o.retries + 1,
     o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE o.next_retry_at END,
-    o.last_error    = f.e
+    o.last_error    = f.e,
+    o.dead_at       = CASE f.k WHEN 2 THEN UTC_TIMESTAMP(6) END
 WHERE o.id IN ({{ids}}) AND o.status = 0`,
 
 	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 
-	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error
+	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE status = ? AND topic = COALESCE(NULLIF(?, ''), topic) AND id > ?
 ORDER BY id LIMIT ?`,
 
-	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error
+	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}} WHERE msg_id = ?`,
 
-	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, next_retry_at = UTC_TIMESTAMP(6),
+	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, next_retry_at = UTC_TIMESTAMP(6), dead_at = NULL,
   last_error = CONCAT(?, coalesce(last_error, ''))
 WHERE status = 2
   AND (msg_id IN (SELECT m FROM JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j) OR ?)

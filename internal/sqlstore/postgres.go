@@ -188,19 +188,20 @@ WHERE h.gen = $1
 RETURNING h.lwm`,
 
 	// k: 1 retry, 2 dead, 3 release (see outbox.OutcomeKind). A retry and a
-	// release requeue the row (next_retry_at past created_at). DEAD keeps
-	// the time its last attempt came due, for `outbox dead list`; a DEAD row
-	// that had been retried so stays in the requeued index, where rescans
-	// pass over it until an operator retries (requeues) or drops it.
+	// release requeue the row (next_retry_at past created_at). DEAD records
+	// the time in dead_at (schema version 4) and sets next_retry_at back to
+	// created_at, so that the row leaves the requeued index: there, every
+	// rescan would walk over it until an operator retried or dropped it.
 	markOthers: `UPDATE {{outbox}} AS o SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
   sent_at       = NULL,
   retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
   next_retry_at = CASE f.k
     WHEN 1 THEN greatest(now() + f.d * interval '1 millisecond', o.created_at + interval '1 microsecond')
-    WHEN 2 THEN o.next_retry_at
+    WHEN 2 THEN o.created_at
     ELSE greatest(now(), o.created_at + interval '1 microsecond') END,
-  last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END
+  last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END,
+  dead_at       = CASE f.k WHEN 2 THEN now() END
 FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
 WHERE o.id = f.id`,
 
@@ -216,15 +217,15 @@ FROM {{horizon}} AS h`,
 	stats: `SELECT topic, status, count(*), min(created_at), now()
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 
-	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error
+	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE status = $1 AND topic = COALESCE(NULLIF($2, ''), topic) AND id > $3
 ORDER BY id LIMIT $4`,
 
-	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error
+	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}} WHERE msg_id = $1`,
 
-	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0,
+	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, dead_at = NULL,
   next_retry_at = greatest(now(), created_at + interval '1 microsecond'),
   last_error = $1 || coalesce(last_error, '')
 WHERE status = 2

@@ -43,7 +43,8 @@ WHERE status = 0 AND id IN (SELECT value FROM json_each(?))`,
   next_retry_at = CASE f.k
     WHEN 1 THEN strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', f.d / 1000.0))
     ELSE next_retry_at END,
-  last_error    = f.e
+  last_error    = f.e,
+  dead_at       = CASE f.k WHEN 2 THEN strftime('%Y-%m-%d %H:%M:%f', 'now') END
 FROM (SELECT value ->> '$.id' AS id, value ->> '$.k' AS k, value ->> '$.d' AS d, value ->> '$.e' AS e
       FROM json_each(?)) AS f
 WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0`,
@@ -51,15 +52,15 @@ WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0`,
 	stats: `SELECT topic, status, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now')
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 
-	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error
+	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE status = ?1 AND topic = COALESCE(NULLIF(?2, ''), topic) AND id > ?3
 ORDER BY id LIMIT ?4`,
 
-	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error
+	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}} WHERE msg_id = ?`,
 
-	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0,
+	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, dead_at = NULL,
   next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
   last_error = ?1 || coalesce(last_error, '')
 WHERE status = 2

@@ -431,12 +431,12 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 		var m outbox.Message
 		var key, lastErr textValue
 		var status int16
-		var next, created, sent timeValue
-		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &status, &m.Retries, &next, &created, &sent, &lastErr); err != nil {
+		var next, created, sent, dead timeValue
+		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &status, &m.Retries, &next, &created, &sent, &lastErr, &dead); err != nil {
 			return nil, s.wrap("list messages", err)
 		}
 		m.Key, m.LastError, m.Status = key.s, lastErr.s, outbox.Status(status)
-		m.NextRetryAt, m.CreatedAt, m.SentAt = next.Time, created.Time, sent.Time
+		m.NextRetryAt, m.CreatedAt, m.SentAt, m.DeadAt = next.Time, created.Time, sent.Time, dead.Time
 		out = append(out, m)
 	}
 	return out, s.wrap("list messages", rows.Err())
@@ -459,12 +459,12 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) (outbox.Message, e
 	var key, lastErr textValue
 	var payload, headers []byte
 	var status int16
-	var next, created, sent timeValue
-	if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &status, &m.Retries, &next, &created, &sent, &lastErr); err != nil {
+	var next, created, sent, dead timeValue
+	if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &status, &m.Retries, &next, &created, &sent, &lastErr, &dead); err != nil {
 		return m, s.wrap("get message", err)
 	}
 	m.Key, m.LastError, m.Status, m.Payload = key.s, lastErr.s, outbox.Status(status), payload
-	m.NextRetryAt, m.CreatedAt, m.SentAt = next.Time, created.Time, sent.Time
+	m.NextRetryAt, m.CreatedAt, m.SentAt, m.DeadAt = next.Time, created.Time, sent.Time, dead.Time
 	if m.Headers, err = decodeHeaders(headers); err != nil {
 		return m, err
 	}
