@@ -38,6 +38,8 @@ func classify(err error) sqlstore.ErrorKind {
 			return sqlstore.ErrUnique
 		case 1146: // ER_NO_SUCH_TABLE
 			return sqlstore.ErrUndefinedTable
+		case 1060: // ER_DUP_FIELDNAME
+			return sqlstore.ErrDuplicateColumn
 		}
 	}
 	// database/sql itself retries driver.ErrBadConn on a fresh connection;

@@ -88,3 +88,20 @@ func setup(t *testing.T) *drivertest.Env[*sql.Tx] {
 }
 
 func TestMySQL(t *testing.T) { drivertest.Run(t, setup) }
+
+// A migration that MySQL stopped after its ALTER TABLE (which commits on its
+// own) but before recording its version runs again without failing on the
+// column it already added.
+func TestMigrateAfterAnInterruptedAlter(t *testing.T) {
+	env := setup(t)
+	ctx := context.Background()
+	if err := env.Exec(ctx, "DELETE FROM outbox_migrations WHERE version = 2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Driver.Migrate(ctx); err != nil {
+		t.Fatalf("migrate again with dead_at already there: %v", err)
+	}
+	if v, err := env.Driver.SchemaVersion(ctx); err != nil || v != 2 {
+		t.Fatalf("schema version %d, %v; want 2", v, err)
+	}
+}

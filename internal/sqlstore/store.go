@@ -71,6 +71,9 @@ const (
 	// ErrConnection is a connection the server closed or lost: nothing
 	// that was sent on it took effect unless it was committed.
 	ErrConnection
+	// ErrDuplicateColumn is an ALTER TABLE ... ADD COLUMN of a column that
+	// is there already.
+	ErrDuplicateColumn
 )
 
 // Classifier translates a driver's error codes.
@@ -293,6 +296,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		for _, stmt := range m.statements {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
+				// MySQL commits an ALTER TABLE on its own, so a migration that
+				// stopped after it, before recording its version, finds the
+				// column there when it runs again (MySQL 8 has no ADD COLUMN
+				// IF NOT EXISTS).
+				if s.classify != nil && s.classify(err) == ErrDuplicateColumn {
+					continue
+				}
 				return s.wrap(fmt.Sprintf("migrate: %s", m.name), err)
 			}
 		}
