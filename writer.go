@@ -42,6 +42,18 @@ func (w *Writer[TTx]) Write(ctx context.Context, tx TTx, msgs ...Message) error 
 	if len(msgs) == 0 {
 		return nil
 	}
+	if err := w.Validate(msgs...); err != nil {
+		return err
+	}
+	return w.driver.InsertTx(ctx, tx, msgs)
+}
+
+// Validate checks msgs as Write does, without inserting them: a
+// *ValidationError for a message that breaks a limit, a *DuplicateError for a
+// msg_id repeated in msgs. Only the database can tell a msg_id already in the
+// table. Write calls it; a driver's own way of inserting (outboxpgx's
+// QueueWrite) does too.
+func (w *Writer[TTx]) Validate(msgs ...Message) error {
 	var seen map[string]struct{}
 	if len(msgs) > 1 {
 		seen = make(map[string]struct{}, len(msgs))
@@ -61,5 +73,5 @@ func (w *Writer[TTx]) Write(ctx context.Context, tx TTx, msgs ...Message) error 
 	if dups != nil {
 		return &DuplicateError{MsgIDs: dups}
 	}
-	return w.driver.InsertTx(ctx, tx, msgs)
+	return nil
 }

@@ -153,3 +153,31 @@ func (r pgxRows) Close() error { r.Rows.Close(); return r.Err() }
 // IsUniqueViolation reports whether err is PostgreSQL's unique_violation
 // (23505): for outbox.UniqueKey, the business-key idempotency strategy.
 func IsUniqueViolation(err error) bool { return classify(err) == sqlstore.ErrUnique }
+
+// QueueWrite validates m with w (w.Validate) and queues its insert in batch,
+// so that it travels with the caller's own statements in one round trip when
+// the caller sends the batch in its transaction (tx.SendBatch): the outbox
+// then costs the transaction no round trip of its own.
+//
+// When the batch's results are read, a msg_id already in the table makes
+// this statement's result a *outbox.DuplicateError (errors.Is
+// outbox.ErrDuplicate): the insert changed nothing and the transaction is
+// still usable, as with Write. To write several messages all or nothing,
+// use w.Write, or roll back when one of their queued inserts fails.
+func (d *Driver) QueueWrite(w *outbox.Writer[pgx.Tx], batch *pgx.Batch, m outbox.Message) error {
+	if err := w.Validate(m); err != nil {
+		return err
+	}
+	stmt, args, err := d.InsertOne(&m)
+	if err != nil {
+		return err
+	}
+	msgID := m.MsgID
+	batch.Queue(stmt, args...).Exec(func(ct pgconn.CommandTag) error {
+		if ct.RowsAffected() == 0 {
+			return &outbox.DuplicateError{MsgIDs: []string{msgID}}
+		}
+		return nil
+	})
+	return nil
+}

@@ -166,3 +166,62 @@ func ExampleNewStdlib() {
 	// publish: order.placed order-42:OrderPlaced {"order": 42, "total": "19.90"}
 	// relay sent: 1
 }
+
+// The outbox insert can ride in the caller's own pgx batch: the order and
+// its event reach the database in one round trip, and commit together.
+func ExampleDriver_QueueWrite() {
+	ctx := context.Background()
+	const server = "postgres://postgres@127.0.0.1:5432/test"
+
+	schema := fmt.Sprintf("outbox_example_%08x", rand.Uint32())
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		panic(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		panic(err)
+	}
+	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	pool, err := pgxpool.New(ctx, server+"?search_path="+schema)
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	drv, err := outboxpgx.New(pool, outbox.Tables{})
+	if err != nil {
+		panic(err)
+	}
+	if err := drv.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id BIGINT PRIMARY KEY, status TEXT NOT NULL)"); err != nil {
+		panic(err)
+	}
+	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		panic(err)
+	}
+
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var b pgx.Batch
+		b.Queue("INSERT INTO orders (id, status) VALUES ($1, 'placed')", 42)
+		if err := drv.QueueWrite(w, &b, outbox.Message{
+			MsgID:   "order-42:OrderPlaced",
+			Topic:   "order.placed",
+			Payload: json.RawMessage(`{"order":42}`),
+		}); err != nil {
+			return err // invalid message: nothing was queued
+		}
+		// A msg_id already in the table comes back here as an
+		// outbox.ErrDuplicate; the transaction stays usable.
+		return tx.SendBatch(ctx, &b).Close()
+	})
+	if err != nil {
+		panic(err)
+	}
+	printStats(ctx, drv)
+
+	// Output:
+	// pending=1 sent=0 dead=0
+}

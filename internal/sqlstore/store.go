@@ -142,15 +142,28 @@ func (s *Store) wrap(op string, err error) error {
 	return fmt.Errorf("outbox: %s: %w", op, err)
 }
 
+// InsertOne returns the statement and arguments that insert m, for a driver
+// that sends them itself (outboxpgx's QueueWrite, in the caller's batch).
+// The statement changes no row when m's msg_id is already in the table (ON
+// CONFLICT DO NOTHING where the dialect has it), so that the caller's
+// transaction stays usable.
+func (s *Store) InsertOne(m *outbox.Message) (string, []any, error) {
+	headers, err := encodeHeaders(m.Headers)
+	if err != nil {
+		return "", nil, err
+	}
+	return s.c.insertOne, []any{m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers}, nil
+}
+
 // InsertTx implements outbox.Driver's InsertTx on q, the caller's transaction.
 func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) error {
 	if len(msgs) == 1 {
 		m := &msgs[0]
-		headers, err := encodeHeaders(m.Headers)
+		stmt, args, err := s.InsertOne(m)
 		if err != nil {
 			return err
 		}
-		n, err := q.Exec(ctx, s.c.insertOne, m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers)
+		n, err := q.Exec(ctx, stmt, args...)
 		if err != nil {
 			if s.classify(err) == ErrUnique {
 				return &outbox.DuplicateError{MsgIDs: []string{m.MsgID}}

@@ -1,0 +1,103 @@
+package outboxpgx_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-go/outbox"
+)
+
+// QueueWrite puts the outbox insert in the caller's own batch: it commits or
+// rolls back with the business statements sent beside it, a duplicate
+// msg_id is an ErrDuplicate that leaves the transaction usable, and a bad
+// message is refused before anything is queued.
+func TestQueueWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, d := migratedPool(ctx, t, newSchema(t), 0)
+	if _, err := pool.Exec(ctx, "CREATE TABLE accounts (id INT PRIMARY KEY, balance INT NOT NULL); INSERT INTO accounts VALUES (1, 100)"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(id string) outbox.Message {
+		return outbox.Message{MsgID: id, Topic: "account.debited", Payload: json.RawMessage(`{"account":1}`), Headers: map[string]string{"tenant": "acme"}}
+	}
+	// sendBatch debits the account and writes m in one batch, then runs
+	// after (if any) in the same transaction and commits or rolls back.
+	sendBatch := func(m outbox.Message, commit bool) (batchErr error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var b pgx.Batch
+		b.Queue("UPDATE accounts SET balance = balance - 10 WHERE id = 1")
+		if err := d.QueueWrite(w, &b, m); err != nil {
+			return err
+		}
+		batchErr = tx.SendBatch(ctx, &b).Close()
+		// The transaction is still usable after a duplicate.
+		if _, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 1 WHERE id = 1"); err != nil {
+			t.Fatalf("the transaction after the batch (%v): %v", batchErr, err)
+		}
+		if commit {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return batchErr
+	}
+	balance := func() (n int) {
+		if err := pool.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = 1").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	count := func(id string) (n int) {
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE msg_id = $1 AND status = 0", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	if err := sendBatch(msg("m1"), true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.GetMessage(ctx, "m1")
+	if err != nil || got.Topic != "account.debited" || got.Headers["tenant"] != "acme" || balance() != 89 {
+		t.Fatalf("after the batch: %+v, %v, balance %d", got, err, balance())
+	}
+
+	// Rolled back: neither the debit nor the message.
+	if err := sendBatch(msg("m2"), false); err != nil {
+		t.Fatal(err)
+	}
+	if count("m2") != 0 || balance() != 89 {
+		t.Fatalf("a rolled-back batch left m2 (%d) or changed the balance (%d)", count("m2"), balance())
+	}
+
+	// A duplicate: ErrDuplicate from the batch, the transaction goes on.
+	err = sendBatch(msg("m1"), true)
+	var dup *outbox.DuplicateError
+	if !errors.As(err, &dup) || !errors.Is(err, outbox.ErrDuplicate) || len(dup.MsgIDs) != 1 || dup.MsgIDs[0] != "m1" {
+		t.Fatalf("a duplicate msg_id in a batch: %v", err)
+	}
+	if count("m1") != 1 || balance() != 78 {
+		t.Fatalf("after the duplicate: %d rows of m1, balance %d; want 1 and 78", count("m1"), balance())
+	}
+
+	// Refused before anything is queued.
+	var b pgx.Batch
+	bad := msg("m3")
+	bad.Topic = ""
+	if err := d.QueueWrite(w, &b, bad); !errors.Is(err, outbox.ErrInvalidMessage) || b.Len() != 0 {
+		t.Fatalf("an invalid message: %v, %d statements queued", err, b.Len())
+	}
+}
