@@ -280,6 +280,24 @@ func TestMigrateFromVersion3(t *testing.T) {
 	}
 }
 
+// TestAdminOnAnOlderSchema: an admin command on tables that lack a column of
+// the current schema says to migrate, in one line.
+func TestAdminOnAnOlderSchema(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		// As the tables were before dead_at (PostgreSQL 4, the others 2).
+		b.exec(t, "ALTER TABLE outbox DROP COLUMN dead_at")
+		b.exec(t, fmt.Sprintf("DELETE FROM outbox_migrations WHERE version = %d", map[string]int{"postgres": 4, "mysql": 2, "sqlite": 2}[b.name]))
+		r := runCLI(t, nil, "dead", "list", "--db", b.dsn)
+		if r.code != 1 || !strings.Contains(r.stderr, "run `outbox migrate`") || !strings.Contains(r.stderr, "a column is missing") ||
+			strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Fatalf("dead list on tables without dead_at: %s", r)
+		}
+		mustRun(t, "migrate", "--db", b.dsn)
+		mustRun(t, "dead", "list", "--db", b.dsn)
+	})
+}
+
 func TestStats(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, true, func(t *testing.T, b *backend) {

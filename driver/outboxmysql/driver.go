@@ -40,6 +40,8 @@ func classify(err error) sqlstore.ErrorKind {
 			return sqlstore.ErrUndefinedTable
 		case 1060: // ER_DUP_FIELDNAME
 			return sqlstore.ErrDuplicateColumn
+		case 1054: // ER_BAD_FIELD_ERROR
+			return sqlstore.ErrUndefinedColumn
 		}
 	}
 	// database/sql itself retries driver.ErrBadConn on a fresh connection;

@@ -81,6 +81,8 @@ func classify(err error) sqlstore.ErrorKind {
 			return sqlstore.ErrUnique
 		case pe.Code == "42P01":
 			return sqlstore.ErrUndefinedTable
+		case pe.Code == "42703":
+			return sqlstore.ErrUndefinedColumn
 		// The server ends the session: admin_shutdown (pg_terminate_backend,
 		// a fast shutdown), crash_shutdown, cannot_connect_now, or a
 		// connection exception (class 08).

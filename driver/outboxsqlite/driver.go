@@ -73,6 +73,9 @@ func classify(err error) sqlstore.ErrorKind {
 		if strings.Contains(se.Error(), "no such table") {
 			return sqlstore.ErrUndefinedTable
 		}
+		if strings.Contains(se.Error(), "no such column") {
+			return sqlstore.ErrUndefinedColumn
+		}
 	}
 	return sqlstore.ErrOther
 }

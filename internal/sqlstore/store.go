@@ -74,6 +74,8 @@ const (
 	// ErrDuplicateColumn is an ALTER TABLE ... ADD COLUMN of a column that
 	// is there already.
 	ErrDuplicateColumn
+	// ErrUndefinedColumn is a missing column: tables of an older schema.
+	ErrUndefinedColumn
 )
 
 // Classifier translates a driver's error codes.
@@ -136,8 +138,14 @@ func (s *Store) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if s.classify != nil && s.classify(err) == ErrUndefinedTable {
-		return fmt.Errorf("outbox: %s: %w (table %q or %q: %w)", op, outbox.ErrSchemaMissing, s.tables.Outbox, s.tables.Inbox, err)
+	if s.classify != nil {
+		switch s.classify(err) {
+		case ErrUndefinedTable:
+			return fmt.Errorf("outbox: %s: %w (table %q or %q: %w)", op, outbox.ErrSchemaMissing, s.tables.Outbox, s.tables.Inbox, err)
+		case ErrUndefinedColumn:
+			return fmt.Errorf("outbox: %s: %w (a column is missing from table %q: this build needs schema version %d): %w",
+				op, outbox.ErrSchemaMissing, s.tables.Outbox, s.LatestVersion(), err)
+		}
 	}
 	return fmt.Errorf("outbox: %s: %w", op, err)
 }
