@@ -249,45 +249,30 @@ func writerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], ops txOps[TT
 		return err
 	}
 	order, transfer := benchBusinessSQL[dialect], benchTransferSQL[dialect]
-	rnd := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano()))) //nolint:gosec // p counts producers from 0
-	for i := int64(0); ctx.Err() == nil; i++ {
-		from := rnd.IntN(1000) + 1
-		to := (from+rnd.IntN(998))%1000 + 1
-		err := d.RunInTx(ctx, func(ctx context.Context, tx TTx) error {
-			if shape == "transfer" {
-				if got, err := ops.query(ctx, tx, transfer[0], min(from, to), max(from, to)); err != nil {
-					return err
-				} else if got != 2 {
-					return fmt.Errorf("transfer: read %d accounts, want 2", got)
-				}
-				if err := ops.exec(ctx, tx, transfer[1], from); err != nil {
-					return err
-				}
-				if err := ops.exec(ctx, tx, transfer[2], to); err != nil {
-					return err
-				}
-			} else {
-				if err := ops.exec(ctx, tx, order[1], from); err != nil {
-					return err
-				}
-				if err := ops.exec(ctx, tx, order[2], from); err != nil {
-					return err
-				}
+	return producerLoop(ctx, d, p, n, func(ctx context.Context, tx TTx, from, to int, i int64) error {
+		if shape == "transfer" {
+			if err := lockAccounts(ctx, ops, tx, transfer[0], from, to); err != nil {
+				return err
 			}
-			if msg != nil {
-				return w.Write(ctx, tx, msg(p, i))
+			if err := ops.exec(ctx, tx, transfer[1], from); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+			if err := ops.exec(ctx, tx, transfer[2], to); err != nil {
+				return err
 			}
-			return err
+		} else {
+			if err := ops.exec(ctx, tx, order[1], from); err != nil {
+				return err
+			}
+			if err := ops.exec(ctx, tx, order[2], from); err != nil {
+				return err
+			}
 		}
-		n.Add(1)
-	}
-	return nil
+		if msg != nil {
+			return w.Write(ctx, tx, msg(p, i))
+		}
+		return nil
+	})
 }
 
 // writerLoopBatched runs the "batched" shape (PostgreSQL): the transfer with
@@ -300,26 +285,32 @@ func writerLoopBatched(ctx context.Context, d *outboxpgx.Driver, p int, n *atomi
 		return err
 	}
 	transfer := benchTransferSQL["postgres"]
+	return producerLoop(ctx, d, p, n, func(ctx context.Context, tx pgx.Tx, from, to int, i int64) error {
+		if err := lockAccounts(ctx, pgOps, tx, transfer[0], from, to); err != nil {
+			return err
+		}
+		var b pgx.Batch
+		b.Queue(transfer[1], from)
+		b.Queue(transfer[2], to)
+		if msg != nil {
+			if err := d.QueueWrite(w, &b, msg(p, i)); err != nil {
+				return err
+			}
+		}
+		return tx.SendBatch(ctx, &b).Close()
+	})
+}
+
+// producerLoop runs body in a transaction of its own, over and over, with two
+// different random accounts, until ctx ends, and counts the commits in n.
+// Producer p draws its own accounts.
+func producerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], p int, n *atomic.Int64,
+	body func(ctx context.Context, tx TTx, from, to int, i int64) error) error {
 	rnd := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano()))) //nolint:gosec // p counts producers from 0
 	for i := int64(0); ctx.Err() == nil; i++ {
 		from := rnd.IntN(1000) + 1
 		to := (from+rnd.IntN(998))%1000 + 1
-		err := d.RunInTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			if got, err := pgOps.query(ctx, tx, transfer[0], min(from, to), max(from, to)); err != nil {
-				return err
-			} else if got != 2 {
-				return fmt.Errorf("transfer: read %d accounts, want 2", got)
-			}
-			var b pgx.Batch
-			b.Queue(transfer[1], from)
-			b.Queue(transfer[2], to)
-			if msg != nil {
-				if err := d.QueueWrite(w, &b, msg(p, i)); err != nil {
-					return err
-				}
-			}
-			return tx.SendBatch(ctx, &b).Close()
-		})
+		err := d.RunInTx(ctx, func(ctx context.Context, tx TTx) error { return body(ctx, tx, from, to, i) })
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -327,6 +318,18 @@ func writerLoopBatched(ctx context.Context, d *outboxpgx.Driver, p int, n *atomi
 			return err
 		}
 		n.Add(1)
+	}
+	return nil
+}
+
+// lockAccounts is the transfer's first step: lock and read both accounts.
+func lockAccounts[TTx any](ctx context.Context, ops txOps[TTx], tx TTx, q string, from, to int) error {
+	got, err := ops.query(ctx, tx, q, min(from, to), max(from, to))
+	if err != nil {
+		return err
+	}
+	if got != 2 {
+		return fmt.Errorf("transfer: read %d accounts, want 2", got)
 	}
 	return nil
 }

@@ -16,12 +16,15 @@ import (
 	"time"
 )
 
+// latestSchema is each dialect's newest schema version. PostgreSQL 2: the
+// HOT claim, 3: the mark records the id sequence, 4: dead_at. MariaDB/MySQL
+// and SQLite 2: dead_at.
+var latestSchema = map[string]int{"postgres": 4, "mysql": 2, "sqlite": 2}
+
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, false, func(t *testing.T, b *backend) {
-		// PostgreSQL 2: the HOT claim, 3: the mark records the id sequence,
-		// 4: dead_at. MariaDB/MySQL and SQLite 2: dead_at.
-		version := map[string]int{"postgres": 4, "mysql": 2, "sqlite": 2}[b.name]
+		version := latestSchema[b.name]
 		want := fmt.Sprintf("migrated %s tables \"outbox\", \"consumed_msg\" to version %d\n", b.name, version)
 		for i := 0; i < 2; i++ {
 			r := mustRun(t, "migrate", "--db", b.dsn)
@@ -285,9 +288,9 @@ func TestMigrateFromVersion3(t *testing.T) {
 func TestAdminOnAnOlderSchema(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, true, func(t *testing.T, b *backend) {
-		// As the tables were before dead_at (PostgreSQL 4, the others 2).
+		// As the tables were before dead_at.
 		b.exec(t, "ALTER TABLE outbox DROP COLUMN dead_at")
-		b.exec(t, fmt.Sprintf("DELETE FROM outbox_migrations WHERE version = %d", map[string]int{"postgres": 4, "mysql": 2, "sqlite": 2}[b.name]))
+		b.exec(t, fmt.Sprintf("DELETE FROM outbox_migrations WHERE version = %d", latestSchema[b.name]))
 		r := runCLI(t, nil, "dead", "list", "--db", b.dsn)
 		if r.code != 1 || !strings.Contains(r.stderr, "run `outbox migrate`") || !strings.Contains(r.stderr, "a column is missing") ||
 			strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {

@@ -176,10 +176,7 @@ func (d *Driver) QueueWrite(w *outbox.Writer[pgx.Tx], batch *pgx.Batch, m outbox
 	}
 	msgID := m.MsgID
 	batch.Queue(stmt, args...).Exec(func(ct pgconn.CommandTag) error {
-		if ct.RowsAffected() == 0 {
-			return &outbox.DuplicateError{MsgIDs: []string{msgID}}
-		}
-		return nil
+		return sqlstore.InsertedOne(msgID, ct.RowsAffected())
 	})
 	return nil
 }

@@ -18,21 +18,10 @@ import (
 // Writing a message in a pgx transaction, relaying it, and reading the counts.
 func Example() {
 	ctx := context.Background()
-	const server = "postgres://postgres@127.0.0.1:5432/test"
+	dsn, drop := exampleSchema(ctx) // a schema of its own: the example never meets other tables
+	defer drop()
 
-	// A schema of its own, so that the example never meets other tables.
-	schema := fmt.Sprintf("outbox_example_%08x", rand.Uint32())
-	admin, err := pgx.Connect(ctx, server)
-	if err != nil {
-		panic(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		panic(err)
-	}
-	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-
-	pool, err := pgxpool.New(ctx, server+"?search_path="+schema)
+	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		panic(err)
 	}
@@ -88,6 +77,24 @@ func Example() {
 	// pending=0 sent=1 dead=0
 }
 
+// exampleSchema makes a schema of its own for an example and returns a DSN
+// whose search_path is that schema, and the function that drops it.
+func exampleSchema(ctx context.Context) (dsn string, drop func()) {
+	const server = "postgres://postgres@127.0.0.1:5432/test"
+	schema := fmt.Sprintf("outbox_example_%08x", rand.Uint32())
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		panic(err)
+	}
+	return server + "?search_path=" + schema, func() {
+		admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		admin.Close(ctx)
+	}
+}
+
 func printStats(ctx context.Context, store outbox.Store) {
 	st, err := store.Stats(ctx)
 	if err != nil {
@@ -100,20 +107,10 @@ func printStats(ctx context.Context, store outbox.Store) {
 // the Writer and Inbox take a *sql.Tx.
 func ExampleNewStdlib() {
 	ctx := context.Background()
-	const server = "postgres://postgres@127.0.0.1:5432/test"
+	dsn, drop := exampleSchema(ctx)
+	defer drop()
 
-	schema := fmt.Sprintf("outbox_example_%08x", rand.Uint32())
-	admin, err := sql.Open("pgx", server)
-	if err != nil {
-		panic(err)
-	}
-	defer admin.Close()
-	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		panic(err)
-	}
-	defer admin.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE")
-
-	db, err := sql.Open("pgx", server+"?search_path="+schema)
+	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		panic(err)
 	}
@@ -171,19 +168,10 @@ func ExampleNewStdlib() {
 // its event reach the database in one round trip, and commit together.
 func ExampleDriver_QueueWrite() {
 	ctx := context.Background()
-	const server = "postgres://postgres@127.0.0.1:5432/test"
+	dsn, drop := exampleSchema(ctx) // a schema of its own: the example never meets other tables
+	defer drop()
 
-	schema := fmt.Sprintf("outbox_example_%08x", rand.Uint32())
-	admin, err := pgx.Connect(ctx, server)
-	if err != nil {
-		panic(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		panic(err)
-	}
-	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-	pool, err := pgxpool.New(ctx, server+"?search_path="+schema)
+	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		panic(err)
 	}

@@ -265,26 +265,11 @@ func Example_relay() {
 	ctx := context.Background()
 	db, drv, cleanup := openTempOutbox(ctx)
 	defer cleanup()
-
-	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
-	if err != nil {
-		panic(err)
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		panic(err)
-	}
-	err = w.Write(ctx, tx,
+	commitMessages(ctx, db, drv,
 		outbox.Message{MsgID: "m1", Topic: "order.paid", Payload: json.RawMessage(`{"order":1}`)},
 		outbox.Message{MsgID: "m2", Topic: "order.paid", Payload: json.RawMessage(`{"order":2}`)},
 		outbox.Message{MsgID: "m3", Topic: "order.paid", Payload: json.RawMessage(`{"order":3}`)},
 	)
-	if err != nil {
-		panic(err)
-	}
-	if err := tx.Commit(); err != nil {
-		panic(err)
-	}
 
 	pub := outbox.PublishFunc(func(ctx context.Context, m outbox.Message) error {
 		switch m.MsgID {
@@ -346,23 +331,11 @@ func Example_batchHook() {
 	ctx := context.Background()
 	db, drv, cleanup := openTempOutbox(ctx)
 	defer cleanup()
-
-	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
-	if err != nil {
-		panic(err)
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		panic(err)
-	}
+	var msgs []outbox.Message
 	for _, id := range []string{"m1", "m2", "m3"} {
-		if err := w.Write(ctx, tx, outbox.Message{MsgID: id, Topic: "order.paid", Payload: json.RawMessage(`{}`)}); err != nil {
-			panic(err)
-		}
+		msgs = append(msgs, outbox.Message{MsgID: id, Topic: "order.paid", Payload: json.RawMessage(`{}`)})
 	}
-	if err := tx.Commit(); err != nil {
-		panic(err)
-	}
+	commitMessages(ctx, db, drv, msgs...)
 
 	// A broker that takes its time to ack.
 	slowBroker := outbox.BatchPublishFunc(func(ctx context.Context, msgs []outbox.Message) []error {
@@ -381,6 +354,24 @@ func Example_batchHook() {
 
 	// Output:
 	// 3 messages, slowest stage: publish
+}
+
+// commitMessages writes msgs in a transaction of their own and commits it.
+func commitMessages(ctx context.Context, db *sql.DB, drv outbox.Driver[*sql.Tx], msgs ...outbox.Message) {
+	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		panic(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Write(ctx, tx, msgs...); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
 }
 
 // openTempOutbox makes a migrated outbox in a fresh SQLite file; cleanup

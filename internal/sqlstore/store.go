@@ -163,6 +163,15 @@ func (s *Store) InsertOne(m *outbox.Message) (string, []any, error) {
 	return s.c.insertOne, []any{m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers}, nil
 }
 
+// InsertedOne reads the rows InsertOne's statement affected: none means
+// msgID was already in the table.
+func InsertedOne(msgID string, rowsAffected int64) error {
+	if rowsAffected == 0 {
+		return &outbox.DuplicateError{MsgIDs: []string{msgID}}
+	}
+	return nil
+}
+
 // InsertTx implements outbox.Driver's InsertTx on q, the caller's transaction.
 func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) error {
 	if len(msgs) == 1 {
@@ -178,10 +187,7 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 			}
 			return s.wrap("insert message", err)
 		}
-		if n == 0 {
-			return &outbox.DuplicateError{MsgIDs: []string{m.MsgID}}
-		}
-		return nil
+		return InsertedOne(m.MsgID, n)
 	}
 	if s.c.insertManyPG != "" {
 		return s.insertManyArrays(ctx, q, msgs)
