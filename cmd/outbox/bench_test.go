@@ -50,7 +50,7 @@ func TestBenchPostgresBaselineAndWriter(t *testing.T) {
 	if err := runBench(context.Background(), []string{"--db", b.dsn, "--writer", "--producers", "2", "--runs", "1", "--round", "700ms"}, &out, &errb); err != nil {
 		t.Fatalf("bench --writer: %v\n%s", err, errb.String())
 	}
-	if !regexp.MustCompile(`(?m)^result writer_ratio=[0-9.]+ order_ratio=[0-9.]+ base_tx_per_s=[0-9]+ outbox_tx_per_s=[0-9]+ batched_ratio=[0-9.]+$`).MatchString(out.String()) {
+	if !regexp.MustCompile(`(?m)^result writer_ratio=[0-9.]+ order_ratio=[0-9.]+ base_tx_per_s=[0-9]+ outbox_tx_per_s=[0-9]+ batched_ratio=[0-9.]+ on_commit_ratio=[0-9.]+$`).MatchString(out.String()) {
 		t.Fatalf("writer bench output:\n%s", out.String())
 	}
 }

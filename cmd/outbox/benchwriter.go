@@ -23,9 +23,11 @@ import (
 // Two shapes: "order" inserts an order and debits an account (two small
 // statements); "transfer" is seed 000's transfer: lock both accounts, check
 // the balance, debit one and credit the other (four statements). On
-// PostgreSQL a third, "batched", is the transfer with its debit and credit
+// PostgreSQL two more: "batched" is the transfer with its debit and credit
 // in one pgx batch, and the outbox insert queued into that batch
-// (writerLoopBatched).
+// (writerLoopBatched); "on-commit" is the transfer in outboxpgx's
+// WriteOnCommit, which sends the outbox insert with the COMMIT
+// (writerLoopOnCommit).
 var benchBusinessSQL = map[string][3]string{
 	"postgres": {
 		`CREATE TABLE IF NOT EXISTS outbox_bench_accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL);
@@ -95,13 +97,13 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	var lastBase, lastWith float64
 	shapes := []string{"order", "transfer"}
 	if db.PG != nil {
-		shapes = append(shapes, "batched")
+		shapes = append(shapes, "batched", "on-commit")
 	}
-	for _, shape := range shapes {
+	for si, shape := range shapes {
 		var base, with, rr []float64
 		for r := 1; r <= rounds; r++ {
 			withMsg := func(p int, i int64) outbox.Message {
-				return outbox.Message{MsgID: fmt.Sprintf("w%s-%s-%d-%d-%d", prefix, shape[:1], r, p, i), Topic: "order.placed", Payload: payload(int(i))}
+				return outbox.Message{MsgID: fmt.Sprintf("w%s-%d-%d-%d-%d", prefix, si, r, p, i), Topic: "order.placed", Payload: payload(int(i))}
 			}
 			// Alternate which variant goes first, so that neither always runs
 			// on the warmer (or the more vacuumed) table.
@@ -133,7 +135,7 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	}
 	batched := ""
 	if db.PG != nil {
-		batched = fmt.Sprintf(" batched_ratio=%.2f", ratios["batched"])
+		batched = fmt.Sprintf(" batched_ratio=%.2f on_commit_ratio=%.2f", ratios["batched"], ratios["on-commit"])
 	}
 	fmt.Fprintf(stdout, "result writer_ratio=%.2f order_ratio=%.2f base_tx_per_s=%.0f outbox_tx_per_s=%.0f%s\n",
 		ratios["transfer"], ratios["order"], lastBase, lastWith, batched)
@@ -222,11 +224,14 @@ func writerRound(ctx context.Context, db *database, shape string, producers int,
 		go func() {
 			defer wg.Done()
 			var err error
-			if shape == "batched" {
+			switch {
+			case shape == "batched":
 				err = writerLoopBatched(rctx, db.PG, p, &n, msg)
-			} else if db.PG != nil {
+			case shape == "on-commit":
+				err = writerLoopOnCommit(rctx, db.PG, p, &n, msg)
+			case db.PG != nil:
 				err = writerLoop(rctx, db.PG, pgOps, db.Dialect, shape, p, &n, msg)
-			} else {
+			default:
 				err = writerLoop(rctx, db.SQL, sqlOps, db.Dialect, shape, p, &n, msg)
 			}
 			if err != nil && rctx.Err() == nil {
@@ -249,15 +254,9 @@ func writerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], ops txOps[TT
 		return err
 	}
 	order, transfer := benchBusinessSQL[dialect], benchTransferSQL[dialect]
-	return producerLoop(ctx, d, p, n, func(ctx context.Context, tx TTx, from, to int, i int64) error {
+	return producerLoop(ctx, d.RunInTx, p, n, func(ctx context.Context, tx TTx, from, to int, i int64) error {
 		if shape == "transfer" {
-			if err := lockAccounts(ctx, ops, tx, transfer[0], from, to); err != nil {
-				return err
-			}
-			if err := ops.exec(ctx, tx, transfer[1], from); err != nil {
-				return err
-			}
-			if err := ops.exec(ctx, tx, transfer[2], to); err != nil {
+			if err := runTransfer(ctx, ops, tx, transfer, from, to); err != nil {
 				return err
 			}
 		} else {
@@ -285,7 +284,7 @@ func writerLoopBatched(ctx context.Context, d *outboxpgx.Driver, p int, n *atomi
 		return err
 	}
 	transfer := benchTransferSQL["postgres"]
-	return producerLoop(ctx, d, p, n, func(ctx context.Context, tx pgx.Tx, from, to int, i int64) error {
+	return producerLoop(ctx, d.RunInTx, p, n, func(ctx context.Context, tx pgx.Tx, from, to int, i int64) error {
 		if err := lockAccounts(ctx, pgOps, tx, transfer[0], from, to); err != nil {
 			return err
 		}
@@ -301,16 +300,41 @@ func writerLoopBatched(ctx context.Context, d *outboxpgx.Driver, p int, n *atomi
 	})
 }
 
-// producerLoop runs body in a transaction of its own, over and over, with two
-// different random accounts, until ctx ends, and counts the commits in n.
-// Producer p draws its own accounts.
-func producerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], p int, n *atomic.Int64,
+// writerLoopOnCommit runs the "on-commit" shape (PostgreSQL): the transfer in
+// outboxpgx's WriteOnCommit, which sends the outbox insert together with the
+// COMMIT. Without a message it is the same transfer, committed the same way.
+func writerLoopOnCommit(ctx context.Context, d *outboxpgx.Driver, p int, n *atomic.Int64, msg func(int, int64) outbox.Message) error {
+	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
+	if err != nil {
+		return err
+	}
+	transfer := benchTransferSQL["postgres"]
+	var out []outbox.Message
+	run := func(ctx context.Context, body func(context.Context, pgx.Tx) error) error {
+		return d.WriteOnCommit(ctx, w, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
+			out = out[:0]
+			err := body(ctx, tx)
+			return out, err
+		})
+	}
+	return producerLoop(ctx, run, p, n, func(ctx context.Context, tx pgx.Tx, from, to int, i int64) error {
+		if msg != nil {
+			out = append(out, msg(p, i))
+		}
+		return runTransfer(ctx, pgOps, tx, transfer, from, to)
+	})
+}
+
+// producerLoop runs body in a transaction of its own (by run, a driver's
+// RunInTx), over and over, with two different random accounts, until ctx
+// ends, and counts the commits in n. Producer p draws its own accounts.
+func producerLoop[TTx any](ctx context.Context, run func(context.Context, func(context.Context, TTx) error) error, p int, n *atomic.Int64,
 	body func(ctx context.Context, tx TTx, from, to int, i int64) error) error {
 	rnd := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano()))) //nolint:gosec // p counts producers from 0
 	for i := int64(0); ctx.Err() == nil; i++ {
 		from := rnd.IntN(1000) + 1
 		to := (from+rnd.IntN(998))%1000 + 1
-		err := d.RunInTx(ctx, func(ctx context.Context, tx TTx) error { return body(ctx, tx, from, to, i) })
+		err := run(ctx, func(ctx context.Context, tx TTx) error { return body(ctx, tx, from, to, i) })
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -320,6 +344,18 @@ func producerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], p int, n *
 		n.Add(1)
 	}
 	return nil
+}
+
+// runTransfer runs seed 000's transfer in tx: lock and read both accounts,
+// debit one, credit the other.
+func runTransfer[TTx any](ctx context.Context, ops txOps[TTx], tx TTx, stmts [3]string, from, to int) error {
+	if err := lockAccounts(ctx, ops, tx, stmts[0], from, to); err != nil {
+		return err
+	}
+	if err := ops.exec(ctx, tx, stmts[1], from); err != nil {
+		return err
+	}
+	return ops.exec(ctx, tx, stmts[2], to)
 }
 
 // lockAccounts is the transfer's first step: lock and read both accounts.

@@ -213,3 +213,56 @@ func ExampleDriver_QueueWrite() {
 	// Output:
 	// pending=1 sent=0 dead=0
 }
+
+// WriteOnCommit sends the outbox insert together with the COMMIT: the order
+// and its event commit together, and the outbox adds no round trip to the
+// transaction.
+func ExampleDriver_WriteOnCommit() {
+	ctx := context.Background()
+	dsn, drop := exampleSchema(ctx) // a schema of its own: the example never meets other tables
+	defer drop()
+
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	drv, err := outboxpgx.New(pool, outbox.Tables{})
+	if err != nil {
+		panic(err)
+	}
+	if err := drv.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id BIGINT PRIMARY KEY, status TEXT NOT NULL)"); err != nil {
+		panic(err)
+	}
+	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		panic(err)
+	}
+
+	placeOrder := func(id int) error {
+		return drv.WriteOnCommit(ctx, w, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
+			if _, err := tx.Exec(ctx, "INSERT INTO orders (id, status) VALUES ($1, 'placed')", id); err != nil {
+				return nil, err // rolled back: no order, no event
+			}
+			return []outbox.Message{{
+				MsgID:   fmt.Sprintf("order-%d:OrderPlaced", id),
+				Topic:   "order.placed",
+				Payload: json.RawMessage(fmt.Sprintf(`{"order":%d}`, id)),
+			}}, nil
+		})
+	}
+	if err := placeOrder(42); err != nil {
+		panic(err)
+	}
+	// The same order again: the orders table refuses it inside fn, and
+	// nothing of this transaction commits.
+	fmt.Println("again:", placeOrder(42) != nil)
+	printStats(ctx, drv)
+
+	// Output:
+	// again: true
+	// pending=1 sent=0 dead=0
+}

@@ -44,6 +44,10 @@ type dialect struct {
 	// payload, headers (nil for none). PostgreSQL reports a duplicate as 0 rows;
 	// the others as a unique violation.
 	insertOne string
+	// insertOneStrict is insertOne without ON CONFLICT (PostgreSQL): a
+	// duplicate is a unique violation, which aborts the transaction. Empty
+	// where insertOne already reports a duplicate as an error.
+	insertOneStrict string
 	// insertManyPG inserts from arrays (PostgreSQL only), returning msg_id.
 	insertManyPG string
 	// insertManyRow is one row of a multi-row VALUES insert (MySQL, SQLite).
@@ -132,7 +136,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 		"{{outbox_msg_id_check}}", d.quote(t.Outbox+"_msg_id_check"),
 	)
 	c := &compiled{dialect: d}
-	for _, p := range []*string{&c.insertOne, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
+	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
 		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)

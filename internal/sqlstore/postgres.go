@@ -10,6 +10,9 @@ var postgresDialect = dialect{
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (msg_id) DO NOTHING`,
 
+	insertOneStrict: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers)
+VALUES ($1, $2, $3, $4, $5)`,
+
 	insertManyPG: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers)
 SELECT m, t, NULLIF(k, ''), p::jsonb, NULLIF(h, '')::jsonb
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(m, t, k, p, h, n)

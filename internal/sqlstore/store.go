@@ -163,6 +163,18 @@ func (s *Store) InsertOne(m *outbox.Message) (string, []any, error) {
 	return s.c.insertOne, []any{m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers}, nil
 }
 
+// InsertOneStrict is InsertOne for a statement sent just before the commit
+// (outboxpgx's WriteOnCommit): a msg_id already in the table is an error
+// (ErrUnique), which on PostgreSQL aborts the transaction, so that the COMMIT
+// sent after it commits nothing.
+func (s *Store) InsertOneStrict(m *outbox.Message) (string, []any, error) {
+	stmt, args, err := s.InsertOne(m)
+	if s.c.insertOneStrict != "" {
+		stmt = s.c.insertOneStrict
+	}
+	return stmt, args, err
+}
+
 // InsertedOne reads the rows InsertOne's statement affected: none means
 // msgID was already in the table.
 func InsertedOne(msgID string, rowsAffected int64) error {
