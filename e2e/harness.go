@@ -298,9 +298,24 @@ var errRollback = errors.New("e2e: business rule says roll back")
 // transferTx runs one business transaction on the PostgreSQL producer: it
 // debits acct by amount and writes m, then commits, or, when rollback,
 // returns errRollback after writing. The commit does not follow ctx, so that
-// no transaction is left in doubt when ctx ends.
+// no transaction is left in doubt when ctx ends. Half the transactions
+// write m with Writer.Write (amount/2 odd: 2, 3, 6, 7, 10, 11, ...); the
+// others go through WriteOnCommit, which sends the insert with the COMMIT.
+// Each way gets rolled-back transactions (amounts 10, 30, ... and 20, 40, ...
+// in the runs, where every tenth rolls back).
 func (h *harness) transferTx(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
-	return h.heldTransferTx(ctx, m, acct, amount, rollback, 0)
+	if (amount/2)%2 == 1 {
+		return h.heldTransferTx(ctx, m, acct, amount, rollback, 0)
+	}
+	return h.producer.WriteOnCommit(context.WithoutCancel(ctx), h.writer, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
+		if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct); err != nil {
+			return nil, err
+		}
+		if rollback {
+			return []outbox.Message{m}, errRollback
+		}
+		return []outbox.Message{m}, nil
+	})
 }
 
 // heldTransferTx is transferTx, except that with hold > 0 it writes m first,
