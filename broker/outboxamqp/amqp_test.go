@@ -208,3 +208,46 @@ func (p *proxy) close() {
 }
 
 var _ = time.Second
+
+// Baseline publishes the Publisher's message (the CloudEvents attributes as
+// headers, message-id, persistent), each with its own id, so that the
+// relay's ratio to it compares the same messages.
+func TestBaselineSendsThePublishersMessage(t *testing.T) {
+	t.Parallel()
+	ch := admin(t)
+	exchange, queue := name("outboxtest-baseline"), name("outboxtest-baseline")
+	t.Cleanup(func() {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+		_ = ch.ExchangeDelete(exchange, false, false)
+	})
+	if err := ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(queue, "#", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := outboxamqp.Baseline(ctx, brokerURL+"?exchange="+exchange, "bench.event", 20, 200, 10); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for range 20 {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil || !ok {
+			t.Fatalf("get: %v, %v", ok, err)
+		}
+		h := func(a string) string { s, _ := d.Headers[outboxamqp.AttributePrefix+a].(string); return s }
+		if h("type") != "bench.event" || h("specversion") != "1.0" || h("source") != "/outbox" || h("time") == "" ||
+			h("id") != d.MessageId || d.DeliveryMode != amqp.Persistent || d.ContentType != "application/json" || len(d.Body) != 200 {
+			t.Fatalf("a baseline message: %+v", d)
+		}
+		ids[d.MessageId] = true
+	}
+	if len(ids) != 20 {
+		t.Errorf("%d distinct ids in 20 messages", len(ids))
+	}
+}

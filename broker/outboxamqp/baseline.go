@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Baseline publishes n messages of payloadBytes bytes to the destination of
@@ -18,8 +21,9 @@ import (
 // window, then wait for all its confirms), and returns how long that took. It
 // is RabbitMQ's own acked publish rate, against which the relay's rate is a
 // ratio. It publishes as the Publisher does (exchange and routing key from
-// brokerURL's parameters, confirms, mandatory, persistent), so a queue must be
-// bound to receive the messages: a returned message fails the run.
+// brokerURL's parameters, confirms, mandatory, persistent, the same
+// message), so a queue must be bound to receive the messages: a returned
+// message fails the run.
 func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
 	s, err := PublisherConfig{URL: brokerURL}.settings()
 	if err != nil {
@@ -54,16 +58,20 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	// A JSON string of payloadBytes bytes.
 	body := []byte(`"` + strings.Repeat("x", payloadBytes-2) + `"`)
 	key := strings.ReplaceAll(s.routingKey, "{topic}", topic)
+	// The message is the Publisher's (the CloudEvents attributes as
+	// headers, content-type, message-id, persistent), built once; each
+	// message only gets its own id, so that the loop measures the client
+	// and the broker, not the encoding.
+	template := publishing(&outbox.Message{MsgID: "baseline", Topic: topic, Payload: body, CreatedAt: time.Now()}, s.source)
 	start := time.Now()
 	for sent := 0; sent < n; {
 		w := min(window, n-sent)
 		for i := range w {
-			err := ch.PublishWithContext(ctx, s.exchange, key, true, false, amqp.Publishing{
-				ContentType:  "application/json",
-				DeliveryMode: amqp.Persistent,
-				MessageId:    fmt.Sprintf("baseline-%d", sent+i),
-				Body:         body,
-			})
+			pub := template
+			pub.MessageId = "baseline-" + strconv.Itoa(sent+i)
+			pub.Headers = maps.Clone(template.Headers)
+			pub.Headers[AttributePrefix+cloudevents.ID] = pub.MessageId
+			err := ch.PublishWithContext(ctx, s.exchange, key, true, false, pub)
 			if err != nil {
 				return 0, outbox.Unavailable(err)
 			}

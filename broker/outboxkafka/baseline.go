@@ -2,12 +2,16 @@ package outboxkafka
 
 import (
 	"context"
-	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Baseline publishes n messages of payloadBytes bytes to the destination of
@@ -15,8 +19,11 @@ import (
 // for all acks), and returns how long that took. It is the broker's own acked
 // publish rate, against which the relay's rate is a ratio. The client is set
 // up as the Publisher's (acks=all, idempotent, no linger, the URL's
-// compression), and the records carry a key but no headers. The topic must
-// exist, or the URL must allow auto_create.
+// compression), and each record is the Publisher's record of a message of
+// topic without a key (as the bench's rows): the CloudEvents attributes as
+// ce_ headers and content-type, built once, each record only getting its own
+// ce_id, so that the loop measures the client and the broker, not the
+// encoding. The topic must exist, or the URL must allow auto_create.
 func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
 	if n <= 0 || payloadBytes < 0 || window <= 0 {
 		return 0, configError("Baseline needs n > 0, payloadBytes >= 0 and window > 0; got %d, %d, %d", n, payloadBytes, window)
@@ -28,8 +35,9 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	if err := c.common("", 0, 0, 0, "", nil, nil); err != nil {
 		return 0, err
 	}
-	var dest string
+	var dest, source string
 	c.str("topic", &dest)
+	c.str("source", &source)
 	dest = template(def(dest, DefaultDestination)).render(topic)
 	if reason := validTopic(dest); reason != "" {
 		return 0, configError("topic %q becomes %q, which is not a valid Kafka topic name: %s", topic, dest, reason)
@@ -41,6 +49,8 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	}
 	defer cl.Close()
 	payload := baselinePayload(payloadBytes)
+	template := newRecord(&outbox.Message{MsgID: "baseline", Topic: topic, Payload: payload, CreatedAt: time.Now()}, dest, def(source, DefaultSource))
+	idAt := slices.IndexFunc(template.Headers, func(h kgo.RecordHeader) bool { return h.Key == headerPrefix+cloudevents.ID })
 
 	var (
 		mu       sync.Mutex
@@ -52,7 +62,8 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 		var wg sync.WaitGroup
 		wg.Add(batch)
 		for i := range batch {
-			r := &kgo.Record{Topic: dest, Key: fmt.Appendf(nil, "k%d", (sent+i)%64), Value: payload}
+			r := &kgo.Record{Topic: dest, Value: payload, Headers: slices.Clone(template.Headers)}
+			r.Headers[idAt].Value = strconv.AppendInt(nil, int64(sent+i), 10)
 			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 				if err != nil {
 					mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxkafka"
@@ -173,6 +174,32 @@ func TestBaseline(t *testing.T) {
 		t.Fatalf("Baseline: %v", err)
 	}
 	t.Logf("5000 records of 200 bytes, window 500: %s (%.0f/s)", d, 5000/d.Seconds())
+	// The records are the Publisher's: no key (as the bench's rows), the
+	// CloudEvents attributes as ce_ headers and content-type, each with its
+	// own id.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(strings.TrimPrefix(brokerURL, "kafka://"), ",")...),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ids := map[string]bool{}
+	for len(ids) < 5000 && ctx.Err() == nil {
+		for _, r := range cl.PollFetches(ctx).Records() {
+			h := map[string]string{}
+			for _, kv := range r.Headers {
+				h[kv.Key] = string(kv.Value)
+			}
+			if r.Key != nil || h["ce_type"] != topic || h["ce_specversion"] != "1.0" || h["ce_source"] != "/outbox" ||
+				h["ce_time"] == "" || h["content-type"] != "application/json" || h["ce_id"] == "" || len(r.Value) != 200 {
+				t.Fatalf("a baseline record: key %q, headers %v, %d bytes", r.Key, h, len(r.Value))
+			}
+			ids[h["ce_id"]] = true
+		}
+	}
+	if len(ids) != 5000 {
+		t.Errorf("%d distinct ids in the topic, want 5000", len(ids))
+	}
 	if _, err := outboxkafka.Baseline(ctx, brokerURL, topic, 0, 200, 500); !errors.Is(err, outboxkafka.ErrConfig) {
 		t.Errorf("Baseline with n = 0: %v, want ErrConfig", err)
 	}

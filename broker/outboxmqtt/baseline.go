@@ -3,12 +3,18 @@ package outboxmqtt
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Baseline publishes n messages of payloadBytes bytes to the destination of
@@ -18,7 +24,10 @@ import (
 // returns how long that took. It is the broker's own acked publish rate,
 // against which the relay's rate is a ratio. The URL's topic parameter sets
 // the destination as for the Publisher; a PUBACK with reason 0x10 (no
-// subscriber) counts as acked here.
+// subscriber) counts as acked here. Each PUBLISH is the Publisher's (the
+// CloudEvents attributes as user properties, the Content Type property),
+// built once; each message only gets its own id, so that the loop measures
+// the client and the broker, not the encoding.
 func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
 	s, err := PublisherConfig{URL: brokerURL}.settings()
 	if err != nil {
@@ -52,6 +61,9 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	window = min(window, int(recvMax))
 	mu.Unlock()
 	payload := []byte(`{"pad":"` + strings.Repeat("x", max(payloadBytes-10, 0)) + `"}`)
+	template := newPublish(&outbox.Message{MsgID: "baseline", Topic: topic, Payload: payload, CreatedAt: time.Now()}, dest, s.Source, 1)
+	idAt := slices.IndexFunc(template.Properties.User, func(u paho.UserProperty) bool { return u.Key == cloudevents.ID })
+	var seq atomic.Int64
 
 	start := time.Now()
 	next := make(chan struct{})
@@ -60,8 +72,11 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	for range window {
 		wg.Go(func() {
 			for range next {
-				_, err := cm.Publish(ctx, &paho.Publish{QoS: 1, Topic: dest, Payload: payload,
-					Properties: &paho.PublishProperties{ContentType: "application/json"}})
+				pub, props := *template, *template.Properties
+				props.User = slices.Clone(props.User)
+				props.User[idAt].Value = "baseline-" + strconv.FormatInt(seq.Add(1), 10)
+				pub.Properties = &props
+				_, err := cm.Publish(ctx, &pub)
 				if err != nil {
 					errc <- err
 					for range next { //nolint:revive // drain so the feeder does not block

@@ -371,3 +371,51 @@ func TestRunWaitsForBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBaselineSendsThePublishersMessage: Baseline's PUBLISHes are the
+// Publisher's (the CloudEvents user properties), each with its own id, so
+// that a subscriber reads them as messages of the topic and the relay's
+// ratio to Baseline compares the same messages.
+func TestBaselineSendsThePublishersMessage(t *testing.T) {
+	t.Parallel()
+	requireBroker(t, "127.0.0.1:1883")
+	e := newEnv(t, sharedURL)
+	sub := e.subscriber(t, "g", 3)
+	if _, err := Baseline(testCtx(t, 10*time.Second), sharedURL, e.topic(), 20, 200, 10); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string]outbox.Message{}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.Run(ctx, func(_ context.Context, m outbox.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got[m.MsgID] = m
+			return nil
+		})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 20 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 20 {
+		t.Fatalf("%d distinct messages arrived, want 20", len(got))
+	}
+	for id, m := range got {
+		if m.Topic != e.topic() || len(m.Payload) != 200 || m.CreatedAt.IsZero() || !strings.HasPrefix(id, "baseline-") {
+			t.Fatalf("a baseline message: %+v", m)
+		}
+	}
+}

@@ -11,12 +11,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Baseline publishes n messages of payloadBytes bytes to the destination of
-// topic with the bare client, in windows of `window` (PublishMsgAsync with a
-// Nats-Msg-Id each, then wait for every PubAck of the window), and returns
-// how long that took. It is the broker's own acked publish rate, against
+// topic with the bare client, in windows of `window` (PublishMsgAsync with
+// the Publisher's headers, each message with its own Nats-Msg-Id, then wait
+// for every PubAck of the window), and returns how long that took. It is the broker's own acked publish rate, against
 // which the relay's rate is a ratio. brokerURL is read as for a Publisher,
 // and the stream is created the same way when it is missing.
 func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
@@ -50,13 +51,24 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	payload := []byte(`"` + strings.Repeat("x", payloadBytes-2) + `"`)
 	// Ids unique per run, so that the stream's dedup window keeps nothing out.
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// The headers are the Publisher's (the CloudEvents attributes,
+	// content-type, Nats-Msg-Id), built once; each message only gets its own
+	// id, so that the loop measures the client and the server, not the
+	// encoding.
+	base := outbox.Message{MsgID: "baseline", Topic: topic, Payload: payload, CreatedAt: time.Now()}
+	template := eventHeader(&base, encodeValue(st.Source))
 	futures := make([]jetstream.PubAckFuture, 0, window)
 	start := time.Now()
 	for sent := 0; sent < n; {
 		futures = futures[:0]
 		for ; sent < n && len(futures) < window; sent++ {
-			msg := &nats.Msg{Subject: subject, Data: payload, Header: nats.Header{}}
-			msg.Header.Set(headerMsgID, run+"-"+strconv.Itoa(sent))
+			id := run + "-" + strconv.Itoa(sent)
+			h := make(nats.Header, len(template))
+			for k, v := range template {
+				h[k] = v
+			}
+			h[headerPrefix+cloudevents.ID], h[headerMsgID] = []string{id}, []string{id}
+			msg := &nats.Msg{Subject: subject, Data: payload, Header: h}
 			f, err := js.PublishMsgAsync(msg)
 			if err != nil {
 				return 0, jsError("baseline publish", err)

@@ -256,7 +256,7 @@ func TestConsumerFilterMismatch(t *testing.T) {
 func TestBaseline(t *testing.T) {
 	t.Parallel()
 	requireShared(t)
-	u, _ := testURL(t, sharedURL())
+	u, id := testURL(t, sharedURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d, err := Baseline(ctx, u, "bench", 2000, 200, 500)
@@ -264,6 +264,31 @@ func TestBaseline(t *testing.T) {
 		t.Fatalf("Baseline: %s, %v", d, err)
 	}
 	t.Logf("baseline: 2000 messages of 200 bytes in %s (%.0f msgs/s)", d, 2000/d.Seconds())
+	// The messages are the Publisher's: its CloudEvents headers, each
+	// message with its own id, which is also its Nats-Msg-Id.
+	nc, err := nats.Connect(sharedURL(), nats.Timeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	stream, err := js.Stream(ctx, "S_"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil || info.State.Msgs != 2000 {
+		t.Fatalf("the stream holds %+v, %v; want 2000 messages", info, err)
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, id+".bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := decodeHeader(last.Header)
+	if attrs["type"] != "bench" || attrs["specversion"] != "1.0" || attrs["source"] != "/outbox" || attrs["time"] == "" ||
+		attrs["datacontenttype"] != "application/json" || attrs["id"] == "" || last.Header.Get(headerMsgID) != attrs["id"] || len(last.Data) != 200 {
+		t.Errorf("the last baseline message: %v, %d bytes", last.Header, len(last.Data))
+	}
 	if _, err := Baseline(ctx, u, "bench", 0, 200, 500); err == nil {
 		t.Error("Baseline with n = 0: no error")
 	}
