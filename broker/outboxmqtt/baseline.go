@@ -45,6 +45,9 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	cm, err := dial(ctx, connOptions{
 		url: s.url, clientID: s.ClientID + "-baseline", keepAlive: s.KeepAlive,
 		connectTimeout: s.ConnectTimeout, packetTimeout: s.AckTimeout, tls: s.TLSConfig, cleanStart: true,
+		// The Publisher's session store, which keeps each PUBLISH without
+		// encoding it a second time.
+		session: newPublisherSession(),
 		onUp: func(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 			if ca.Properties != nil && ca.Properties.ReceiveMaximum != nil {
 				mu.Lock()
