@@ -79,21 +79,21 @@ func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn
 			if classify(err) == sqlstore.ErrUnique {
 				err = &outbox.DuplicateError{MsgIDs: []string{msgs[i].MsgID}}
 			} else {
-				err = fmt.Errorf("outboxpgx: WriteOnCommit: insert message %q: %w", msgs[i].MsgID, err)
+				err = sendError(fmt.Sprintf("insert message %q", msgs[i].MsgID), err)
 			}
 		}
 	}
 	if err == nil {
 		var tag pgconn.CommandTag
 		if tag, err = br.Exec(); err != nil {
-			err = fmt.Errorf("outboxpgx: WriteOnCommit: commit: %w", err)
+			err = sendError("commit", err)
 		} else if tag.String() == "ROLLBACK" {
 			// fn swallowed an error that aborted the transaction.
 			err = pgx.ErrTxCommitRollback
 		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("outboxpgx: WriteOnCommit: %w", cerr)
+		err = sendError("commit", cerr)
 	}
 	if conn.PgConn().TxStatus() != 'I' {
 		// A failed insert left the transaction aborted, and the COMMIT
@@ -101,4 +101,15 @@ func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn
 		_ = tx.Rollback(ctx)
 	}
 	return err
+}
+
+// sendError describes an error of the batch that carries the COMMIT. When
+// the connection failed once the batch had left (pgconn.SafeToRetry false),
+// the server may have run it whole: the error says that whether the
+// transaction committed is not known.
+func sendError(what string, err error) error {
+	if classify(err) == sqlstore.ErrConnection && !pgconn.SafeToRetry(err) {
+		return fmt.Errorf("outboxpgx: WriteOnCommit: %s: the connection failed after the COMMIT was sent, so whether the transaction committed is not known: %w", what, err)
+	}
+	return fmt.Errorf("outboxpgx: WriteOnCommit: %s: %w", what, err)
 }

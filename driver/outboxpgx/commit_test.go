@@ -142,6 +142,26 @@ func TestWriteOnCommit(t *testing.T) {
 	}
 	check("with a savepoint", 60, 5)
 
+	// The server ends the session before the batch with the COMMIT arrives:
+	// an error, and nothing committed (the client cannot tell, and says so
+	// when the batch had left).
+	err = d.WriteOnCommit(ctx, w, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
+		if _, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = 1"); err != nil {
+			return nil, err
+		}
+		var pid int
+		if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			return nil, err
+		}
+		_, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+		return []outbox.Message{msg("m12")}, err
+	})
+	if err == nil || errors.Is(err, outbox.ErrDuplicate) {
+		t.Fatalf("a session ended before the commit: %v", err)
+	}
+	t.Log(err)
+	check("after the session ended", 60, 5)
+
 	// Every connection went back to the pool outside a transaction: many
 	// more transactions than the pool has connections still run.
 	for i := range 3 * int(pool.Config().MaxConns) {
