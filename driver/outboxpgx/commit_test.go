@@ -153,7 +153,13 @@ func TestWriteOnCommit(t *testing.T) {
 		if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 			return nil, err
 		}
-		_, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+		// Wait (up to 10 s) until the session is gone, so that the batch
+		// cannot reach it first.
+		var ended bool
+		err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", pid).Scan(&ended)
+		if err == nil && !ended {
+			err = errors.New("the session did not end within 10 s")
+		}
 		return []outbox.Message{msg("m12")}, err
 	})
 	if err == nil || errors.Is(err, outbox.ErrDuplicate) {
