@@ -13,6 +13,16 @@
 // Writer and Inbox then take a *sql.Tx. Both run the same SQL and pass the
 // same shared suite.
 //
+// # Writing without a round trip of its own
+//
+// Writer.Write sends its insert as a statement of its own, one round trip
+// before the commit. Two ways save it with pgx: [Driver.QueueWrite] puts the
+// insert in a pgx.Batch of the caller's own statements, and
+// [Driver.WriteOnCommit] runs the caller's transaction and sends the inserts
+// together with its COMMIT. With WriteOnCommit a duplicate msg_id rolls the
+// whole transaction back (the duplicate is found only when the COMMIT is
+// already on its way); with Write and QueueWrite the transaction goes on.
+//
 // # Connecting
 //
 // Any pgx connection string works; no option is required. The tables are
