@@ -62,7 +62,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.intVar(&o.payloadBytes, "payload-bytes", 200, "N", "size of each JSON payload")
 	f.intVar(&o.runs, "runs", 1, "N", "runs on the same table, one after another (the table is emptied once, at the start)")
 	f.boolVar(&o.keep, "keep", "keep the rows after the last run (default: empty the table)")
-	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8)")
+	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8); shapes order and transfer (Writer.Write), and on PostgreSQL batched (QueueWrite) and on-commit (WriteOnCommit)")
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
