@@ -79,21 +79,21 @@ func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn
 			if classify(err) == sqlstore.ErrUnique {
 				err = &outbox.DuplicateError{MsgIDs: []string{msgs[i].MsgID}}
 			} else {
-				err = sendError(fmt.Sprintf("insert message %q", msgs[i].MsgID), err)
+				err = sendError(ctx, fmt.Sprintf("insert message %q", msgs[i].MsgID), err)
 			}
 		}
 	}
 	if err == nil {
 		var tag pgconn.CommandTag
 		if tag, err = br.Exec(); err != nil {
-			err = sendError("commit", err)
+			err = sendError(ctx, "commit", err)
 		} else if tag.String() == "ROLLBACK" {
 			// fn swallowed an error that aborted the transaction.
 			err = pgx.ErrTxCommitRollback
 		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
-		err = sendError("commit", cerr)
+		err = sendError(ctx, "commit", cerr)
 	}
 	if conn.PgConn().TxStatus() != 'I' {
 		// A failed insert left the transaction aborted, and the COMMIT
@@ -104,11 +104,11 @@ func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn
 }
 
 // sendError describes an error of the batch that carries the COMMIT. When
-// the connection failed once the batch had left (pgconn.SafeToRetry false),
-// the server may have run it whole: the error says that whether the
-// transaction committed is not known.
-func sendError(what string, err error) error {
-	if classify(err) == sqlstore.ErrConnection && !pgconn.SafeToRetry(err) {
+// the connection failed, or ctx ended, once the batch had left
+// (pgconn.SafeToRetry false), the server may have run it whole: the error
+// says that whether the transaction committed is not known.
+func sendError(ctx context.Context, what string, err error) error {
+	if (classify(err) == sqlstore.ErrConnection || ctx.Err() != nil) && !pgconn.SafeToRetry(err) {
 		return fmt.Errorf("outboxpgx: WriteOnCommit: %s: the connection failed after the COMMIT was sent, so whether the transaction committed is not known: %w", what, err)
 	}
 	return fmt.Errorf("outboxpgx: WriteOnCommit: %s: %w", what, err)

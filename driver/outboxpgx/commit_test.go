@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,6 +168,19 @@ func TestWriteOnCommit(t *testing.T) {
 	}
 	t.Log(err)
 	check("after the session ended", 60, 5)
+
+	// ctx ends inside fn: the batch is never sent, and the error does not
+	// pretend the outcome is unknown.
+	cctx, ccancel := context.WithCancel(ctx)
+	err = d.WriteOnCommit(cctx, w, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
+		_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = 1")
+		ccancel()
+		return []outbox.Message{msg("m13")}, err
+	})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "not known") {
+		t.Fatalf("ctx ended before the batch: %v", err)
+	}
+	check("after ctx ended", 60, 5)
 
 	// Every connection went back to the pool outside a transaction: many
 	// more transactions than the pool has connections still run.
