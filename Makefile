@@ -65,6 +65,10 @@ bench-brokers: build ## relay through each broker vs the broker's own acked rate
 chaos: build ## CHAOS_DURATION (3m) of producers, relay processes, a private nats-server and a subscriber, killed at random; then every committed message must have exactly one effect (CHAOS_DB=postgres|mysql|sqlite, CHAOS_BROKER=nats|amqp|redis|mqtt)
 	cd e2e && OUTBOX_BIN=$(CURDIR)/bin/outbox $(GO) test -tags chaos -run TestChaos -count=1 -v -timeout 60m . -args -chaos.duration=$(CHAOS_DURATION) -chaos.db=$(CHAOS_DB) -chaos.broker=$(CHAOS_BROKER)
 
+.PHONY: bench-writer
+bench-writer: build ## the writer's ratios alone, 15 rounds of each shape (its per-round ratios swing widely on a shared host)
+	bin/outbox bench --writer --db $(PG) --producers 8 --runs 15
+
 .PHONY: bench-ageing
 bench-ageing: build ## throughput after a million messages passed through the same table (11 runs of 100k)
 	bin/outbox bench --db $(PG) --broker discard: --messages 100000 --batch 500 --runs 11
