@@ -28,9 +28,9 @@ import (
 //     differs from w.Write, which leaves the transaction usable after a
 //     duplicate: here the duplicate is found only when the COMMIT is already
 //     on its way.
-//   - As with any commit, when the connection breaks after the COMMIT was
-//     sent, whether it committed is not known; the error says so
-//     (pgconn.SafeToRetry is false). Give the messages stable msg_ids, so
+//   - As with any commit, when the connection breaks, or ctx ends, after
+//     the COMMIT was sent, whether it committed is not known; the error
+//     says so (pgconn.SafeToRetry is false). Give the messages stable msg_ids, so
 //     that running the whole transaction again is safe: a second attempt
 //     after a commit that did happen gets the DuplicateError.
 //
