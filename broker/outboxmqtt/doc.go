@@ -137,7 +137,12 @@
 // has no negative acknowledgement and redelivers only after a reconnection,
 // so on a handler error Run calls the handler again itself, after
 // redelivery_delay (doubling, at most 10s), up to max_deliveries calls in
-// all. Then, or at once for an error marked with outbox.Permanent or a
+// all. Meanwhile the member's later messages wait (their PUBACKs must follow
+// in order): with the defaults a message that fails every time holds the
+// member for 1.5s before it is dead-lettered. A chaos run with 2,836
+// injected handler failures took minutes to drain for that reason; with a
+// handler that does not fail, one member on mosquitto here receives about
+// 18,000 msgs/s. After the last call, or at once for an error marked with outbox.Permanent or a
 // message that is not an outbox event, Run publishes the message with QoS 1
 // to the dead-letter topic (outbox/dead/<group>): the same payload and
 // properties plus the attributes deadreason, deadgroup, deaddeliveries and
