@@ -142,8 +142,10 @@
 // member for 1.5s before it is dead-lettered. A chaos run with 2,836
 // injected handler failures took minutes to drain for that reason; with a
 // handler that does not fail, one member on mosquitto here receives about
-// 18,000 msgs/s. After the last call, or at once for an error marked with outbox.Permanent or a
-// message that is not an outbox event, Run publishes the message with QoS 1
+// 18,000 msgs/s.
+//
+// After the last call, or at once for an error marked with outbox.Permanent
+// or a message that is not an outbox event, Run publishes the message with QoS 1
 // to the dead-letter topic (outbox/dead/<group>): the same payload and
 // properties plus the attributes deadreason, deadgroup, deaddeliveries and
 // deadtopic; it acks the original only after the broker acked the dead
