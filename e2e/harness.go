@@ -295,6 +295,9 @@ func (h *harness) produce(ctx context.Context, t *testing.T, p int) {
 
 var errRollback = errors.New("e2e: business rule says roll back")
 
+// debitSQL is the business change of every PostgreSQL producer transaction.
+const debitSQL = `UPDATE accounts SET balance = balance - $1 WHERE id = $2`
+
 // transferTx runs one business transaction on the PostgreSQL producer: it
 // debits acct by amount and writes m, then commits, or, when rollback,
 // returns errRollback after writing. The commit does not follow ctx, so that
@@ -308,7 +311,7 @@ func (h *harness) transferTx(ctx context.Context, m outbox.Message, acct string,
 		return h.heldTransferTx(ctx, m, acct, amount, rollback, 0)
 	}
 	return h.producer.WriteOnCommit(context.WithoutCancel(ctx), h.writer, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
-		if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct); err != nil {
+		if _, err := tx.Exec(ctx, debitSQL, amount, acct); err != nil {
 			return nil, err
 		}
 		if rollback {
@@ -325,7 +328,7 @@ func (h *harness) transferTx(ctx context.Context, m outbox.Message, acct string,
 func (h *harness) heldTransferTx(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool, hold time.Duration) error {
 	return pgx.BeginFunc(context.WithoutCancel(ctx), h.pool, func(tx pgx.Tx) error {
 		debit := func() error {
-			_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, acct)
+			_, err := tx.Exec(ctx, debitSQL, amount, acct)
 			return err
 		}
 		if hold == 0 {

@@ -384,28 +384,25 @@ func TestBaselineSendsThePublishersMessage(t *testing.T) {
 	if _, err := Baseline(testCtx(t, 10*time.Second), sharedURL, e.topic(), 20, 200, 10); err != nil {
 		t.Fatal(err)
 	}
+	// The baseline numbers its messages from 1.
+	want := make([]outbox.Message, 20)
+	for i := range want {
+		want[i].MsgID = fmt.Sprintf("baseline-%d", i+1)
+	}
+	arrived := &seen{ids: map[string]int{}}
 	var mu sync.Mutex
 	got := map[string]outbox.Message{}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- sub.Run(ctx, func(_ context.Context, m outbox.Message) error {
+		done <- sub.Run(ctx, func(ctx context.Context, m outbox.Message) error {
 			mu.Lock()
-			defer mu.Unlock()
 			got[m.MsgID] = m
-			return nil
+			mu.Unlock()
+			return arrived.handler(ctx, m)
 		})
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n == 20 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	arrived.waitAll(t, want)
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)

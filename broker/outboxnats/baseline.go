@@ -3,6 +3,7 @@ package outboxnats
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -63,10 +64,7 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 		futures = futures[:0]
 		for ; sent < n && len(futures) < window; sent++ {
 			id := run + "-" + strconv.Itoa(sent)
-			h := make(nats.Header, len(template))
-			for k, v := range template {
-				h[k] = v
-			}
+			h := maps.Clone(template)
 			h[headerPrefix+cloudevents.ID], h[headerMsgID] = []string{id}, []string{id}
 			msg := &nats.Msg{Subject: subject, Data: payload, Header: h}
 			f, err := js.PublishMsgAsync(msg)

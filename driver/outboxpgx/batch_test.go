@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/driver/outboxpgx"
 )
 
 // QueueWrite puts the outbox insert in the caller's own batch: it commits or
@@ -18,17 +20,7 @@ import (
 func TestQueueWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, d := migratedPool(ctx, t, newSchema(t), 0)
-	if _, err := pool.Exec(ctx, "CREATE TABLE accounts (id INT PRIMARY KEY, balance INT NOT NULL); INSERT INTO accounts VALUES (1, 100)"); err != nil {
-		t.Fatal(err)
-	}
-	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := func(id string) outbox.Message {
-		return outbox.Message{MsgID: id, Topic: "account.debited", Payload: json.RawMessage(`{"account":1}`), Headers: map[string]string{"tenant": "acme"}}
-	}
+	pool, d, w, balance := accountFixture(ctx, t, 0)
 	// sendBatch debits the account and writes m in one batch, then runs
 	// after (if any) in the same transaction and commits or rolls back.
 	sendBatch := func(m outbox.Message, commit bool) (batchErr error) {
@@ -54,12 +46,6 @@ func TestQueueWrite(t *testing.T) {
 		}
 		return batchErr
 	}
-	balance := func() (n int) {
-		if err := pool.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = 1").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	count := func(id string) (n int) {
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE msg_id = $1 AND status = 0", id).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -67,7 +53,7 @@ func TestQueueWrite(t *testing.T) {
 		return n
 	}
 
-	if err := sendBatch(msg("m1"), true); err != nil {
+	if err := sendBatch(accountMsg("m1"), true); err != nil {
 		t.Fatal(err)
 	}
 	got, err := d.GetMessage(ctx, "m1")
@@ -76,7 +62,7 @@ func TestQueueWrite(t *testing.T) {
 	}
 
 	// Rolled back: neither the debit nor the message.
-	if err := sendBatch(msg("m2"), false); err != nil {
+	if err := sendBatch(accountMsg("m2"), false); err != nil {
 		t.Fatal(err)
 	}
 	if count("m2") != 0 || balance() != 89 {
@@ -84,7 +70,7 @@ func TestQueueWrite(t *testing.T) {
 	}
 
 	// A duplicate: ErrDuplicate from the batch, the transaction goes on.
-	err = sendBatch(msg("m1"), true)
+	err = sendBatch(accountMsg("m1"), true)
 	var dup *outbox.DuplicateError
 	if !errors.As(err, &dup) || !errors.Is(err, outbox.ErrDuplicate) || len(dup.MsgIDs) != 1 || dup.MsgIDs[0] != "m1" {
 		t.Fatalf("a duplicate msg_id in a batch: %v", err)
@@ -95,9 +81,36 @@ func TestQueueWrite(t *testing.T) {
 
 	// Refused before anything is queued.
 	var b pgx.Batch
-	bad := msg("m3")
+	bad := accountMsg("m3")
 	bad.Topic = ""
 	if err := d.QueueWrite(w, &b, bad); !errors.Is(err, outbox.ErrInvalidMessage) || b.Len() != 0 {
 		t.Fatalf("an invalid message: %v, %d statements queued", err, b.Len())
 	}
+}
+
+// accountFixture migrates a schema of its own with one account (id 1,
+// balance 100), and returns its pool and driver, a Writer, and a reader of
+// the account's balance.
+func accountFixture(ctx context.Context, t *testing.T, maxConns int32) (*pgxpool.Pool, *outboxpgx.Driver, *outbox.Writer[pgx.Tx], func() int) {
+	t.Helper()
+	pool, d := migratedPool(ctx, t, newSchema(t), maxConns)
+	if _, err := pool.Exec(ctx, "CREATE TABLE accounts (id INT PRIMARY KEY, balance INT NOT NULL); INSERT INTO accounts VALUES (1, 100)"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	balance := func() (n int) {
+		if err := pool.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = 1").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return pool, d, w, balance
+}
+
+// accountMsg is an event of account 1.
+func accountMsg(id string) outbox.Message {
+	return outbox.Message{MsgID: id, Topic: "account.debited", Key: "1", Payload: json.RawMessage(`{"account":1}`), Headers: map[string]string{"tenant": "acme"}}
 }

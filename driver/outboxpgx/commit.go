@@ -20,9 +20,10 @@ import (
 //
 // It is all or nothing: fn's changes and the messages commit together, or
 // neither does.
-//   - An error from fn, or a message that w refuses (w.Validate: a
-//     *outbox.ValidationError), rolls the transaction back before anything
-//     is written, and is returned as it is.
+//   - An error from fn, or messages that w refuses (w.Validate: a
+//     *outbox.ValidationError, or a *outbox.DuplicateError for a msg_id
+//     given twice), rolls the transaction back before anything is written,
+//     and is returned as it is.
 //   - A msg_id already in the table rolls the whole transaction back and
 //     returns a *outbox.DuplicateError (errors.Is outbox.ErrDuplicate). This
 //     differs from w.Write, which leaves the transaction usable after a
@@ -54,11 +55,11 @@ func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn
 		return fmt.Errorf("outboxpgx: WriteOnCommit: begin: %w", err)
 	}
 	msgs, err := fn(ctx, tx)
+	if err == nil {
+		err = w.Validate(msgs...)
+	}
 	var b pgx.Batch
 	for i := 0; err == nil && i < len(msgs); i++ {
-		if err = w.Validate(msgs[i]); err != nil {
-			break
-		}
 		var stmt string
 		var args []any
 		if stmt, args, err = d.InsertOneStrict(&msgs[i]); err == nil {

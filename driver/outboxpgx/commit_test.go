@@ -24,17 +24,8 @@ func TestWriteOnCommit(t *testing.T) {
 	// the pool would make a later Acquire wait until then.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, d := migratedPool(ctx, t, newSchema(t), 2)
-	if _, err := pool.Exec(ctx, "CREATE TABLE accounts (id INT PRIMARY KEY, balance INT NOT NULL); INSERT INTO accounts VALUES (1, 100)"); err != nil {
-		t.Fatal(err)
-	}
-	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := func(id string) outbox.Message {
-		return outbox.Message{MsgID: id, Topic: "account.debited", Key: "1", Payload: json.RawMessage(`{"account":1}`), Headers: map[string]string{"tenant": "acme"}}
-	}
+	pool, d, w, balance := accountFixture(ctx, t, 2)
+	msg := accountMsg
 	// debit takes 10 from the account and returns msgs (or fails with
 	// fnErr) through WriteOnCommit.
 	debit := func(fnErr error, msgs ...outbox.Message) error {
@@ -44,12 +35,6 @@ func TestWriteOnCommit(t *testing.T) {
 			}
 			return msgs, fnErr
 		})
-	}
-	balance := func() (n int) {
-		if err := pool.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = 1").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
 	}
 	rows := func() (n int) {
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&n); err != nil {

@@ -168,30 +168,10 @@ func ExampleNewStdlib() {
 // its event reach the database in one round trip, and commit together.
 func ExampleDriver_QueueWrite() {
 	ctx := context.Background()
-	dsn, drop := exampleSchema(ctx) // a schema of its own: the example never meets other tables
-	defer drop()
+	pool, drv, w, done := exampleOrders(ctx) // set up as in Example
+	defer done()
 
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		panic(err)
-	}
-	defer pool.Close()
-	drv, err := outboxpgx.New(pool, outbox.Tables{})
-	if err != nil {
-		panic(err)
-	}
-	if err := drv.Migrate(ctx); err != nil {
-		panic(err)
-	}
-	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id BIGINT PRIMARY KEY, status TEXT NOT NULL)"); err != nil {
-		panic(err)
-	}
-	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
-	if err != nil {
-		panic(err)
-	}
-
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var b pgx.Batch
 		b.Queue("INSERT INTO orders (id, status) VALUES ($1, 'placed')", 42)
 		if err := drv.QueueWrite(w, &b, outbox.Message{
@@ -219,28 +199,8 @@ func ExampleDriver_QueueWrite() {
 // transaction.
 func ExampleDriver_WriteOnCommit() {
 	ctx := context.Background()
-	dsn, drop := exampleSchema(ctx) // a schema of its own: the example never meets other tables
-	defer drop()
-
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		panic(err)
-	}
-	defer pool.Close()
-	drv, err := outboxpgx.New(pool, outbox.Tables{})
-	if err != nil {
-		panic(err)
-	}
-	if err := drv.Migrate(ctx); err != nil {
-		panic(err)
-	}
-	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id BIGINT PRIMARY KEY, status TEXT NOT NULL)"); err != nil {
-		panic(err)
-	}
-	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
-	if err != nil {
-		panic(err)
-	}
+	_, drv, w, done := exampleOrders(ctx) // set up as in Example
+	defer done()
 
 	placeOrder := func(id int) error {
 		return drv.WriteOnCommit(ctx, w, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
@@ -265,4 +225,29 @@ func ExampleDriver_WriteOnCommit() {
 	// Output:
 	// again: true
 	// pending=1 sent=0 dead=0
+}
+
+// exampleOrders sets up the examples whose subject is one way of writing,
+// as Example does: a migrated outbox in a schema of its own, an orders
+// table, and a Writer. done closes the pool and drops the schema.
+func exampleOrders(ctx context.Context) (pool *pgxpool.Pool, drv *outboxpgx.Driver, w *outbox.Writer[pgx.Tx], done func()) {
+	dsn, drop := exampleSchema(ctx)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		panic(err)
+	}
+	done = func() { pool.Close(); drop() }
+	if drv, err = outboxpgx.New(pool, outbox.Tables{}); err != nil {
+		panic(err)
+	}
+	if err := drv.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id BIGINT PRIMARY KEY, status TEXT NOT NULL)"); err != nil {
+		panic(err)
+	}
+	if w, err = outbox.NewWriter(drv, outbox.WriterConfig{}); err != nil {
+		panic(err)
+	}
+	return pool, drv, w, done
 }
