@@ -27,9 +27,16 @@ func replyError(err error) (redis.Error, bool) {
 //   - TRYAGAIN, CLUSTERDOWN: cluster resharding or failure.
 //   - OOM: maxmemory reached with a noeviction policy; consumers trimming
 //     or an operator will free memory, and every message would fail alike.
+//   - MISCONF: the last background save failed and the server is set to stop
+//     writes until one succeeds (stop-writes-on-bgsave-error, the default
+//     when save points are set): a full or failing disk.
+//   - NOREPLICAS: fewer replicas are in sync than min-replicas-to-write.
+//   - "max number of clients reached": the server refused the connection
+//     (maxclients).
 //   - NOAUTH, WRONGPASS: credentials changed under a running client; only
 //     configuration fixes them, but every message would fail alike.
-var transientReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOAUTH", "WRONGPASS"}
+var transientReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "OOM",
+	"MISCONF", "NOREPLICAS", "max number of clients reached", "NOAUTH", "WRONGPASS"}
 
 // unavailable reports whether err means Redis could not take the command at
 // all, as opposed to refusing this one command (WRONGTYPE, NOPERM on a key, a
@@ -64,6 +71,10 @@ func hint(err error) string {
 		return " (check the user and password in the URL)"
 	case strings.HasPrefix(msg, "OOM"):
 		return " (Redis reached maxmemory: trim the streams, e.g. with the maxlen parameter, or raise maxmemory)"
+	case strings.HasPrefix(msg, "MISCONF"):
+		return " (Redis's last background save failed: see its log, usually a full disk or an unwritable dir)"
+	case strings.HasPrefix(msg, "NOREPLICAS"):
+		return " (fewer replicas are in sync than min-replicas-to-write: check the replicas)"
 	}
 	return ""
 }

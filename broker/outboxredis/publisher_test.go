@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -210,6 +212,9 @@ func TestUnavailableClassification(t *testing.T) {
 		{redisError("LOADING Redis is loading the dataset in memory"), true},
 		{redisError("READONLY You can't write against a read only replica."), true},
 		{redisError("OOM command not allowed when used memory > 'maxmemory'."), true},
+		{redisError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."), true},
+		{redisError("NOREPLICAS Not enough good replicas to write."), true},
+		{redisError("ERR max number of clients reached"), true},
 		{redisError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
 		{redisError("NOPERM this user has no permissions to access one of the keys used as arguments"), false},
 		{redisError("ERR syntax error"), false},
@@ -227,26 +232,108 @@ type redisError string
 func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError()     {}
 
-// TestOOMIsUnavailable: Redis at maxmemory refuses every write alike, so the
-// relay must pause, not spend the messages' retries.
-func TestOOMIsUnavailable(t *testing.T) {
+// TestServerWideRefusalsAreUnavailable: a Redis that refuses every write
+// alike (maxmemory reached, a failed background save, too few replicas) must
+// pause the relay, not spend the messages' retries and in the end mark them
+// DEAD. Each case puts a private server into that state for real, checks
+// that Publish says Unavailable with a hint, then lifts it and publishes.
+func TestServerWideRefusalsAreUnavailable(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	pub := newTestPublisher(t, PublisherConfig{URL: srv.URL("")})
-	admin := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(srv.URL(""), "redis://"), "/0")})
-	defer func() { _ = admin.Close() }()
-	ctx := context.Background()
-	if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name, hint string
+		refuse     func(ctx context.Context, t *testing.T, srv *server, admin *redis.Client)
+		lift       func(ctx context.Context, t *testing.T, srv *server, admin *redis.Client)
+	}{
+		{
+			name: "maxmemory", hint: "maxmemory",
+			refuse: func(ctx context.Context, t *testing.T, _ *server, admin *redis.Client) {
+				configSet(ctx, t, admin, "maxmemory", "1")
+			},
+			lift: func(ctx context.Context, t *testing.T, _ *server, admin *redis.Client) {
+				configSet(ctx, t, admin, "maxmemory", "0")
+			},
+		},
+		{
+			name: "too few replicas", hint: "min-replicas-to-write",
+			refuse: func(ctx context.Context, t *testing.T, _ *server, admin *redis.Client) {
+				configSet(ctx, t, admin, "min-replicas-to-write", "1")
+			},
+			lift: func(ctx context.Context, t *testing.T, _ *server, admin *redis.Client) {
+				configSet(ctx, t, admin, "min-replicas-to-write", "0")
+			},
+		},
+		{
+			// A directory where the snapshot goes makes the save's final
+			// rename fail, as a full disk would make its write fail.
+			name: "failed background save", hint: "background save failed",
+			refuse: func(ctx context.Context, t *testing.T, srv *server, admin *redis.Client) {
+				if err := os.MkdirAll(filepath.Join(srv.dir, "dump.rdb", "in-the-way"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				configSet(ctx, t, admin, "save", "3600 1")
+				waitSave(ctx, t, admin, "err")
+			},
+			lift: func(ctx context.Context, t *testing.T, srv *server, admin *redis.Client) {
+				if err := os.RemoveAll(filepath.Join(srv.dir, "dump.rdb")); err != nil {
+					t.Fatal(err)
+				}
+				waitSave(ctx, t, admin, "ok")
+			},
+		},
 	}
-	errs := pub.Publish(ctx, []outbox.Message{{MsgID: "m", Topic: "t", Payload: json.RawMessage(`1`)}})
-	if len(errs) != 1 || !outbox.IsUnavailable(errs[0]) || !strings.Contains(errs[0].Error(), "maxmemory") {
-		t.Fatalf("Publish at maxmemory: %v, want Unavailable with a hint", errs)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := startServer(t)
+			pub := newTestPublisher(t, PublisherConfig{URL: srv.URL("")})
+			admin := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", srv.port)})
+			defer func() { _ = admin.Close() }()
+			ctx := context.Background()
+			msgs := []outbox.Message{{MsgID: "m1", Topic: "t", Payload: json.RawMessage(`1`)}, {MsgID: "m2", Topic: "t", Payload: json.RawMessage(`2`)}}
+			c.refuse(ctx, t, srv, admin)
+			errs := pub.Publish(ctx, msgs)
+			if len(errs) != len(msgs) {
+				t.Fatalf("Publish while Redis refuses writes: %v, want an error per message", errs)
+			}
+			for _, err := range errs {
+				if !outbox.IsUnavailable(err) || !strings.Contains(err.Error(), c.hint) {
+					t.Fatalf("Publish while Redis refuses writes: %v, want Unavailable with a hint containing %q", err, c.hint)
+				}
+			}
+			c.lift(ctx, t, srv, admin)
+			if errs := pub.Publish(ctx, msgs); errs != nil {
+				t.Fatalf("Publish once Redis takes writes again: %v", errs)
+			}
+		})
 	}
-	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
+}
+
+func configSet(ctx context.Context, t *testing.T, admin *redis.Client, name, value string) {
+	t.Helper()
+	if err := admin.ConfigSet(ctx, name, value).Err(); err != nil {
+		t.Fatalf("CONFIG SET %s %s: %v", name, value, err)
 	}
-	if errs := pub.Publish(ctx, []outbox.Message{{MsgID: "m", Topic: "t", Payload: json.RawMessage(`1`)}}); errs != nil {
-		t.Fatalf("Publish after memory was freed: %v", errs)
+}
+
+// waitSave starts a background save and waits until Redis reports its
+// outcome as want ("ok" or "err").
+func waitSave(ctx context.Context, t *testing.T, admin *redis.Client, want string) {
+	t.Helper()
+	if err := admin.BgSave(ctx).Err(); err != nil {
+		t.Fatalf("BGSAVE: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := admin.Info(ctx, "persistence").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "rdb_bgsave_in_progress:0") && strings.Contains(info, "rdb_last_bgsave_status:"+want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the background save did not end with %q:\n%s", want, info)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
