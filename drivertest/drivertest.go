@@ -54,6 +54,8 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("RelaySlowBroker", s.testRelaySlowBroker)
 	t.Run("RelayFailures", s.testRelayFailures)
 	t.Run("RelayUnavailable", s.testRelayUnavailable)
+	t.Run("RelayDueBehindBackoff", s.testDueBehindBackoff)
+	t.Run("RelayBackoffFromFailure", s.testBackoffFromFailure)
 	t.Run("RelayStopFinishesBatch", s.testRelayStop)
 	t.Run("TwoRelays", s.testTwoRelays)
 	t.Run("LateCommit", s.testLateCommit)

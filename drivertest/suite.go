@@ -677,6 +677,91 @@ func (s suite[TTx]) testRelayFailures(t *testing.T) {
 	}
 }
 
+// testDueBehindBackoff: rows waiting out a long backoff, ahead of a row that
+// is due, do not hide it from the claim, however many of them there are per
+// batch (the claim must count only due rows towards its limit).
+func (s suite[TTx]) testDueBehindBackoff(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	msgs := append(manyMsgs("wait", 40), msg("due"))
+	s.write(t, env, msgs...)
+	// First pass: every "wait" message is refused (retried in an hour), and
+	// "due" meets an unreachable broker (released: due again at once).
+	first := outbox.BatchPublishFunc(func(_ context.Context, msgs []outbox.Message) []error {
+		errs := make([]error, len(msgs))
+		for i, m := range msgs {
+			if m.MsgID == "due" {
+				errs[i] = outbox.Unavailable(errors.New("connection refused"))
+			} else {
+				errs[i] = errors.New("refused")
+			}
+		}
+		return errs
+	})
+	r := newRelay(t, env.Driver, first, outbox.RelayConfig{RetryBase: time.Hour, RetryMax: time.Hour})
+	if rep, err := r.RunOnce(ctx); err != nil || rep.Retried != 40 {
+		t.Fatalf("first pass: %+v, %v; want 40 retried", rep, err)
+	}
+	// A relay with a batch of one: 40 rows not due lie before the due one.
+	rec := &recorder{}
+	r = newRelay(t, env.Driver, rec, outbox.RelayConfig{BatchSize: 1})
+	for i := 0; i < 3 && len(rec.ids()) == 0; i++ {
+		if _, err := r.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rec.ids(); len(got) != 1 || got[0] != "due" {
+		t.Fatalf("claims with rows in backoff ahead of a due one published %v, want [due]", got)
+	}
+	if n := s.count(t, env, "status = 0 AND retries = 1"); n != 40 {
+		t.Fatalf("rows still waiting out their backoff = %d, want 40", n)
+	}
+}
+
+// testBackoffFromFailure: a failed message's backoff, and a DEAD message's
+// dead_at, count from when the failure was recorded, not from when the batch
+// was claimed: a slow broker must not eat the backoff while it answers.
+func (s suite[TTx]) testBackoffFromFailure(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	const slow = 700 * time.Millisecond
+	refuseSlowly := outbox.BatchPublishFunc(func(_ context.Context, msgs []outbox.Message) []error {
+		time.Sleep(slow)
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = errors.New("refused after a while")
+		}
+		return errs
+	})
+	s.write(t, env, msg("slow-retry"))
+	// Equal jitter: the delay is 500 ms to 1 s, so next_retry_at is at least
+	// created_at + 700 ms + 500 ms; counted from the claim it could be 1 s at most.
+	r := newRelay(t, env.Driver, refuseSlowly, outbox.RelayConfig{RetryBase: time.Second, RetryMax: time.Second})
+	if rep, err := r.RunOnce(ctx); err != nil || rep.Retried != 1 {
+		t.Fatalf("RunOnce: %+v, %v; want 1 retried", rep, err)
+	}
+	m, err := env.Driver.GetMessage(ctx, "slow-retry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := m.NextRetryAt.Sub(m.CreatedAt); d < slow+500*time.Millisecond-50*time.Millisecond {
+		t.Fatalf("next_retry_at is %s after created_at, want at least %s (the publish took %s, the backoff is 500ms or more)", d, slow+500*time.Millisecond, slow)
+	}
+	s.write(t, env, msg("slow-dead"))
+	r = newRelay(t, env.Driver, refuseSlowly, outbox.RelayConfig{MaxRetries: 1})
+	if rep, err := r.RunOnce(ctx); err != nil || rep.Dead != 1 {
+		t.Fatalf("RunOnce: %+v, %v; want 1 dead", rep, err)
+	}
+	if m, err = env.Driver.GetMessage(ctx, "slow-dead"); err != nil {
+		t.Fatal(err)
+	}
+	if d := m.DeadAt.Sub(m.CreatedAt); d < slow-50*time.Millisecond {
+		t.Fatalf("dead_at is %s after created_at, want at least %s (the publish that failed took that long)", d, slow)
+	}
+}
+
 func (s suite[TTx]) testRelayUnavailable(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)

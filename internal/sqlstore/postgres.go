@@ -66,7 +66,9 @@ RETURNING msg_id`,
 	// wanted) and applies the lock only to the rows the outer LIMIT takes: a
 	// lock condition next to the scan would, in a sequential scan, lock every
 	// chunk. Sixteen batches of candidates leave room for the rows other
-	// relays hold.
+	// relays hold. Only due rows are candidates: were the due test outside
+	// the subqueries, rows waiting out a backoff could fill the sixteen
+	// batches and hide a due row behind them for as long as they wait.
 	//
 	// Both update the rows by ctid = ANY(the ctids the scan found): a TID
 	// scan goes straight to the row versions the claim saw, where
@@ -127,17 +129,15 @@ RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
   SELECT c.ctid FROM (
-    (SELECT ctid, id, next_retry_at FROM {{outbox}}
-     WHERE next_retry_at > created_at AND id <= $1 AND status = 0
+    (SELECT ctid, id FROM {{outbox}}
+     WHERE next_retry_at > created_at AND id <= $1 AND status = 0 AND next_retry_at <= now()
      ORDER BY id LIMIT $2 * 16)
     UNION ALL
-    (SELECT ctid, id, next_retry_at FROM {{outbox}}
-     WHERE id > $1 AND status = 0
+    (SELECT ctid, id FROM {{outbox}}
+     WHERE id > $1 AND status = 0 AND next_retry_at <= now()
      ORDER BY id LIMIT $2 * 16)
   ) AS c
-  WHERE CASE WHEN c.next_retry_at <= now()
-        THEN pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647))
-        ELSE false END
+  WHERE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647))
   LIMIT $2
 )
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
@@ -195,16 +195,20 @@ RETURNING h.lwm`,
 	// the time in dead_at (schema version 4) and sets next_retry_at back to
 	// created_at, so that the row leaves the requeued index: there, every
 	// rescan would walk over it until an operator retried or dropped it.
+	// The times are clock_timestamp(), the time of the mark: this statement
+	// runs in the claim's transaction, whose now() is when the claim began,
+	// before the publish (a publish that timed out after 30 s would
+	// otherwise come due again at once, its backoff spent while it waited).
 	markOthers: `UPDATE {{outbox}} AS o SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
   sent_at       = NULL,
   retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
   next_retry_at = CASE f.k
-    WHEN 1 THEN greatest(now() + f.d * interval '1 millisecond', o.created_at + interval '1 microsecond')
+    WHEN 1 THEN greatest(clock_timestamp() + f.d * interval '1 millisecond', o.created_at + interval '1 microsecond')
     WHEN 2 THEN o.created_at
-    ELSE greatest(now(), o.created_at + interval '1 microsecond') END,
+    ELSE greatest(clock_timestamp(), o.created_at + interval '1 microsecond') END,
   last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END,
-  dead_at       = CASE f.k WHEN 2 THEN now() END
+  dead_at       = CASE f.k WHEN 2 THEN clock_timestamp() END
 FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
 WHERE o.id = f.id`,
 
