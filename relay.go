@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // RelayConfig configures a Relay. Zero fields take their defaults.
@@ -590,14 +592,33 @@ func (r *Relay) outcome(m Message, err error) Outcome {
 	case IsUnavailable(err), errors.Is(err, ErrHeldBack):
 		return Outcome{Kind: OutcomeRelease}
 	}
-	text := err.Error()
-	if len(text) > 2000 {
-		text = text[:2000]
-	}
+	text := errorText(err)
 	if m.Retries+1 >= r.cfg.MaxRetries {
 		return Outcome{Kind: OutcomeDead, Error: text}
 	}
 	return Outcome{Kind: OutcomeRetry, Error: text, Delay: r.backoff(m.Retries)}
+}
+
+// maxErrorText is the most of an error's text a row keeps in last_error.
+const maxErrorText = 2000
+
+// errorText returns err's text as last_error keeps it: at most maxErrorText
+// bytes, cut at a character boundary, valid UTF-8, and without NUL bytes,
+// which PostgreSQL can store neither in text nor in jsonb. A publisher's
+// error may quote whatever the broker sent; were the text not storable, the
+// mark would fail and the whole batch would be published again, over and
+// over.
+func errorText(err error) string {
+	text := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	text = strings.ReplaceAll(text, "\x00", "\uFFFD")
+	if len(text) > maxErrorText {
+		cut := maxErrorText
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut]
+	}
+	return text
 }
 
 // backoff returns the delay after failure number attempt+1: RetryBase doubled

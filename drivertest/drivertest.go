@@ -56,6 +56,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("RelayUnavailable", s.testRelayUnavailable)
 	t.Run("RelayDueBehindBackoff", s.testDueBehindBackoff)
 	t.Run("RelayBackoffFromFailure", s.testBackoffFromFailure)
+	t.Run("RelayErrorTextStored", s.testErrorTextStored)
 	t.Run("RelayStopFinishesBatch", s.testRelayStop)
 	t.Run("TwoRelays", s.testTwoRelays)
 	t.Run("LateCommit", s.testLateCommit)

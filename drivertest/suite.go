@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outbox-go/outbox"
 )
@@ -759,6 +760,44 @@ func (s suite[TTx]) testBackoffFromFailure(t *testing.T) {
 	}
 	if d := m.DeadAt.Sub(m.CreatedAt); d < slow-50*time.Millisecond {
 		t.Fatalf("dead_at is %s after created_at, want at least %s (the publish that failed took that long)", d, slow)
+	}
+}
+
+// testErrorTextStored: whatever bytes a publisher's error holds (a NUL, bytes
+// that are not UTF-8, a multi-byte character where the text is cut), the
+// failure is recorded and the row takes its retry path; an unstorable text
+// would fail the mark and publish the whole batch again and again.
+func (s suite[TTx]) testErrorTextStored(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	s.write(t, env, msg("bad-bytes"), msg("fine"))
+	long := strings.Repeat("a", 1999) + "é and more"
+	texts := map[string]string{"bad-bytes": "broker said \x00\xff\xfe: " + long}
+	refuse := outbox.PublishFunc(func(_ context.Context, m outbox.Message) error {
+		if t, ok := texts[m.MsgID]; ok {
+			return errors.New(t)
+		}
+		return nil
+	})
+	r := newRelay(t, env.Driver, refuse, outbox.RelayConfig{RetryBase: time.Hour, RetryMax: time.Hour})
+	rep, err := r.RunOnce(ctx)
+	if err != nil || rep.Sent != 1 || rep.Retried != 1 {
+		t.Fatalf("RunOnce: %+v, %v; want 1 sent and 1 retried", rep, err)
+	}
+	m, err := env.Driver.GetMessage(ctx, "bad-bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != outbox.StatusNew || m.Retries != 1 {
+		t.Fatalf("after the failure: status %v retries %d, want NEW 1", m.Status, m.Retries)
+	}
+	if !utf8.ValidString(m.LastError) || strings.ContainsRune(m.LastError, 0) || len(m.LastError) > 2000 ||
+		!strings.HasPrefix(m.LastError, "broker said ") {
+		t.Fatalf("last_error %q (%d bytes): want valid UTF-8 without NUL, at most 2000 bytes", m.LastError[:min(len(m.LastError), 40)], len(m.LastError))
+	}
+	if n := s.count(t, env, "status = 1"); n != 1 {
+		t.Fatalf("SENT rows = %d, want 1: the batch's mark did not hold", n)
 	}
 }
 
