@@ -15,8 +15,11 @@ var mysqlDialect = dialect{
 	existing: `SELECT o.msg_id FROM {{outbox}} o
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j ON o.msg_id = j.m`,
 
-	consume: `INSERT INTO {{inbox}} (consumer_group, msg_id) VALUES (?, ?)
-ON DUPLICATE KEY UPDATE msg_id = msg_id`,
+	// A duplicate is the key error (ErrUnique), which InnoDB rolls back
+	// alone, leaving the transaction usable. Not ON DUPLICATE KEY UPDATE and
+	// "0 rows affected": with clientFoundRows=true in the DSN MySQL counts
+	// the duplicate as 1 row, the same as a new one.
+	consume: `INSERT INTO {{inbox}} (consumer_group, msg_id) VALUES (?, ?)`,
 
 	// Claims run at READ COMMITTED (Store.Claim): record locks on the
 	// claimed rows only, no gap locks where writers insert. From the start
