@@ -355,8 +355,8 @@ func (p *pipeline) pauseFor(d time.Duration) {
 
 // publishLoop publishes and marks the batches Run claims, one at a time. A
 // batch that arrives during a pause or after ctx is cancelled is released
-// unpublished, and so is one that has waited so long that less than half a
-// PublishTimeout is left of its lease.
+// unpublished, and so is one that has waited so long that its publish
+// window (publishWindow) is less than half a PublishTimeout.
 func (r *Relay) publishLoop(ctx context.Context, p *pipeline) {
 	pause := time.Duration(0)
 	for b := range p.batches {
@@ -371,7 +371,7 @@ func (r *Relay) publishLoop(ctx context.Context, p *pipeline) {
 // pause now in force (0 when all went well).
 func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time.Duration) time.Duration {
 	log := r.cfg.Logger
-	if ctx.Err() != nil || !p.pausedUntil().IsZero() || time.Until(b.start.Add(r.cfg.Lease)) < r.cfg.PublishTimeout/2 {
+	if ctx.Err() != nil || !p.pausedUntil().IsZero() || r.publishWindow(b) < r.cfg.PublishTimeout/2 {
 		if err := b.claim.Abort(context.WithoutCancel(ctx)); err != nil {
 			log.Warn("outbox relay: releasing a claimed batch failed", "error", err)
 		}
@@ -474,6 +474,17 @@ func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 	return batch{claim: claim, msgs: msgs, start: start, claimTook: took, fromCursor: after > 0}, nil
 }
 
+// publishWindow is how long batch b may publish from now: PublishTimeout,
+// or less for a batch that waited behind the previous one, so that its
+// publish ends early enough in the lease of a lease-based store (SQLite) for
+// the mark to follow within the lease. The mark is given half of what the
+// lease holds beyond PublishTimeout (15 s by default); past its lease the
+// batch could be claimed by another relay and published twice.
+func (r *Relay) publishWindow(b batch) time.Duration {
+	markReserve := (r.cfg.Lease - r.cfg.PublishTimeout) / 2
+	return min(r.cfg.PublishTimeout, time.Until(b.start.Add(r.cfg.Lease))-markReserve)
+}
+
 // deliver publishes a claimed batch and records every message's outcome.
 // From here on the batch is the relay's: it is finished even if ctx is
 // cancelled.
@@ -485,9 +496,7 @@ func (r *Relay) deliver(ctx context.Context, b batch) (BatchReport, error) {
 // publishBatch publishes a claimed batch and decides every message's outcome.
 func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outcome) {
 	msgs := b.msgs
-	// Publishing ends within the lease of a lease-based store (SQLite), even
-	// for a batch that waited behind the previous one.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(r.cfg.PublishTimeout, time.Until(b.start.Add(r.cfg.Lease))))
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.publishWindow(b))
 	pstart := time.Now()
 	errs := r.publish(pctx, msgs)
 	took := time.Since(pstart)

@@ -22,6 +22,8 @@ type fakeStore struct {
 	afterIDs []int64        // AfterID of every claim
 	finished [][]Outcome
 	marks    int // Finish calls of non-empty claims, failed or not
+	// lateMarks counts the marks that came after their claim's lease ended.
+	lateMarks int
 	aborted  int
 	// failMark, when set, is asked by Finish call number n (from 1, non-empty
 	// claims only) whether it fails; a failed Finish releases the rows as
@@ -93,12 +95,14 @@ func (s *fakeStore) Claim(_ context.Context, p ClaimParams) (Claim, error) {
 	if s.onClaim != nil {
 		s.onClaim(n)
 	}
-	return &fakeClaim{s: s, msgs: out}, nil
+	return &fakeClaim{s: s, msgs: out, claimed: start, lease: p.Lease}, nil
 }
 
 type fakeClaim struct {
-	s    *fakeStore
-	msgs []Message
+	s       *fakeStore
+	msgs    []Message
+	claimed time.Time
+	lease   time.Duration
 }
 
 func (c *fakeClaim) Messages() []Message { return c.msgs }
@@ -130,6 +134,9 @@ func (c *fakeClaim) Finish(_ context.Context, outcomes []Outcome) error {
 		return nil
 	}
 	c.s.marks++
+	if time.Since(c.claimed) >= c.lease {
+		c.s.lateMarks++
+	}
 	if c.s.failMark != nil && c.s.failMark(c.s.marks) {
 		return errors.New("connection reset")
 	}
@@ -442,6 +449,42 @@ func TestRelayRunOverlapsClaimAndPublish(t *testing.T) {
 		if m.Status != StatusSent {
 			t.Fatalf("message %d is %v after Run", m.ID, m.Status)
 		}
+	}
+}
+
+// A batch claimed while a slow broker holds the previous one publishes only
+// if its publish can end early enough in its lease for the mark to follow
+// within it; otherwise it is released. A mark past the lease could finish
+// rows that another relay (SQLite) has claimed again and is publishing.
+func TestRelayRunMarksWithinTheLease(t *testing.T) {
+	st := newFakeStore(20)
+	pub := BatchPublishFunc(func(ctx context.Context, msgs []Message) []error {
+		select {
+		case <-time.After(550 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			errs := make([]error, len(msgs))
+			for i := range errs {
+				errs[i] = Unavailable(ctx.Err())
+			}
+			return errs
+		}
+	})
+	r, err := NewRelay(st, pub, RelayConfig{BatchSize: 10, PublishTimeout: 600 * time.Millisecond, Lease: time.Second,
+		Interval: time.Hour, RescanInterval: time.Hour, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntil(r, 10*time.Second, func() bool { return st.batchesFinished() >= 2 }); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.lateMarks != 0 {
+		t.Fatalf("%d of %d marks came after their claim's lease had ended", st.lateMarks, st.marks)
+	}
+	if st.aborted == 0 {
+		t.Fatal("the batch that waited behind the slow one was not released")
 	}
 }
 
