@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -41,6 +42,11 @@ func (e *ReturnedError) Error() string {
 		e.Code, e.Reason, e.Exchange, e.RoutingKey)
 }
 
+// ErrBlocked marks a message not sent because RabbitMQ blocks publishers on
+// the connection (connection.blocked: a memory or disk alarm). The error
+// satisfies outbox.IsUnavailable: the relay pauses without spending retries.
+var ErrBlocked = errors.New("outboxamqp: RabbitMQ blocks publishers: a resource alarm (memory or disk, see rabbitmq-diagnostics alarms)")
+
 // ErrNacked marks a message the broker negatively acknowledged (basic.nack):
 // it could not take it, e.g. a queue in reject-publish overflow. It is a
 // refusal: it spends one of the message's retries.
@@ -55,6 +61,7 @@ type Publisher struct {
 
 	mu     sync.Mutex
 	conn   *amqp.Connection
+	block  *connBlock // conn's blocked state
 	idle   []*confirmChannel
 	closed bool
 	wg     sync.WaitGroup // the channels' confirm readers
@@ -139,6 +146,38 @@ func fill(n int, err error) []error {
 	return errs
 }
 
+// connBlock is whether RabbitMQ blocks publishers on a connection: during a
+// resource alarm (memory or disk) it sends connection.blocked and stops
+// reading from a connection that publishes, so that a write could wait for as
+// long as the alarm lasts, whatever the context says (amqp091-go does not
+// interrupt a write). Publish sends nothing on a blocked connection.
+type connBlock struct {
+	reason atomic.Pointer[string] // nil while not blocked
+}
+
+// watch follows conn's blocked and unblocked notices until it closes.
+func (b *connBlock) watch(notices <-chan amqp.Blocking) {
+	for n := range notices {
+		if n.Active {
+			reason := n.Reason
+			b.reason.Store(&reason)
+		} else {
+			b.reason.Store(nil)
+		}
+	}
+}
+
+// blocked returns the broker's reason when it blocks publishers.
+func (b *connBlock) blocked() (string, bool) {
+	if b == nil {
+		return "", false
+	}
+	if r := b.reason.Load(); r != nil {
+		return *r, true
+	}
+	return "", false
+}
+
 // connection returns the open connection, connecting when there is none.
 func (p *Publisher) connection(ctx context.Context) (*amqp.Connection, error) {
 	select {
@@ -172,6 +211,8 @@ func (p *Publisher) connection(ctx context.Context) (*amqp.Connection, error) {
 		return nil, err
 	}
 	lost := conn.NotifyClose(make(chan *amqp.Error, 1))
+	block := &connBlock{}
+	notices := conn.NotifyBlocked(make(chan amqp.Blocking, 1))
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -179,9 +220,13 @@ func (p *Publisher) connection(ctx context.Context) (*amqp.Connection, error) {
 		return nil, outbox.Unavailable(ErrClosed)
 	}
 	reconnected := p.conn != nil
-	p.conn, p.idle = conn, nil
-	p.wg.Add(1)
+	p.conn, p.block, p.idle = conn, block, nil
+	p.wg.Add(2)
 	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		block.watch(notices)
+	}()
 	if reconnected {
 		p.s.logger.Info("outboxamqp: publisher reconnected", "broker", p.s.redacted)
 	}
@@ -215,6 +260,9 @@ func (p *Publisher) acquire(ctx context.Context) (*confirmChannel, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.mu.Lock()
+	block := p.block
+	p.mu.Unlock()
 	ch, err := conn.Channel()
 	if err == nil {
 		if err = ch.Confirm(false); err != nil {
@@ -236,7 +284,7 @@ func (p *Publisher) acquire(ctx context.Context) (*confirmChannel, error) {
 		defer p.wg.Done()
 		c.read()
 	}()
-	c.conn = conn
+	c.conn, c.block = conn, block
 	return c, nil
 }
 
@@ -256,6 +304,7 @@ func (p *Publisher) release(c *confirmChannel) {
 // the messages waiting for them.
 type confirmChannel struct {
 	conn     *amqp.Connection
+	block    *connBlock // conn's
 	ch       *amqp.Channel
 	confirms <-chan amqp.Confirmation
 	returns  <-chan amqp.Return
@@ -410,6 +459,10 @@ func (c *confirmChannel) publish(ctx context.Context, s *publisherSettings, msgs
 			fail(i, outbox.Unavailable(fmt.Errorf("outboxamqp: not published: %w", context.Cause(ctx))))
 			continue
 		}
+		if reason, blocked := c.block.blocked(); blocked {
+			fail(i, outbox.Unavailable(fmt.Errorf("%w (%s): not sent until the alarm clears", ErrBlocked, reason)))
+			continue
+		}
 		pub := publishing(m, s.source)
 		key := strings.ReplaceAll(s.routingKey, "{topic}", m.Topic)
 		c.mu.Lock()
@@ -423,10 +476,10 @@ func (c *confirmChannel) publish(ctx context.Context, s *publisherSettings, msgs
 		c.pending[tag] = &slot{b: b, i: i, msgID: m.MsgID}
 		b.left++
 		c.mu.Unlock()
-		// The context does not interrupt a write in amqp091-go; a batch is
-		// small enough to fit in the socket's buffers, so a broker that
-		// blocks publishers (a memory alarm) shows as confirms that do not
-		// come before ctx ends.
+		// The context does not interrupt a write in amqp091-go. A broker
+		// that blocks publishers (a resource alarm) says so first
+		// (connBlock), and nothing more is written; what was written before
+		// the notice shows as confirms that do not come before ctx ends.
 		if err := c.ch.PublishWithContext(ctx, s.exchange, key, true, false, pub); err != nil {
 			c.mu.Lock()
 			if _, ok := c.pending[tag]; ok {

@@ -165,6 +165,23 @@ func (n *Node) Stop(t testing.TB) {
 	t.Logf("rabbittest: node %s stopped after %s", n.name, time.Since(start).Round(time.Millisecond))
 }
 
+// Ctl is the rabbitmqctl of the RabbitMQ installation on this machine.
+var Ctl = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+
+// Ctl runs rabbitmqctl against the node with args (e.g.
+// "set_vm_memory_high_watermark", "0.0001" to raise a memory alarm) and
+// returns its output.
+func (n *Node) Ctl(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(context.Background(), Ctl, append([]string{"-n", n.name}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+n.dir, "ERL_EPMD_ADDRESS=127.0.0.1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbittest: rabbitmqctl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
 // Restart stops the node and starts it again on the same port and data.
 func (n *Node) Restart(t testing.TB) {
 	t.Helper()
