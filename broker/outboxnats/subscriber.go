@@ -216,7 +216,10 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Handler) {
 	md, err := msg.Metadata()
 	if err != nil {
-		s.log.Error("outboxnats: a message without JetStream metadata; skipped", "group", s.st.Group, "subject", msg.Subject(), "err", err)
+		// Not a JetStream delivery that can be told apart from the next one:
+		// terminate it, or it would come back after every AckWait.
+		s.log.Error("outboxnats: a message without JetStream metadata; terminated", "group", s.st.Group, "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
 		return
 	}
 	m, err := decodeMessage(msg.Headers(), msg.Data())
