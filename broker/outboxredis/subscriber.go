@@ -321,14 +321,27 @@ func (r *runner) reclaim() (more bool, err error) {
 }
 
 // handleAll handles entries in order. When Run's context ends before all
-// are handled, the rest are given back to the group.
+// are handled, the rest are given back to the group. The entries not yet
+// settled, the one in hand and those waiting behind it, are kept claimed
+// (keepClaimed) for as long as the batch takes, so that no other consumer
+// takes a waiting entry as idle and handles it as well.
 func (r *runner) handleAll(msgs []redis.XMessage, deliveries []int64) error {
+	ids := make([]string, len(msgs))
+	for i := range msgs {
+		ids[i] = msgs[i].ID
+	}
+	var next atomic.Int64 // the first entry not yet settled
+	stop := r.keepClaimed(func() []string { return ids[next.Load():] })
+	defer stop()
 	for i := range msgs {
 		if r.ctx.Err() != nil {
+			stop()
 			r.release(msgs[i:], deliveries[i:])
 			return nil
 		}
-		if err := r.handle(&msgs[i], deliveries[i]); err != nil {
+		err := r.handle(&msgs[i], deliveries[i])
+		next.Store(int64(i + 1))
+		if err != nil {
 			return err
 		}
 	}
@@ -363,9 +376,7 @@ func (r *runner) handle(e *redis.XMessage, deliveries int64) error {
 	if deliveries > limit {
 		return r.deadLetter(e, deliveries, fmt.Sprintf("delivered %d times, over MaxDeliveries (%d): a consumer stopped or died while handling it", deliveries, limit))
 	}
-	stop := r.keepClaimed(e.ID)
 	herr := r.h(r.hctx, m)
-	stop()
 	switch {
 	case herr == nil:
 		ctx, cancel := r.opContext()
@@ -379,11 +390,11 @@ func (r *runner) handle(e *redis.XMessage, deliveries int64) error {
 	return nil // left pending: delivered again after MinIdle
 }
 
-// keepClaimed resets the entry's idle time every MinIdle/2 while the
-// handler runs, so that no other consumer reclaims it meanwhile. XCLAIM
-// with JUSTID does not count a delivery. The returned stop waits for a
-// claim in flight.
-func (r *runner) keepClaimed(id string) (stop func()) {
+// keepClaimed resets the idle time of the entries ids returns every
+// MinIdle/2, until stop, so that no other consumer reclaims them meanwhile.
+// XCLAIM with JUSTID does not count a delivery. The returned stop waits for
+// a claim in flight; calling it again does nothing.
+func (r *runner) keepClaimed(ids func() []string) (stop func()) {
 	every := r.s.cfg.MinIdle / 2
 	var mu sync.Mutex
 	stopped := false
@@ -395,11 +406,13 @@ func (r *runner) keepClaimed(id string) (stop func()) {
 		if stopped {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), every)
-		_ = r.s.rdb.XClaimJustID(ctx, &redis.XClaimArgs{
-			Stream: r.s.stream, Group: r.s.cfg.Group, Consumer: r.s.cfg.Consumer, Messages: []string{id},
-		}).Err()
-		cancel()
+		if list := ids(); len(list) > 0 {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), every)
+			_ = r.s.rdb.XClaimJustID(ctx, &redis.XClaimArgs{
+				Stream: r.s.stream, Group: r.s.cfg.Group, Consumer: r.s.cfg.Consumer, Messages: list,
+			}).Err()
+			cancel()
+		}
 		t.Reset(every)
 	})
 	mu.Unlock()

@@ -337,6 +337,60 @@ func TestSlowHandlerKeepsEntry(t *testing.T) {
 	}
 }
 
+// TestEntriesReadAheadKeptClaimed: the entries of one read wait their turn
+// behind the handler; however long they wait, no other subscriber of the
+// group reclaims them as idle (each handler call here is shorter than
+// MinIdle/2, the batch together several times MinIdle).
+func TestEntriesReadAheadKeptClaimed(t *testing.T) {
+	t.Parallel()
+	rdb := sharedClient(t)
+	prefix := uniquePrefix(t, rdb)
+	template := prefix + ":{topic}"
+	pub := newTestPublisher(t, PublisherConfig{Stream: template})
+	const n = 8
+	var mu sync.Mutex
+	handled := map[string]int{}
+	started := make(chan struct{})
+	var once sync.Once
+	h := func(ctx context.Context, m outbox.Message) error {
+		once.Do(func() { close(started) })
+		mu.Lock()
+		handled[m.MsgID]++
+		mu.Unlock()
+		time.Sleep(testMinIdle * 2 / 5)
+		return nil
+	}
+	sub1 := newTestSubscriber(t, SubscriberConfig{Stream: template, Group: "g", Topic: "t", BatchSize: n})
+	sub2 := newTestSubscriber(t, SubscriberConfig{Stream: template, Group: "g", Topic: "t", BatchSize: n})
+	msgs, _ := testMessages("ahead", n, "t")
+	if errs := pub.Publish(context.Background(), msgs); errs != nil {
+		t.Fatal(errs)
+	}
+	stop1 := running(t, sub1, h) // reads all n at once
+	<-started
+	stop2 := running(t, sub2, h)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		done := len(handled)
+		mu.Unlock()
+		if done == n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(2 * testMinIdle)
+	stop1()
+	stop2()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range msgs {
+		if handled[m.MsgID] != 1 {
+			t.Errorf("%s handled %d times, want 1 (all: %v)", m.MsgID, handled[m.MsgID], handled)
+		}
+	}
+}
+
 // TestStopTimeout: the handler in hand keeps its context for StopTimeout
 // after Run's context ended, and then loses it.
 func TestStopTimeout(t *testing.T) {
