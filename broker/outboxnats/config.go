@@ -123,6 +123,11 @@ type SubscriberConfig struct {
 	DeliverNew bool
 	// Prefetch is how many messages the subscriber asks the broker for
 	// ahead of the handler (query parameter "prefetch"). Defaults to 16.
+	// A fetched message's AckWait runs while it waits its turn, and only the
+	// message in hand is kept in progress: keep Prefetch times the
+	// handler's time well under AckWait, or waiting messages are delivered
+	// again (the inbox absorbs the copy, but each copy counts towards
+	// MaxDeliveries).
 	Prefetch int
 	// Timeout bounds connecting, each JetStream API call, each confirmed ack
 	// and each dead-letter publish. Defaults to 5s.
