@@ -89,6 +89,10 @@
 //     channel was lost before the confirm, the context ended, or Timeout
 //     passed. The relay pauses and retries without spending the message's
 //     retries. The publisher reconnects on the next Publish.
+//   - ErrBlocked (also outbox.Unavailable): RabbitMQ blocks publishers on the
+//     connection during a memory or disk alarm (connection.blocked). Nothing
+//     more is sent on it until the broker unblocks it, since a write into a
+//     connection the broker no longer reads would wait past any context.
 //
 // Publish sends the whole batch on one channel before it waits for confirms
 // (a confirm may cover several messages); concurrent Publish calls each take

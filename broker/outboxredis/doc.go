@@ -64,7 +64,8 @@
 // Publish sends each batch as pipelines of XADD commands and then reads the
 // replies. Connection failures, timeouts, the end of ctx and replies that
 // refuse every write alike (LOADING, READONLY, MASTERDOWN, BUSY, TRYAGAIN,
-// CLUSTERDOWN, OOM, NOAUTH, WRONGPASS) satisfy outbox.IsUnavailable: the
+// CLUSTERDOWN, OOM, MISCONF, NOREPLICAS, "max number of clients reached",
+// NOAUTH, WRONGPASS) satisfy outbox.IsUnavailable: the
 // relay pauses and spends no retry. Any other error reply refuses that one
 // message, e.g. WRONGTYPE when the stream key holds a string.
 //
