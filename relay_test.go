@@ -24,7 +24,7 @@ type fakeStore struct {
 	marks    int // Finish calls of non-empty claims, failed or not
 	// lateMarks counts the marks that came after their claim's lease ended.
 	lateMarks int
-	aborted  int
+	aborted   int
 	// failMark, when set, is asked by Finish call number n (from 1, non-empty
 	// claims only) whether it fails; a failed Finish releases the rows as
 	// they were, as a rolled-back transaction does.
