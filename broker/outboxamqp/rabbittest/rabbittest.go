@@ -173,7 +173,7 @@ var Ctl = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 // returns its output.
 func (n *Node) Ctl(t testing.TB, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(context.Background(), Ctl, append([]string{"-n", n.name}, args...)...)
+	cmd := exec.CommandContext(context.Background(), Ctl, append([]string{"-n", n.name}, args...)...) //nolint:gosec // a test helper: the tests choose args
 	cmd.Env = append(os.Environ(), "HOME="+n.dir, "ERL_EPMD_ADDRESS=127.0.0.1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
