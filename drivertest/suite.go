@@ -689,16 +689,11 @@ func (s suite[TTx]) testDueBehindBackoff(t *testing.T) {
 	s.write(t, env, msgs...)
 	// First pass: every "wait" message is refused (retried in an hour), and
 	// "due" meets an unreachable broker (released: due again at once).
-	first := outbox.BatchPublishFunc(func(_ context.Context, msgs []outbox.Message) []error {
-		errs := make([]error, len(msgs))
-		for i, m := range msgs {
-			if m.MsgID == "due" {
-				errs[i] = outbox.Unavailable(errors.New("connection refused"))
-			} else {
-				errs[i] = errors.New("refused")
-			}
+	first := outbox.PublishFunc(func(_ context.Context, m outbox.Message) error {
+		if m.MsgID == "due" {
+			return outbox.Unavailable(errors.New("connection refused"))
 		}
-		return errs
+		return errors.New("refused")
 	})
 	r := newRelay(t, env.Driver, first, outbox.RelayConfig{RetryBase: time.Hour, RetryMax: time.Hour})
 	if rep, err := r.RunOnce(ctx); err != nil || rep.Retried != 40 {
@@ -728,13 +723,9 @@ func (s suite[TTx]) testBackoffFromFailure(t *testing.T) {
 	env := s.setup(t)
 	ctx := ctxT(t)
 	const slow = 700 * time.Millisecond
-	refuseSlowly := outbox.BatchPublishFunc(func(_ context.Context, msgs []outbox.Message) []error {
-		time.Sleep(slow)
-		errs := make([]error, len(msgs))
-		for i := range errs {
-			errs[i] = errors.New("refused after a while")
-		}
-		return errs
+	refuseSlowly := outbox.PublishFunc(func(context.Context, outbox.Message) error {
+		time.Sleep(slow) // one message per batch here
+		return errors.New("refused after a while")
 	})
 	s.write(t, env, msg("slow-retry"))
 	// Equal jitter: the delay is 500 ms to 1 s, so next_retry_at is at least

@@ -81,7 +81,7 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		return nil, err
 	}
 	p := &Publisher{s: s, dialing: make(chan struct{}, 1)}
-	if _, err := p.connection(ctx); err != nil {
+	if _, _, err := p.connection(ctx); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -178,26 +178,27 @@ func (b *connBlock) blocked() (string, bool) {
 	return "", false
 }
 
-// connection returns the open connection, connecting when there is none.
-func (p *Publisher) connection(ctx context.Context) (*amqp.Connection, error) {
+// connection returns the open connection and its blocked state, connecting
+// when there is none.
+func (p *Publisher) connection(ctx context.Context) (*amqp.Connection, *connBlock, error) {
 	select {
 	case p.dialing <- struct{}{}:
 	case <-ctx.Done():
-		return nil, outbox.Unavailable(fmt.Errorf("outboxamqp: connect to %s: %w", p.s.redacted, context.Cause(ctx)))
+		return nil, nil, outbox.Unavailable(fmt.Errorf("outboxamqp: connect to %s: %w", p.s.redacted, context.Cause(ctx)))
 	}
 	defer func() { <-p.dialing }()
 	p.mu.Lock()
-	conn, closed := p.conn, p.closed
+	conn, block, closed := p.conn, p.block, p.closed
 	p.mu.Unlock()
 	if closed {
-		return nil, outbox.Unavailable(ErrClosed)
+		return nil, nil, outbox.Unavailable(ErrClosed)
 	}
 	if conn != nil && !conn.IsClosed() {
-		return conn, nil
+		return conn, block, nil
 	}
 	conn, err := p.s.dial(ctx, "outbox publisher")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ch, err := conn.Channel()
 	if err == nil {
@@ -208,16 +209,16 @@ func (p *Publisher) connection(ctx context.Context) (*amqp.Connection, error) {
 	}
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	lost := conn.NotifyClose(make(chan *amqp.Error, 1))
-	block := &connBlock{}
+	block = &connBlock{}
 	notices := conn.NotifyBlocked(make(chan amqp.Blocking, 1))
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		conn.Close()
-		return nil, outbox.Unavailable(ErrClosed)
+		return nil, nil, outbox.Unavailable(ErrClosed)
 	}
 	reconnected := p.conn != nil
 	p.conn, p.block, p.idle = conn, block, nil
@@ -237,7 +238,7 @@ func (p *Publisher) connection(ctx context.Context) (*amqp.Connection, error) {
 				"broker", p.s.redacted, "error", e.Error())
 		}
 	}()
-	return conn, nil
+	return conn, block, nil
 }
 
 // acquire returns an idle channel of the current connection, or opens one.
@@ -256,13 +257,10 @@ func (p *Publisher) acquire(ctx context.Context) (*confirmChannel, error) {
 		}
 	}
 	p.mu.Unlock()
-	conn, err := p.connection(ctx)
+	conn, block, err := p.connection(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	block := p.block
-	p.mu.Unlock()
 	ch, err := conn.Channel()
 	if err == nil {
 		if err = ch.Confirm(false); err != nil {
