@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/outbox-go/outbox"
@@ -187,14 +189,14 @@ func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
 		m                outbox.Message
 		key              textValue
 		payload, headers []byte
-		created, due     timeValue
+		created, due     claimTime
 	)
 	dest := []any{&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created, &due}
 	if !withDue {
 		dest = dest[:len(dest)-1]
 	}
 	for rows.Next() {
-		m, key, payload, headers, created, due = outbox.Message{}, textValue{}, nil, nil, timeValue{}, timeValue{}
+		m, key, payload, headers, created, due = outbox.Message{}, textValue{}, nil, nil, claimTime{}, claimTime{}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
@@ -462,11 +464,19 @@ type timeValue struct {
 	Valid bool
 }
 
+// timeLayouts are the forms a time column may hold: the drivers' and
+// SQLite's own (strftime, CURRENT_TIMESTAMP), and the shorter ones SQLite's
+// date functions also accept, which a sidecar may write.
 var timeLayouts = []string{
 	"2006-01-02 15:04:05.999999999",
 	"2006-01-02 15:04:05.999999999Z07:00",
 	"2006-01-02T15:04:05.999999999Z07:00",
 	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04",
+	"2006-01-02T15:04",
+	"2006-01-02 15:04Z07:00",
+	"2006-01-02T15:04Z07:00",
+	"2006-01-02",
 }
 
 func (t *timeValue) Scan(src any) error {
@@ -481,8 +491,44 @@ func (t *timeValue) Scan(src any) error {
 		return t.parse(string(v))
 	case string:
 		return t.parse(v)
+	case int64:
+		return t.number(float64(v))
+	case float64:
+		return t.number(v)
 	}
 	return fmt.Errorf("outbox: cannot read %T as a time", src)
+}
+
+// number reads v the way SQLite's date functions do with their 'auto'
+// modifier: from 0 up to 5373484.5 it is a Julian day number, anything else
+// Unix seconds. Only a sidecar that writes a time column of a SQLite table
+// itself, as a number, stores one.
+func (t *timeValue) number(v float64) error {
+	const unixEpochJulianDay = 2440587.5
+	if v >= 0 && v < 5373484.5 {
+		v = (v - unixEpochJulianDay) * 86400
+	}
+	// Years 1 to 9999, as SQLite's date functions.
+	if !(v >= -62135596800 && v < 253402300800) {
+		return fmt.Errorf("outbox: cannot read %v as a time", v)
+	}
+	sec, frac := math.Modf(v)
+	*t = timeValue{Time: time.Unix(int64(sec), int64(math.Round(frac*1e9))).UTC(), Valid: true}
+	return nil
+}
+
+// claimTime reads a claimed row's created_at. A value that is no time at all
+// (text a sidecar wrote into a SQLite table, whose columns take anything)
+// leaves the message without one, so that it is still published, with no
+// CloudEvents time attribute, instead of failing every claim that meets
+// the row and so holding up every message behind it.
+type claimTime struct{ timeValue }
+
+func (t *claimTime) Scan(src any) error {
+	if err := t.timeValue.Scan(src); err != nil {
+		t.timeValue = timeValue{}
+	}
+	return nil
 }
 
 func (t *timeValue) parse(s string) error {
@@ -491,6 +537,10 @@ func (t *timeValue) parse(s string) error {
 			*t = timeValue{Time: tm.UTC(), Valid: true}
 			return nil
 		}
+	}
+	// A number in a SQLite column of TEXT affinity comes back as text.
+	if v, err := strconv.ParseFloat(s, 64); err == nil && t.number(v) == nil {
+		return nil
 	}
 	return fmt.Errorf("outbox: cannot parse time %q", s)
 }
