@@ -21,7 +21,8 @@ const (
 type Config struct {
 	// URL is the endpoint every message is POSTed to, with scheme http or https
 	// and a host, e.g. "https://example.com/events". Required. Redirects are
-	// not followed by the default client: point URL at the final address.
+	// not followed by the default client: point URL at the final address (a
+	// redirect, like a 404 or a 401, pauses the relay until it is fixed).
 	URL string
 	// Source is the CloudEvents source attribute (a URI reference) sent as
 	// ce-source; it tells receivers which system produced the events.

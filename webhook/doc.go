@@ -29,15 +29,27 @@
 // ce-id (or Idempotency-Key): the outbox delivers at least once.
 //
 // A failure either means the endpoint cannot take messages right now, or that
-// it refused this one. The first kind satisfies outbox.IsUnavailable, and the
-// relay pauses without spending the message's retries: a connection that
-// cannot be made (dial, DNS, TLS, reset, or no connection within
-// Config.Timeout), status 429, 502, 503 or 504, and the caller's ctx ending.
-// A message held back behind a failed one of the same key (ErrHeldBack) is
-// left untouched too; it adds no pause of its own. The second kind spends a retry: any other status (a *StatusError, whose message
-// quotes the start of the response body) and a request that got no response
-// within Config.Timeout although the connection was made, because the
-// endpoint may have acted on it.
+// it refused this one. The test is whether every message would get the same
+// answer. The first kind satisfies outbox.IsUnavailable, and the relay pauses
+// without spending the message's retries: a connection that cannot be made
+// (dial, DNS, TLS, reset, or no connection within Config.Timeout), the
+// caller's ctx ending, and the statuses that concern the endpoint rather than
+// the message: every 3xx (redirects are not followed; set Config.URL to the
+// final address), 401, 403 and 407 (credentials), 404, 405, 410 and 414 (the
+// URL), 406, 408, 411, 421, 425, 426, 428, 429, and every 5xx except 500.
+// Were they refusals, a wrong path or an expired token would park every
+// message as DEAD within minutes. A message held back behind a failed one of
+// the same key (ErrHeldBack) is left untouched too; it adds no pause of its
+// own.
+//
+// The second kind spends a retry: the statuses that concern the message (400,
+// 409, 413, 415, 422, 431 and any other 4xx, and 500, which a receiver's
+// framework answers when its handler fails, maybe on this very payload), as a
+// *StatusError whose message quotes the start of the response body, and a
+// request that got no response within Config.Timeout although the connection
+// was made, because the endpoint may have acted on it. Were they
+// unavailable, one message that the receiver cannot take would pause the
+// relay every time it came up.
 //
 // # Verifying signatures
 //

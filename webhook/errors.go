@@ -15,10 +15,12 @@ import (
 // leaves the message untouched, with its retry budget, and does not pause.
 var ErrHeldBack = outbox.ErrHeldBack
 
-// StatusError is the error for a response whose status is not 2xx. Statuses
-// 429, 502, 503 and 504 come wrapped with outbox.Unavailable (the endpoint is
-// overloaded or down and asks for a pause); any other status is a refusal of
-// that message. Reach it with errors.As.
+// StatusError is the error for a response whose status is not 2xx. A status
+// that concerns the endpoint rather than the message (see unavailableStatus:
+// a redirect, a wrong path or method, missing or expired credentials,
+// overload, a server or gateway that is down) comes wrapped with
+// outbox.Unavailable, so that the relay pauses without spending retries; any
+// other status is a refusal of that message. Reach it with errors.As.
 type StatusError struct {
 	// URL is the endpoint, with any password redacted.
 	URL string
@@ -55,9 +57,53 @@ func (e *StatusError) Error() string {
 
 // unavailableStatus reports whether a status means the endpoint, or what is
 // behind it, cannot take messages right now, as opposed to refusing this one.
+//
+// The test is whether every message would get the same answer. Such a status
+// must pause the relay: taken for a refusal, it would spend the retries of
+// every message in turn and park them all as DEAD within minutes, when the
+// fix (the URL, a token, a proxy, the receiver's capacity) lies with a
+// person. A status that one message gets and the next does not must spend
+// that message's retries instead: taken for unavailability, a poison message
+// would pause the relay every time it came up and never leave.
+//
+// Unavailable, because they answer for the URL, the connection or the
+// credentials, which are the same for every message:
+//   - every 1xx and 3xx (the default client follows no redirect: Config.URL
+//     must be the final address, and an http URL that redirects to https is
+//     a configuration to fix);
+//   - 401, 403 and 407 (credentials, set once in Config.Header or the
+//     client), 404, 405, 410 and 414 (the URL or method; 410 also ends a
+//     subscription in several webhook conventions: a person decides), 406,
+//     411, 426 and 428 (request rules the publisher meets the same way for
+//     every message), 408 and 425 (the server gave up on the connection),
+//     421 (the connection reached the wrong server) and 429 (too many
+//     requests);
+//   - every 5xx except 500: 501 and 505 (the endpoint cannot take a POST of
+//     this kind at all), 502, 503, 504 and the proxies' and CDNs' 52x (what
+//     stands behind the endpoint is down or slow), 506, 507, 508, 510 and 511
+//     (server configuration or storage).
+//
+// Refusals, because they answer for this request's body or headers: 400,
+// 409, 413, 415 (the Content-Type is the same for every message, so a 415
+// can only come from what the receiver found in this one), 422, 431 (a
+// message's own headers can make the header block too large) and every
+// other 4xx. 500 too: it is what a receiver's framework answers when its
+// handler fails, and the handler may fail on this message (a payload it
+// cannot digest). A receiver that is down as a whole says 503, and its
+// proxy 502 or 504; a receiver whose database is down should say 503 too.
 func unavailableStatus(code int) bool {
+	switch {
+	case code < 200, code >= 300 && code < 400:
+		return true
+	case code >= 500:
+		return code != http.StatusInternalServerError
+	}
 	switch code {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+		http.StatusMethodNotAllowed, http.StatusNotAcceptable, http.StatusProxyAuthRequired,
+		http.StatusRequestTimeout, http.StatusGone, http.StatusLengthRequired,
+		http.StatusRequestURITooLong, http.StatusMisdirectedRequest, http.StatusTooEarly,
+		http.StatusUpgradeRequired, http.StatusPreconditionRequired, http.StatusTooManyRequests:
 		return true
 	}
 	return false

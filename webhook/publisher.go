@@ -116,13 +116,15 @@ func (p *Publisher) Close() error {
 //
 // Errors satisfying outbox.IsUnavailable (the relay pauses and the message
 // keeps its retries): the endpoint could not be reached (dial, DNS, TLS,
-// connection reset, no connection within Timeout); status 429, 502, 503 or
-// 504; ctx ended before or while the message was sent. A message held back
-// behind a failed one of its key gets ErrHeldBack and is kept; it pauses the
-// relay only when the failure did (see outbox.PublishKeyGroups). Any other
-// error is a refusal that spends a retry: another non-2xx status (a *StatusError), or no response within
-// Timeout on an established connection, since the endpoint may have acted on
-// the message.
+// connection reset, no connection within Timeout); a status that every
+// message would get alike (a redirect, 401, 403, 404, 405, 408, 410, 429,
+// every 5xx but 500: see StatusError); ctx ended before or while the message
+// was sent. A message held back behind a failed one of its key gets
+// ErrHeldBack and is kept; it pauses the relay only when the failure did
+// (see outbox.PublishKeyGroups). Any other error is a refusal that spends a
+// retry: a status that concerns the message (400, 409, 413, 415, 422, 500
+// and other 4xx; a *StatusError), or no response within Timeout on an
+// established connection, since the endpoint may have acted on the message.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	return outbox.PublishKeyGroups(ctx, msgs, p.concurrency, p.send)
 }
@@ -161,9 +163,10 @@ func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
 		if resp.Request != nil && resp.Request.Method != http.MethodPost {
 			// Only a caller's Client can get here: it followed a redirect
 			// that turned the POST into a GET, so the 2xx says nothing about
-			// the message.
-			return fmt.Errorf("webhook: POST %s: redirected to %s, which answered a %s without the body; set Config.URL to the final address",
-				p.redacted, resp.Request.URL.Redacted(), resp.Request.Method)
+			// the message. Every message would be redirected alike, so it
+			// pauses the relay like the redirect status itself would.
+			return outbox.Unavailable(fmt.Errorf("webhook: POST %s: redirected to %s, which answered a %s without the body; set Config.URL to the final address",
+				p.redacted, resp.Request.URL.Redacted(), resp.Request.Method))
 		}
 		return nil
 	}

@@ -230,16 +230,31 @@ func TestPublishAcksAny2xx(t *testing.T) {
 	}
 }
 
+// TestPublishClassifiesStatus checks that a status every message would get
+// alike (the URL, the credentials, the server or what is behind it) pauses
+// the relay, and that one that concerns the message spends its retries.
 func TestPublishClassifiesStatus(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
+	unavailable := []int{
+		300, 301, 302, 303, 304, 307, 308, // redirects are not followed
+		401, 403, 407, // credentials
+		404, 405, 410, 414, // the URL or the method
+		406, 408, 411, 421, 425, 426, 428, 429,
+		501, 502, 503, 504, 505, 506, 507, 508, 510, 511, 520, 521, 522, 523, 524, 599,
+	}
+	refusals := []int{400, 402, 409, 412, 413, 415, 416, 417, 418, 422, 423, 424, 431, 451, 499, 500}
+	type tc struct {
 		code        int
 		unavailable bool
-	}{
-		{400, false}, {401, false}, {404, false}, {409, false}, {422, false},
-		{500, false}, {501, false},
-		{429, true}, {502, true}, {503, true}, {504, true},
-	} {
+	}
+	var cases []tc
+	for _, code := range unavailable {
+		cases = append(cases, tc{code, true})
+	}
+	for _, code := range refusals {
+		cases = append(cases, tc{code, false})
+	}
+	for _, tc := range cases {
 		t.Run(fmt.Sprint(tc.code), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, webhook.Config{}, func(w http.ResponseWriter, r *http.Request) {
@@ -257,9 +272,13 @@ func TestPublishClassifiesStatus(t *testing.T) {
 			if got := outbox.IsUnavailable(err); got != tc.unavailable {
 				t.Errorf("IsUnavailable(%v) = %v, want %v", err, got, tc.unavailable)
 			}
+			wantBody := "nope"
+			if tc.code == http.StatusNotModified {
+				wantBody = "" // a 304 has no body
+			}
 			var serr *webhook.StatusError
-			if !errors.As(err, &serr) || serr.StatusCode != tc.code || serr.Body != "nope" {
-				t.Errorf("error %v: want a *StatusError with code %d and body \"nope\", got %+v", err, tc.code, serr)
+			if !errors.As(err, &serr) || serr.StatusCode != tc.code || serr.Body != wantBody {
+				t.Errorf("error %v: want a *StatusError with code %d and body %q, got %+v", err, tc.code, wantBody, serr)
 			}
 			if (tc.code == 429 || tc.code == 503) && !strings.Contains(err.Error(), "Retry-After 7") {
 				t.Errorf("error %q does not mention Retry-After", err)
@@ -302,8 +321,8 @@ func TestPublishDoesNotFollowRedirects(t *testing.T) {
 		}
 	})
 	errs := b.pub.Publish(t.Context(), []outbox.Message{msg("m1")})
-	if len(errs) != 1 || errs[0] == nil || outbox.IsUnavailable(errs[0]) {
-		t.Fatalf("Publish = %v, want one refusal", errs)
+	if len(errs) != 1 || !outbox.IsUnavailable(errs[0]) {
+		t.Fatalf("Publish = %v, want one unavailable error: every message would be redirected alike", errs)
 	}
 	if !strings.Contains(errs[0].Error(), `redirect to "/elsewhere" not followed`) {
 		t.Errorf("error %q does not explain the redirect", errs[0])
@@ -323,8 +342,8 @@ func TestPublishRedirectToGetWithCallersClient(t *testing.T) {
 		}
 	})
 	errs := b.pub.Publish(t.Context(), []outbox.Message{msg("m1")})
-	if len(errs) != 1 || errs[0] == nil || outbox.IsUnavailable(errs[0]) {
-		t.Fatalf("Publish = %v, want one refusal", errs)
+	if len(errs) != 1 || !outbox.IsUnavailable(errs[0]) {
+		t.Fatalf("Publish = %v, want one unavailable error: every message would be redirected alike", errs)
 	}
 	if !strings.Contains(errs[0].Error(), "answered a GET") {
 		t.Errorf("error %q does not explain the redirect", errs[0])

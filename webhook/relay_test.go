@@ -1,0 +1,188 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/webhook"
+)
+
+// memStore is an in-memory outbox.Store, just enough for a Relay to run the
+// publisher end to end against a real HTTP server: claims of due NEW rows,
+// and marks that spend retries, set next_retry_at and make rows DEAD. The
+// stores' own behaviour is tested by package drivertest.
+type memStore struct {
+	mu   sync.Mutex
+	rows []memRow // by id, from 1
+	held map[int64]bool
+}
+
+type memRow struct {
+	outbox.Message
+	due time.Time
+}
+
+func newMemStore(n int) *memStore {
+	s := &memStore{held: map[int64]bool{}}
+	for i := 1; i <= n; i++ {
+		s.rows = append(s.rows, memRow{Message: outbox.Message{
+			ID: int64(i), MsgID: fmt.Sprintf("m-%d", i), Topic: "order.paid", Payload: []byte(`{}`),
+		}})
+	}
+	return s
+}
+
+// counts returns how many rows are SENT and DEAD, and the retries spent.
+func (s *memStore) counts() (sent, dead, retries int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rows {
+		switch r.Status {
+		case outbox.StatusSent:
+			sent++
+		case outbox.StatusDead:
+			dead++
+		}
+		retries += r.Retries
+	}
+	return sent, dead, retries
+}
+
+func (s *memStore) Dialect() string                            { return "memory" }
+func (s *memStore) Tables() outbox.Tables                      { return outbox.Tables{}.WithDefaults() }
+func (s *memStore) Migrate(context.Context) error              { return nil }
+func (s *memStore) SchemaVersion(context.Context) (int, error) { return 1, nil }
+func (s *memStore) Stats(context.Context) (outbox.Stats, error) {
+	return outbox.Stats{}, nil
+}
+func (s *memStore) ListMessages(context.Context, outbox.ListFilter) ([]outbox.Message, error) {
+	return nil, nil
+}
+func (s *memStore) GetMessage(context.Context, string) (outbox.Message, error) {
+	return outbox.Message{}, outbox.ErrNotFound
+}
+func (s *memStore) RetryDead(context.Context, outbox.DeadFilter, string) (int64, error) {
+	return 0, nil
+}
+func (s *memStore) DropDead(context.Context, outbox.DeadFilter) (int64, error) { return 0, nil }
+func (s *memStore) DeleteSent(context.Context, time.Duration, int) (int64, error) {
+	return 0, nil
+}
+
+func (s *memStore) Claim(_ context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	var out []outbox.Message
+	for _, r := range s.rows {
+		if r.Status == outbox.StatusNew && r.ID > p.AfterID && !r.due.After(now) && !s.held[r.ID] && len(out) < p.Limit {
+			out = append(out, r.Message)
+			s.held[r.ID] = true
+		}
+	}
+	return &memClaim{s: s, msgs: out}, nil
+}
+
+type memClaim struct {
+	s    *memStore
+	msgs []outbox.Message
+}
+
+func (c *memClaim) Messages() []outbox.Message { return c.msgs }
+
+func (c *memClaim) Abort(context.Context) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	for _, m := range c.msgs {
+		delete(c.s.held, m.ID)
+	}
+	return nil
+}
+
+func (c *memClaim) Finish(_ context.Context, outcomes []outbox.Outcome) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	for i, m := range c.msgs {
+		delete(c.s.held, m.ID)
+		r := &c.s.rows[m.ID-1]
+		switch o := outcomes[i]; o.Kind {
+		case outbox.OutcomeSent:
+			r.Status = outbox.StatusSent
+		case outbox.OutcomeRetry:
+			r.Retries++
+			r.due = time.Now().Add(o.Delay)
+		case outbox.OutcomeDead:
+			r.Retries++
+			r.Status = outbox.StatusDead
+		}
+	}
+	return nil
+}
+
+// runRelay runs a relay from st to pub until until() holds or within has
+// passed, then stops it.
+func runRelay(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.RelayConfig, within time.Duration, until func() bool) {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := outbox.NewRelay(st, pub, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(within)
+	for !until() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestRelayPausesOnEndpointStatus: an endpoint that answers every message
+// alike with a status about itself (a wrong path, an expired token, a
+// redirect) pauses the relay; no message spends a retry, and all of them go
+// out once the endpoint is fixed. These statuses used to be refusals, and
+// with MaxRetries 3 every row was DEAD within a second.
+func TestRelayPausesOnEndpointStatus(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusNotFound, http.StatusUnauthorized, http.StatusPermanentRedirect, http.StatusNotImplemented} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			t.Parallel()
+			var fixed atomic.Bool
+			var refused atomic.Int32
+			b := setup(t, webhook.Config{}, func(w http.ResponseWriter, r *http.Request) {
+				if !fixed.Load() {
+					refused.Add(1)
+					if code == http.StatusPermanentRedirect {
+						w.Header().Set("Location", "https://elsewhere.example/hook")
+					}
+					w.WriteHeader(code)
+				}
+			})
+			st := newMemStore(20)
+			cfg := outbox.RelayConfig{BatchSize: 5, MaxRetries: 3, Interval: time.Millisecond,
+				RetryBase: time.Millisecond, RetryMax: time.Millisecond,
+				PauseBase: 5 * time.Millisecond, PauseMax: 20 * time.Millisecond}
+			runRelay(t, st, b.pub, cfg, 5*time.Second, func() bool { return refused.Load() >= 10 })
+			if _, dead, retries := st.counts(); dead != 0 || retries != 0 {
+				t.Fatalf("status %d: %d rows DEAD, %d retries spent; want none: the status concerns the endpoint", code, dead, retries)
+			}
+			fixed.Store(true)
+			runRelay(t, st, b.pub, cfg, 5*time.Second, func() bool { sent, _, _ := st.counts(); return sent == 20 })
+			if sent, dead, retries := st.counts(); sent != 20 || retries != 0 {
+				t.Fatalf("after the fix: %d SENT, %d DEAD, %d retries; want all 20 SENT without a retry", sent, dead, retries)
+			}
+		})
+	}
+}
