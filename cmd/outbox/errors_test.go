@@ -236,3 +236,45 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("--version: %q", r2.stdout)
 	}
 }
+
+// A value a flag cannot take gets one plain line naming the flag with the
+// dashes the usage text shows and saying what the flag accepts, whether the
+// value came from the command line or from the environment.
+func TestBadFlagValueMessage(t *testing.T) {
+	t.Parallel()
+	sqlite := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
+	relay := []string{"relay", "--db", sqlite, "--broker", "discard:"}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"whole number", nil, append(relay, "--batch", "abc"),
+			`outbox: relay: invalid value "abc" for --batch: use a whole number (see 'outbox relay --help')`},
+		{"whole number, with =", nil, append(relay, "--batch=abc"),
+			`outbox: relay: invalid value "abc" for --batch: use a whole number (see 'outbox relay --help')`},
+		{"a value that reads like a flag message", nil, append(relay, "--batch", "for flag -x"),
+			`outbox: relay: invalid value "for flag -x" for --batch: use a whole number (see 'outbox relay --help')`},
+		{"out of range", nil, append(relay, "--batch", "99999999999999999999"),
+			`outbox: relay: invalid value "99999999999999999999" for --batch: value out of range (see 'outbox relay --help')`},
+		{"duration", nil, append(relay, "--interval", "soon"),
+			`outbox: relay: invalid value "soon" for --interval: use a duration such as 500ms, 30s, 10m or 168h (see 'outbox relay --help')`},
+		{"bool", nil, []string{"stats", "--db", sqlite, "--json=perhaps"},
+			`outbox: stats: invalid value "perhaps" for --json: use true or false (see 'outbox stats --help')`},
+		{"id", nil, []string{"dead", "list", "--db", sqlite, "--after-id", "last"},
+			`outbox: dead list: invalid value "last" for --after-id: use a whole number (see 'outbox dead list --help')`},
+		{"missing value", nil, []string{"stats", "--db"},
+			`outbox: stats: flag needs an argument: --db (see 'outbox stats --help')`},
+		{"from the environment", []string{"OUTBOX_BATCH=abc"}, relay,
+			`outbox: relay: invalid value "abc" in OUTBOX_BATCH (read for --batch): use a whole number (see 'outbox relay --help')`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, tc.env, tc.args...)
+			if r.code != 2 || r.stderr != tc.want+"\n" || r.stdout != "" {
+				t.Errorf("got %s\nwant exit 2 and stderr\n%s", r, tc.want)
+			}
+		})
+	}
+}

@@ -78,22 +78,62 @@ func (f *flagSet) stringVar(p *string, name, value, placeholder, usage string) *
 
 func (f *flagSet) intVar(p *int, name string, value int, placeholder, usage string) *flagDoc {
 	f.fs.IntVar(p, name, value, usage)
+	f.hintValue(name, "use a whole number")
 	return f.doc(name, placeholder, usage, strconv.Itoa(value))
 }
 
 func (f *flagSet) int64Var(p *int64, name string, value int64, placeholder, usage string) *flagDoc {
 	f.fs.Int64Var(p, name, value, usage)
+	f.hintValue(name, "use a whole number")
 	return f.doc(name, placeholder, usage, strconv.FormatInt(value, 10))
 }
 
 func (f *flagSet) durationVar(p *time.Duration, name string, value time.Duration, usage string) *flagDoc {
 	f.fs.DurationVar(p, name, value, usage)
+	f.hintValue(name, "use a duration such as 500ms, 30s, 10m or 168h")
 	return f.doc(name, "DURATION", usage, value.String())
 }
 
 func (f *flagSet) boolVar(p *bool, name, usage string) *flagDoc {
 	f.fs.BoolVar(p, name, false, usage)
+	f.hintValue(name, "use true or false")
 	return f.doc(name, "", usage, "")
+}
+
+// hintValue makes the named flag's value answer a value it cannot read with
+// hint, which says what the flag accepts, instead of the flag package's
+// "parse error".
+func (f *flagSet) hintValue(name, hint string) {
+	fl := f.fs.Lookup(name)
+	fl.Value = hintedValue{Value: fl.Value, hint: hint}
+}
+
+// hintedValue is a flag.Value whose Set says what the flag accepts when it
+// cannot read a value. It keeps a bool flag a bool flag (one that needs no
+// value on the command line).
+type hintedValue struct {
+	flag.Value
+	hint string
+}
+
+func (v hintedValue) Set(s string) error {
+	err := v.Value.Set(s)
+	if err != nil && err.Error() == "parse error" { // the flag package's errParse
+		return errors.New(v.hint)
+	}
+	return err // "value out of range" says it already
+}
+
+func (v hintedValue) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func (v hintedValue) Get() any {
+	if g, ok := v.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return v.Value.String()
 }
 
 // envName is the variable a flag also reads: OUTBOX_ and the flag's name in
@@ -146,7 +186,7 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 			continue
 		}
 		if err := f.fs.Set(d.name, v); err != nil {
-			return nil, usagef(f.hint(), "invalid value %q in %s (read for --%s): %s", v, env, d.name, valueHint(d, err))
+			return nil, usagef(f.hint(), "%s: invalid value %q in %s (read for --%s): %v", f.name(), v, env, d.name, err)
 		}
 		f.set[d.name] = true
 	}
@@ -162,31 +202,37 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 }
 
 // flagError rewrites the flag package's messages with the double dashes the
-// usage text shows.
+// usage text shows. A refused value reads "invalid value "abc" for --batch:
+// use a whole number", the reason coming from hintedValue.
 func flagError(err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		return "unknown flag --" + name
 	}
-	msg = strings.Replace(msg, "flag -", "flag --", 1)
-	msg = strings.Replace(msg, "argument: -", "argument: --", 1)
-	for _, p := range []string{"for -", "for flag -"} {
-		msg = strings.Replace(msg, p, p[:len(p)-1]+"--", 1)
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "flag needs an argument: --" + name
+	}
+	// "invalid value %q for flag -%s: %v" and, for a bool flag,
+	// "invalid boolean value %q for -%s: %v". The value is quoted, so it is
+	// read as a quoted string: whatever it holds is not taken for the rest.
+	for _, p := range []string{"invalid value ", "invalid boolean value "} {
+		rest, ok := strings.CutPrefix(msg, p)
+		if !ok {
+			continue
+		}
+		value, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			break
+		}
+		rest = strings.TrimPrefix(rest[len(value):], " for")
+		rest = strings.TrimPrefix(rest, " flag")
+		name, reason, ok := strings.Cut(strings.TrimPrefix(rest, " -"), ": ")
+		if !ok {
+			break
+		}
+		return fmt.Sprintf("invalid value %s for --%s: %s", value, name, reason)
 	}
 	return msg
-}
-
-// valueHint says what a flag accepts, for a value it refused.
-func valueHint(d *flagDoc, err error) string {
-	switch d.placeholder {
-	case "DURATION":
-		return "use a duration such as 500ms, 30s, 10m or 168h"
-	case "N":
-		return "use a whole number"
-	case "":
-		return "use true or false"
-	}
-	return err.Error()
 }
 
 // printUsage writes the usage text: synopsis, summary, flags, notes, examples.
