@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 var (
@@ -104,6 +105,46 @@ func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.e
 
 // IsUnavailable reports whether err means the broker could not be reached at all.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// WithRetryAfter wraps err so that RetryAfter(err) reports d: the broker or
+// endpoint asked not to be sent anything for d (an HTTP Retry-After, a
+// broker's throttle time). The text of err and what errors.Is and errors.As
+// find in it are kept. WithRetryAfter(nil, d) is nil, and a d of 0 or less
+// returns err unchanged.
+func WithRetryAfter(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return &retryAfterError{err: err, d: d}
+}
+
+type retryAfterError struct {
+	err error
+	d   time.Duration
+}
+
+func (e *retryAfterError) Error() string             { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error             { return e.err }
+func (e *retryAfterError) RetryAfter() time.Duration { return e.d }
+
+// RetryAfter returns how long the broker asked to be left alone, as a publish
+// error carries it, or 0. It is the answer of the first error in err's tree
+// (errors.As) with a method
+//
+//	RetryAfter() time.Duration
+//
+// which WithRetryAfter adds to any error; a publisher may also give its own
+// error type that method. The relay reads it from an error that satisfies
+// IsUnavailable: it pauses for the longer of its own pause and this, but at
+// most RelayConfig.PauseMax. A refused message's retry delay is the relay's
+// backoff whatever the error says.
+func RetryAfter(err error) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if err == nil || !errors.As(err, &ra) {
+		return 0
+	}
+	return max(ra.RetryAfter(), 0)
+}
 
 func quoteAll(ss []string) []string {
 	out := make([]string, len(ss))

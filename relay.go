@@ -33,7 +33,12 @@ type RelayConfig struct {
 	// database fails; it doubles up to PauseMax while the trouble lasts.
 	// Defaults to 500ms.
 	PauseBase time.Duration
-	// PauseMax caps that pause. Defaults to 30s.
+	// PauseMax caps that pause. It also caps the wait a broker asks for with
+	// an unavailable error (an HTTP Retry-After; see RetryAfter): the relay
+	// pauses for the longer of its own pause and the broker's wait, but never
+	// longer than PauseMax, so that a mistaken or hostile "Retry-After: 86400"
+	// stops the relay for PauseMax at most; a broker still not ready then
+	// asks again. Defaults to 30s.
 	PauseMax time.Duration
 	// RescanInterval bounds how long the relay claims onward from its last
 	// batch (past rows it has handled, whose dead index entries it so avoids)
@@ -388,9 +393,13 @@ func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time
 		log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
 	case rep.unavailable() != nil:
 		pause = r.nextPause(pause)
-		p.pauseFor(pause)
+		// The broker's own word on when to come back (a Retry-After) may
+		// lengthen this pause, not the backoff: the next pause doubles from
+		// the relay's own.
+		wait := max(pause, min(rep.retryAfter(), r.cfg.PauseMax))
+		p.pauseFor(wait)
 		log.Warn("outbox relay: broker unavailable; pausing without spending retries",
-			"released", rep.Released, "error", rep.unavailable(), "pause", pause)
+			"released", rep.Released, "error", rep.unavailable(), "pause", wait)
 	default:
 		pause = 0
 	}
@@ -419,6 +428,18 @@ func (rep BatchReport) unavailable() error {
 		}
 	}
 	return nil
+}
+
+// retryAfter returns the longest wait that the unavailable errors of the
+// batch ask for (RetryAfter), or 0.
+func (rep BatchReport) retryAfter() time.Duration {
+	var d time.Duration
+	for _, res := range rep.Results {
+		if IsUnavailable(res.Err) {
+			d = max(d, RetryAfter(res.Err))
+		}
+	}
+	return d
 }
 
 func (r *Relay) nextPause(prev time.Duration) time.Duration {

@@ -704,3 +704,77 @@ func TestRelayReportsStageDurations(t *testing.T) {
 		t.Fatalf("the stages add up to %v, more than the batch's %v", sum, rep.Duration)
 	}
 }
+
+func TestRetryAfter(t *testing.T) {
+	base := errors.New("slow down")
+	err := WithRetryAfter(base, 2*time.Second)
+	if got := RetryAfter(fmt.Errorf("publish: %w", Unavailable(err))); got != 2*time.Second {
+		t.Errorf("RetryAfter through Unavailable and a wrap = %s, want 2s", got)
+	}
+	if err.Error() != "slow down" || !errors.Is(err, base) {
+		t.Errorf("WithRetryAfter changed the error: %q", err)
+	}
+	if WithRetryAfter(nil, time.Second) != nil {
+		t.Error("WithRetryAfter(nil) is not nil")
+	}
+	if WithRetryAfter(base, 0) != base || WithRetryAfter(base, -time.Second) != base {
+		t.Error("WithRetryAfter with no wait wrapped the error")
+	}
+	if RetryAfter(nil) != 0 || RetryAfter(base) != 0 {
+		t.Error("RetryAfter of an error without a wait is not 0")
+	}
+}
+
+// An unavailable error that carries a Retry-After keeps the relay away for
+// that long, even when its own pause is shorter; a longer one is cut to
+// PauseMax.
+func TestRelayRunHonoursRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		retryAfter      time.Duration
+		pauseMax        time.Duration
+		atLeast, atMost time.Duration
+	}{
+		{"longer than the pause", 300 * time.Millisecond, time.Second, 300 * time.Millisecond, 900 * time.Millisecond},
+		{"capped at PauseMax", time.Hour, 200 * time.Millisecond, 200 * time.Millisecond, 800 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newFakeStore(3)
+			var (
+				mu        sync.Mutex
+				calls     []time.Time // when each Publish started
+				refusedAt time.Time   // when the first one returned
+			)
+			pub := BatchPublishFunc(func(ctx context.Context, msgs []Message) []error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, time.Now())
+				if len(calls) > 1 {
+					return nil
+				}
+				errs := make([]error, len(msgs))
+				for i := range errs {
+					errs[i] = Unavailable(WithRetryAfter(errors.New("429 Too Many Requests"), tc.retryAfter))
+				}
+				refusedAt = time.Now()
+				return errs
+			})
+			r, _ := NewRelay(st, pub, RelayConfig{BatchSize: 1, Interval: time.Millisecond,
+				PauseBase: 5 * time.Millisecond, PauseMax: tc.pauseMax, Logger: quiet()})
+			_ = runUntil(r, 5*time.Second, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(calls) >= 2
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if len(calls) < 2 {
+				t.Fatalf("the relay did not come back within 5s (retry after %s, PauseMax %s)", tc.retryAfter, tc.pauseMax)
+			}
+			if gap := calls[1].Sub(refusedAt); gap < tc.atLeast || gap > tc.atMost {
+				t.Fatalf("the relay published again %s after the broker asked for %s (PauseMax %s); want within [%s, %s]",
+					gap, tc.retryAfter, tc.pauseMax, tc.atLeast, tc.atMost)
+			}
+		})
+	}
+}

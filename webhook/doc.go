@@ -38,9 +38,12 @@
 // final address), 401, 403 and 407 (credentials), 404, 405, 410 and 414 (the
 // URL), 406, 408, 411, 421, 425, 426, 428, 429, and every 5xx except 500.
 // Were they refusals, a wrong path or an expired token would park every
-// message as DEAD within minutes. A message held back behind a failed one of
-// the same key (ErrHeldBack) is left untouched too; it adds no pause of its
-// own.
+// message as DEAD within minutes. A Retry-After header on such an answer, in
+// seconds or as an HTTP-date, is parsed (StatusError.RetryDelay) and carried
+// for outbox.RetryAfter: the relay then pauses at least that long, but no
+// longer than RelayConfig.PauseMax. A message held back behind a failed one
+// of the same key (ErrHeldBack) is left untouched too; it adds no pause of
+// its own.
 //
 // The second kind spends a retry: the statuses that concern the message (400,
 // 409, 413, 415, 422, 431 and any other 4xx, and 500, which a receiver's

@@ -2,8 +2,11 @@ package webhook
 
 import (
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/outbox-go/outbox"
@@ -28,8 +31,14 @@ type StatusError struct {
 	StatusCode int
 	// Status is the response's status line, e.g. "500 Internal Server Error".
 	Status string
-	// RetryAfter is the response's Retry-After header, if any.
+	// RetryAfter is the response's Retry-After header, if any, as sent.
 	RetryAfter string
+	// RetryDelay is RetryAfter as a wait from the response (see
+	// parseRetryAfter), 0 when there is none, it is unreadable or it lies in
+	// the past. The error carries it for outbox.RetryAfter, so that the relay
+	// pauses at least this long (up to RelayConfig.PauseMax) when the status
+	// is one that pauses.
+	RetryDelay time.Duration
 	// Location is the response's Location header, set for a redirect.
 	Location string
 	// Body is the start of the response body (at most 256 bytes), made
@@ -107,6 +116,37 @@ func unavailableStatus(code int) bool {
 		return true
 	}
 	return false
+}
+
+// parseRetryAfter reads a Retry-After header (RFC 9110 §10.2.3) as a wait
+// from now: delta-seconds ("120"), or an HTTP-date in any of the three forms
+// http.ParseTime knows. A date is measured from the response's own Date
+// header when it has a valid one, so that a clock difference between the
+// relay and the endpoint does not lengthen or shorten the wait; otherwise
+// from now. Anything else, and a date in the past, is 0: the header is
+// advice, and an unreadable one leaves the relay's own pause in force. A
+// number of seconds too large for a time.Duration is the largest one; the
+// relay caps it anyway.
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if strings.Trim(v, "0123456789") == "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n > math.MaxInt64/uint64(time.Second) {
+			return math.MaxInt64
+		}
+		return time.Duration(n) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		now = date
+	}
+	return max(at.Sub(now), 0)
 }
 
 // printable makes a response body fit in one line of a log or a last_error

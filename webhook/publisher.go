@@ -118,8 +118,9 @@ func (p *Publisher) Close() error {
 // keeps its retries): the endpoint could not be reached (dial, DNS, TLS,
 // connection reset, no connection within Timeout); a status that every
 // message would get alike (a redirect, 401, 403, 404, 405, 408, 410, 429,
-// every 5xx but 500: see StatusError); ctx ended before or while the message
-// was sent. A message held back behind a failed one of its key gets
+// every 5xx but 500: see StatusError), whose Retry-After the relay honours
+// up to RelayConfig.PauseMax (outbox.RetryAfter); ctx ended before or while
+// the message was sent. A message held back behind a failed one of its key gets
 // ErrHeldBack and is kept; it pauses the relay only when the failure did
 // (see outbox.PublishKeyGroups). Any other error is a refusal that spends a
 // retry: a status that concerns the message (400, 409, 413, 415, 422, 500
@@ -176,15 +177,17 @@ func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
 		StatusCode: resp.StatusCode,
 		Status:     resp.Status,
 		RetryAfter: resp.Header.Get("Retry-After"),
+		RetryDelay: parseRetryAfter(resp.Header, time.Now()),
 		Body:       printable(body),
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		serr.Location = resp.Header.Get("Location")
 	}
+	err = outbox.WithRetryAfter(serr, serr.RetryDelay)
 	if unavailableStatus(resp.StatusCode) {
-		return outbox.Unavailable(serr)
+		return outbox.Unavailable(err)
 	}
-	return serr
+	return err
 }
 
 // transportError classifies an error from Client.Do, which means no response

@@ -280,8 +280,16 @@ func TestPublishClassifiesStatus(t *testing.T) {
 			if !errors.As(err, &serr) || serr.StatusCode != tc.code || serr.Body != wantBody {
 				t.Errorf("error %v: want a *StatusError with code %d and body %q, got %+v", err, tc.code, wantBody, serr)
 			}
-			if (tc.code == 429 || tc.code == 503) && !strings.Contains(err.Error(), "Retry-After 7") {
-				t.Errorf("error %q does not mention Retry-After", err)
+			if tc.code == 429 || tc.code == 503 {
+				if !strings.Contains(err.Error(), "Retry-After 7") {
+					t.Errorf("error %q does not mention Retry-After", err)
+				}
+				if serr != nil && serr.RetryDelay != 7*time.Second {
+					t.Errorf("RetryDelay = %s, want 7s", serr.RetryDelay)
+				}
+				if d := outbox.RetryAfter(err); d != 7*time.Second {
+					t.Errorf("outbox.RetryAfter(%v) = %s, want 7s", err, d)
+				}
 			}
 		})
 	}

@@ -186,3 +186,68 @@ func TestRelayPausesOnEndpointStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayWaitsForRetryAfter: an endpoint that answers 429 or 503 with a
+// Retry-After, in seconds or as a date, does not see the relay again before
+// that time, even though the relay's own pause is far shorter; a Retry-After
+// longer than PauseMax is cut to it. No retry is spent, and the messages go
+// out afterwards.
+func TestRelayWaitsForRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		code       int
+		retryAfter func(now time.Time) string
+		pauseMax   time.Duration
+		// The wait the endpoint asks for, and the most it may take the
+		// relay to come back.
+		wait, atMost time.Duration
+	}{
+		{"429 seconds", http.StatusTooManyRequests, func(time.Time) string { return "1" },
+			10 * time.Second, time.Second, 3 * time.Second},
+		{"503 date", http.StatusServiceUnavailable, func(now time.Time) string { return now.Add(time.Second).UTC().Format(http.TimeFormat) },
+			10 * time.Second, time.Second, 3 * time.Second},
+		{"503 over PauseMax", http.StatusServiceUnavailable, func(time.Time) string { return "3600" },
+			300 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				mu       sync.Mutex
+				answered time.Time   // when the endpoint asked the relay to wait
+				arrivals []time.Time // of the requests after that
+			)
+			b := setup(t, webhook.Config{}, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				if answered.IsZero() {
+					// Date and Retry-After from the same second, so that
+					// the date form asks for exactly one second.
+					now := time.Now()
+					w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+					w.Header().Set("Retry-After", tc.retryAfter(now))
+					answered = time.Now() // before the relay can have the answer
+					w.WriteHeader(tc.code)
+					return
+				}
+				arrivals = append(arrivals, time.Now())
+			})
+			st := newMemStore(3)
+			cfg := outbox.RelayConfig{BatchSize: 1, MaxRetries: 1, Interval: time.Millisecond,
+				PauseBase: 5 * time.Millisecond, PauseMax: tc.pauseMax}
+			runRelay(t, st, b.pub, cfg, 10*time.Second, func() bool { sent, _, _ := st.counts(); return sent == 3 })
+			mu.Lock()
+			defer mu.Unlock()
+			if answered.IsZero() || len(arrivals) == 0 {
+				t.Fatalf("the endpoint saw no request after its %d", tc.code)
+			}
+			if gap := arrivals[0].Sub(answered); gap < tc.wait || gap > tc.atMost {
+				t.Errorf("the relay came back %s after a %d asking for %s (PauseMax %s); want within [%s, %s]",
+					gap, tc.code, tc.wait, tc.pauseMax, tc.wait, tc.atMost)
+			}
+			if sent, dead, retries := st.counts(); sent != 3 || dead != 0 || retries != 0 {
+				t.Errorf("%d SENT, %d DEAD, %d retries; want all 3 SENT without a retry", sent, dead, retries)
+			}
+		})
+	}
+}
