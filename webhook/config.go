@@ -37,10 +37,12 @@ type Config struct {
 	// when Secret is set. Defaults to "X-Outbox-Signature-256".
 	SignatureHeader string
 	// Timeout bounds one request, from dialling until the response has been
-	// read. A request that gets no answer in time counts as a refusal and
-	// spends one of the message's retries, because the endpoint may have
-	// processed it; one that could not even connect in time does not.
-	// Defaults to 10s.
+	// read. A request that could not connect in time pauses the relay
+	// without spending the message's retries. One that connected but got no
+	// answer in time does the same when the endpoint answered no request of
+	// the batch (it hangs); when it answered others, the message spends one
+	// of its retries, since the endpoint is at work and may have processed
+	// it. Defaults to 10s.
 	Timeout time.Duration
 	// Concurrency is the most requests in flight at once within one Publish
 	// call. Messages that share a key are always sent one after another, so

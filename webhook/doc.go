@@ -52,7 +52,11 @@
 // request that got no response within Config.Timeout although the connection
 // was made, because the endpoint may have acted on it. Were they
 // unavailable, one message that the receiver cannot take would pause the
-// relay every time it came up.
+// relay every time it came up. Such a timeout is a refusal only when the
+// endpoint answered another request of the same batch (a 2xx or a refusal):
+// when it answered none, it hangs, and the timeouts pause the relay like a
+// connection that cannot be made, so that a hung endpoint does not slowly
+// park every message as DEAD.
 //
 // # Verifying signatures
 //

@@ -125,10 +125,62 @@ func (p *Publisher) Close() error {
 // (see outbox.PublishKeyGroups). Any other error is a refusal that spends a
 // retry: a status that concerns the message (400, 409, 413, 415, 422, 500
 // and other 4xx; a *StatusError), or no response within Timeout on an
-// established connection, since the endpoint may have acted on the message.
+// established connection while the endpoint answered another request of
+// the same call, since the endpoint may have acted on the message. When no
+// request of the call was answered (see answeredAny), such timeouts are
+// unavailable instead.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
-	return outbox.PublishKeyGroups(ctx, msgs, p.concurrency, p.send)
+	errs := outbox.PublishKeyGroups(ctx, msgs, p.concurrency, p.send)
+	if errs == nil || answeredAny(errs) {
+		return errs
+	}
+	// A request that got no answer in time cannot tell by itself a hung
+	// endpoint from a message the endpoint chokes on. Counted as a refusal
+	// every time, a hung endpoint would spend a retry of every message in
+	// flight, batch after batch, and park them all as DEAD. Counted as
+	// unavailable every time, one message whose handling outlasts Timeout
+	// would pause the relay whenever it came up, and never leave. So the
+	// call decides: when the endpoint answered none of its requests, the
+	// timeouts are the endpoint's, and the relay pauses without spending
+	// retries; when it answered some, it is at work, and a message that
+	// timed out spends its retry. A message that hangs the endpoint thus
+	// pauses the relay only while it is the only one to send: the next
+	// batch that carries another message beside it settles it.
+	for i, err := range errs {
+		var nr *noResponseError
+		switch {
+		case errors.As(err, &nr):
+			errs[i] = outbox.Unavailable(fmt.Errorf("%w; the endpoint answered no request of the batch", err))
+		case errors.Is(err, outbox.ErrHeldBack):
+			// Held back behind a timeout that is now unavailable, as
+			// PublishKeyGroups marks one behind an unavailable failure.
+			errs[i] = outbox.Unavailable(err)
+		}
+	}
+	return errs
 }
+
+// answeredAny reports whether the endpoint answered at least one request of
+// a call in a way that shows it at work: a 2xx, or a status that refuses the
+// message. Unavailable errors, timeouts and messages held back or not sent
+// show nothing of the kind.
+func answeredAny(errs []error) bool {
+	for _, err := range errs {
+		var nr *noResponseError
+		if err == nil || !outbox.IsUnavailable(err) && !errors.Is(err, outbox.ErrHeldBack) && !errors.As(err, &nr) {
+			return true
+		}
+	}
+	return false
+}
+
+// noResponseError is a request sent on an established connection that got
+// no response within Config.Timeout. On its own it is a refusal; Publish
+// makes it unavailable when no request of the call was answered.
+type noResponseError struct{ err error }
+
+func (e *noResponseError) Error() string { return e.err.Error() }
+func (e *noResponseError) Unwrap() error { return e.err }
 
 // send POSTs one message and classifies the outcome.
 func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
@@ -204,8 +256,10 @@ func (p *Publisher) transportError(ctx, reqCtx context.Context, err error, conne
 		// nothing about the message.
 		return outbox.Unavailable(fmt.Errorf("webhook: POST %s: %w", p.redacted, ctx.Err()))
 	case isTimeout(reqCtx, err) && connected:
-		return fmt.Errorf("webhook: POST %s: no response within %s (Config.Timeout); the endpoint may still process the message: %w",
-			p.redacted, p.timeout, cause)
+		// Whether this spends a retry depends on the rest of the call; see
+		// Publish.
+		return &noResponseError{fmt.Errorf("webhook: POST %s: no response within %s (Config.Timeout); the endpoint may still process the message: %w",
+			p.redacted, p.timeout, cause)}
 	case isTimeout(reqCtx, err):
 		return outbox.Unavailable(fmt.Errorf("webhook: POST %s: no connection within %s (Config.Timeout): %w", p.redacted, p.timeout, cause))
 	default:

@@ -426,27 +426,88 @@ func TestPublishConnectTimeoutIsUnavailable(t *testing.T) {
 	}
 }
 
-func TestPublishResponseTimeoutIsRefusal(t *testing.T) {
+// hang answers nothing until the client gives up.
+func hang(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// A request that timed out while the endpoint answered others of the same
+// call spends a retry: the endpoint is at work, and may have acted on it.
+func TestPublishResponseTimeoutBesideAnswersIsRefusal(t *testing.T) {
 	t.Parallel()
-	b := setup(t, webhook.Config{Timeout: 100 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
-		}
-	})
-	start := time.Now()
-	errs := b.pub.Publish(t.Context(), []outbox.Message{msg("m1")})
-	if len(errs) != 1 || errs[0] == nil {
-		t.Fatalf("Publish = %v, want one error", errs)
+	for _, other := range []int{http.StatusOK, http.StatusUnprocessableEntity} {
+		t.Run(fmt.Sprint(other), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, webhook.Config{Timeout: 100 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Ce-Id") == "slow" {
+					hang(w, r)
+					return
+				}
+				w.WriteHeader(other)
+			})
+			start := time.Now()
+			errs := b.pub.Publish(t.Context(), []outbox.Message{msg("slow"), msg("quick")})
+			if len(errs) != 2 || errs[0] == nil {
+				t.Fatalf("Publish = %v, want an error for the slow message", errs)
+			}
+			if outbox.IsUnavailable(errs[0]) {
+				t.Errorf("error %v is unavailable; a timeout while the endpoint answers other requests must spend a retry", errs[0])
+			}
+			if !errors.Is(errs[0], context.DeadlineExceeded) || !strings.Contains(errs[0].Error(), "no response within 100ms") {
+				t.Errorf("error %q: want a deadline error that names the timeout", errs[0])
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("Publish took %s with a 100ms Timeout", d)
+			}
+		})
 	}
-	if outbox.IsUnavailable(errs[0]) {
-		t.Errorf("error %v is unavailable; a timeout after the request was sent must spend a retry", errs[0])
-	}
-	if !errors.Is(errs[0], context.DeadlineExceeded) || !strings.Contains(errs[0].Error(), "no response within 100ms") {
-		t.Errorf("error %q: want a deadline error that names the timeout", errs[0])
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Publish took %s with a 100ms Timeout", d)
+}
+
+// An endpoint that answers no request of a call in time, or answers only
+// with statuses that pause, hangs: the timeouts pause the relay instead of
+// spending a retry of every message in flight, and a message held back
+// behind one of them is unavailable too.
+func TestPublishResponseTimeoutOfWholeBatchIsUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		other http.HandlerFunc // how the endpoint answers "other"
+	}{
+		{"all hang", hang},
+		{"others 503", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, webhook.Config{Timeout: 100 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Ce-Id") == "other" {
+					tc.other(w, r)
+					return
+				}
+				hang(w, r)
+			})
+			msgs := []outbox.Message{msg("k-1"), msg("hung"), msg("other"), msg("k-2")}
+			msgs[0].Key, msgs[3].Key = "k", "k"
+			errs := b.pub.Publish(t.Context(), msgs)
+			if len(errs) != len(msgs) {
+				t.Fatalf("Publish = %v, want %d errors", errs, len(msgs))
+			}
+			for i, err := range errs {
+				if !outbox.IsUnavailable(err) {
+					t.Errorf("errs[%d] = %v, want unavailable", i, err)
+				}
+			}
+			for _, i := range []int{0, 1} {
+				if !errors.Is(errs[i], context.DeadlineExceeded) || !strings.Contains(errs[i].Error(), "answered no request of the batch") {
+					t.Errorf("errs[%d] = %q: want a deadline error that says the endpoint answered nothing", i, errs[i])
+				}
+			}
+			if !errors.Is(errs[3], outbox.ErrHeldBack) {
+				t.Errorf("errs[3] = %v, want ErrHeldBack behind k-1", errs[3])
+			}
+		})
 	}
 }
 

@@ -251,3 +251,32 @@ func TestRelayWaitsForRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayPausesOnHungEndpoint: an endpoint that takes requests and never
+// answers pauses the relay; no message spends a retry (with MaxRetries 1,
+// each timeout used to make a message DEAD), and all go out once the
+// endpoint answers again.
+func TestRelayPausesOnHungEndpoint(t *testing.T) {
+	t.Parallel()
+	var answering atomic.Bool
+	var hung atomic.Int32
+	b := setup(t, webhook.Config{Timeout: 50 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
+		if !answering.Load() {
+			hung.Add(1)
+			hang(w, r)
+		}
+	})
+	st := newMemStore(12)
+	cfg := outbox.RelayConfig{BatchSize: 4, MaxRetries: 1, Interval: time.Millisecond,
+		RetryBase: time.Millisecond, RetryMax: time.Millisecond,
+		PauseBase: 5 * time.Millisecond, PauseMax: 20 * time.Millisecond}
+	runRelay(t, st, b.pub, cfg, 5*time.Second, func() bool { return hung.Load() >= 12 })
+	if _, dead, retries := st.counts(); dead != 0 || retries != 0 {
+		t.Fatalf("%d rows DEAD, %d retries spent against a hung endpoint; want none", dead, retries)
+	}
+	answering.Store(true)
+	runRelay(t, st, b.pub, cfg, 5*time.Second, func() bool { sent, _, _ := st.counts(); return sent == 12 })
+	if sent, dead, retries := st.counts(); sent != 12 || retries != 0 {
+		t.Fatalf("after the endpoint came back: %d SENT, %d DEAD, %d retries; want all 12 SENT without a retry", sent, dead, retries)
+	}
+}
