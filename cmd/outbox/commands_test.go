@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -578,5 +579,72 @@ func TestRelayWorkers(t *testing.T) {
 	r := runCLI(t, nil, "relay", "--db", "sqlite:x.db", "--broker", "discard:", "--workers", "0")
 	if r.code != 2 || !strings.Contains(r.stderr, "--workers") {
 		t.Fatalf("--workers 0: %s", r)
+	}
+}
+
+// silentListener accepts connections and never answers, as a database or
+// broker behind a firewall that drops replies would. It returns its address.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// SIGTERM while the relay is still starting (connecting to a database or a
+// broker that does not answer) stops it as SIGTERM always does: exit 0.
+func TestRelaySIGTERMDuringStartUpExitsZero(t *testing.T) {
+	t.Parallel()
+	sqlite := newSQLite(t)
+	mustRun(t, "migrate", "--db", sqlite.dsn)
+	for _, tc := range []struct {
+		name, db, broker string
+		within           time.Duration // from SIGTERM to exit
+	}{
+		{"postgres", "postgres://postgres@" + silentListener(t) + "/test?sslmode=disable", "discard:", 5 * time.Second},
+		{"mysql", "mysql://root@" + silentListener(t) + "/test", "discard:", 5 * time.Second},
+		// The NATS client's connect does not watch ctx; it gives up on its
+		// own time-out.
+		{"broker", sqlite.dsn, "nats://" + silentListener(t), 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			stop := startRelay(t, nil, "--db", tc.db, "--broker", tc.broker)
+			time.Sleep(time.Second)
+			start := time.Now()
+			r := stop()
+			if r.code != 0 {
+				t.Fatalf("relay SIGTERMed during start-up: %s", r)
+			}
+			if !strings.Contains(r.stderr, "relay stopped during start-up") || !strings.Contains(r.stderr, "terminated signal received") {
+				t.Errorf("no line saying the relay stopped during start-up:\n%s", r)
+			}
+			if took := time.Since(start); took > tc.within {
+				t.Errorf("the relay took %s to stop after SIGTERM", took)
+			}
+		})
 	}
 }

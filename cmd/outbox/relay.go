@@ -83,7 +83,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	pub, closePub, err := openPublisher(ctx, o.broker, popts)
 	if err != nil {
-		return err
+		return startUpFailed(ctx, log, err)
 	}
 	defer closePub()
 	// Each worker publishes to a broker over a connection of its own, so
@@ -93,7 +93,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for isBrokerURL(o.broker) && len(pubs) < o.workers {
 		p, closeP, err := openPublisher(ctx, o.broker, popts)
 		if err != nil {
-			return err
+			return startUpFailed(ctx, log, err)
 		}
 		defer closeP()
 		pubs = append(pubs, p)
@@ -101,7 +101,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	db.dsn = withPoolSize(db.dsn, 2*o.workers+2) // each relay may hold a claim ahead
 	d, err := db.open(ctx, true)
 	if err != nil {
-		return err
+		return startUpFailed(ctx, log, err)
 	}
 	defer d.Close()
 	if v, err := d.Store.SchemaVersion(ctx); err == nil {
@@ -165,6 +165,18 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log.Info("relay stopped", totals.attrs()...)
+	return nil
+}
+
+// startUpFailed returns err, the failure of a start-up step, unless SIGTERM
+// or SIGINT (the end of ctx) cut that step short: a connection that had not
+// answered yet fails with "context canceled". The relay then stops as it
+// does after start-up, with status 0, and says where it was.
+func startUpFailed(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	log.Info("relay stopped during start-up", "cause", context.Cause(ctx), "interrupted", oneLine(err.Error()))
 	return nil
 }
 
