@@ -33,6 +33,7 @@ type benchOptions struct {
 	payloadBytes int
 	runs         int
 	keep         bool
+	force        bool
 	writer       bool
 	baseline     bool
 	scaling      bool
@@ -62,6 +63,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.intVar(&o.payloadBytes, "payload-bytes", 200, "N", "size of each JSON payload")
 	f.intVar(&o.runs, "runs", 1, "N", "runs on the same table, one after another (the table is emptied once, at the start)")
 	f.boolVar(&o.keep, "keep", "keep the rows after the last run (default: empty the table)")
+	f.boolVar(&o.force, "force", "empty --table (and on PostgreSQL --inbox-table) even if it holds rows bench did not write; without it bench refuses such a table")
 	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8); shapes order and transfer (Writer.Write), and on PostgreSQL batched (QueueWrite) and on-commit (WriteOnCommit)")
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
@@ -69,7 +71,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "/outbox", "URI", "CloudEvents source attribute")
 	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
-	f.note("The table (default outbox_bench) is created if needed and EMPTIED before the first run: never point --table at a production table.")
+	f.note("The table (default outbox_bench) is created if needed and EMPTIED before the first run, on PostgreSQL with\n" +
+		"--inbox-table: never point --table at a production table. Bench refuses a table that holds rows it did not\n" +
+		"write (the msg_id of every row it writes starts with " + benchMsgIDPrefix + ") unless --force is given.")
+	f.commandLineOnly("it empties its tables and publishes made-up\n" +
+		"messages, so a shell set up for the relay (OUTBOX_DB, OUTBOX_TABLE, OUTBOX_BROKER, ...) must not aim it\n" +
+		"at the relay's database, tables or broker.")
 	f.note("Latency: with --producers, from the message's commit (created_at) to its mark; without, the time of one batch from claim to mark.")
 	f.note("For the writer target: outbox bench --writer --db DSN --producers 8. For ageing: --runs 11 --messages 100000 prints last/first. For scaling: --relays 2 --scaling.")
 	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --broker discard: --messages 100000 --batch 500 --runs 3")
@@ -111,6 +118,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer db.Close()
+	if !o.force {
+		if err := checkBenchTables(ctx, db, f.hint()); err != nil {
+			return err
+		}
+	}
 	if err := db.Store.Migrate(ctx); err != nil {
 		return err
 	}
@@ -171,7 +183,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
 		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
-	prefix := randomPrefix()
+	prefix := benchMsgIDPrefix + randomPrefix()
 	var rates, p50s, p99s, ratios, cpuCaps, scales, scaleCaps []float64
 	for run := 1; run <= o.runs; run++ {
 		base := 0.0
@@ -472,7 +484,7 @@ func fill(ctx context.Context, db *database, prefix string, n int, payload func(
 	for start := 0; start < n; start += chunk {
 		msgs := make([]outbox.Message, 0, chunk)
 		for i := start; i < min(start+chunk, n); i++ {
-			msgs = append(msgs, outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: "bench.event", Payload: payload(i)})
+			msgs = append(msgs, outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: benchTopic, Payload: payload(i)})
 		}
 		if err := writeTx(ctx, db, msgs); err != nil {
 			return fmt.Errorf("fill: %w", err)
@@ -484,7 +496,7 @@ func fill(ctx context.Context, db *database, prefix string, n int, payload func(
 // produce writes n messages, one per transaction, as a service would.
 func produce(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage) error {
 	for i := range n {
-		m := outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: "bench.event", Payload: payload(i)}
+		m := outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: benchTopic, Payload: payload(i)}
 		if err := writeTx(ctx, db, []outbox.Message{m}); err != nil {
 			return fmt.Errorf("produce: %w", err)
 		}

@@ -92,7 +92,7 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	rounds := max(o.runs, 3)
 	fmt.Fprintf(stdout, "bench writer: %s: producers=%d payload=%dB, %d rounds of %s each way per shape\n", db.where, o.producers, o.payloadBytes, rounds, round)
 	payload := benchPayload(o.payloadBytes)
-	prefix := randomPrefix()
+	prefix := benchMsgIDPrefix + "w" + randomPrefix()
 	ratios := map[string]float64{}
 	var lastBase, lastWith float64
 	shapes := []string{"order", "transfer"}
@@ -103,7 +103,7 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 		var base, with, rr []float64
 		for r := 1; r <= rounds; r++ {
 			withMsg := func(p int, i int64) outbox.Message {
-				return outbox.Message{MsgID: fmt.Sprintf("w%s-%d-%d-%d-%d", prefix, si, r, p, i), Topic: "order.placed", Payload: payload(int(i))}
+				return outbox.Message{MsgID: fmt.Sprintf("%s-%d-%d-%d-%d", prefix, si, r, p, i), Topic: "order.placed", Payload: payload(int(i))}
 			}
 			// Alternate which variant goes first, so that neither always runs
 			// on the warmer (or the more vacuumed) table.

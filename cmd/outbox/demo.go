@@ -75,6 +75,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"carry the message through a real broker: nats starts an embedded NATS JetStream server in this process; "+
 			"a nats:// URL uses that server (default: an in-process queue, as in seed 000)")
 	f.stringVar(&lang, "lang", "zh", "zh|en", "language of the narrative (zh follows seed 000 word for word)")
+	f.commandLineOnly("it needs no set-up and runs the same in every\n" +
+		"shell; a relay's OUTBOX_BROKER must not carry its made-up transfer to a real broker.")
 	f.example("outbox demo")
 	f.example("outbox demo --lang en --dir /tmp/outbox-demo")
 	f.example("outbox demo --broker nats")

@@ -49,6 +49,8 @@ type flagSet struct {
 	docs     []*flagDoc
 	stdout   io.Writer
 	set      map[string]bool // set on the command line or from the environment
+	// noEnv: no flag reads a variable (commandLineOnly).
+	noEnv bool
 }
 
 func newFlagSet(path, synopsis, summary string, stdout io.Writer) *flagSet {
@@ -58,6 +60,17 @@ func newFlagSet(path, synopsis, summary string, stdout io.Writer) *flagSet {
 	fs.Usage = func() {}
 	return f
 }
+
+// commandLineOnly makes every flag of the set read from the command line
+// only, for a command that must not take its settings from a shell set up
+// for another one; why, a sentence, says so in the usage text.
+func (f *flagSet) commandLineOnly(why string) {
+	f.noEnv = true
+	f.note(f.path + " reads no OUTBOX_ variable: " + why)
+}
+
+// readsEnv reports whether flag d also reads its variable.
+func (f *flagSet) readsEnv(d *flagDoc) bool { return !f.noEnv && !d.noEnv }
 
 // note adds a paragraph to the usage text.
 func (f *flagSet) note(s string) { f.notes = append(f.notes, s) }
@@ -177,7 +190,7 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 	f.set = map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	for _, d := range f.docs {
-		if f.set[d.name] || d.noEnv {
+		if f.set[d.name] || !f.readsEnv(d) {
 			continue
 		}
 		env := envName(d.name)
@@ -195,7 +208,11 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 			continue
 		}
 		if !f.set[d.name] || f.fs.Lookup(d.name).Value.String() == "" {
-			return nil, usagef(f.hint(), "%s: missing --%s (or %s): %s", f.name(), d.name, envName(d.name), d.usage)
+			or := ""
+			if f.readsEnv(d) {
+				or = " (or " + envName(d.name) + ")"
+			}
+			return nil, usagef(f.hint(), "%s: missing --%s%s: %s", f.name(), d.name, or, d.usage)
 		}
 	}
 	return pos, nil
@@ -252,14 +269,22 @@ func (f *flagSet) printUsage(w io.Writer) {
 			case d.def != "" && d.def != `""` && d.def != "0s":
 				tail = append(tail, "default "+d.def)
 			}
-			if d.noEnv {
+			switch {
+			case f.noEnv: // the note says so once for all
+			case d.noEnv:
 				tail = append(tail, "command line only")
-			} else {
+			default:
 				tail = append(tail, "env "+envName(d.name))
 			}
-			fmt.Fprintf(w, "  %s\n        %s (%s)\n", name, d.usage, strings.Join(tail, "; "))
+			if len(tail) > 0 {
+				fmt.Fprintf(w, "  %s\n        %s (%s)\n", name, d.usage, strings.Join(tail, "; "))
+			} else {
+				fmt.Fprintf(w, "  %s\n        %s\n", name, d.usage)
+			}
 		}
-		fmt.Fprintf(w, "\n%s\n", envNote)
+		if !f.noEnv {
+			fmt.Fprintf(w, "\n%s\n", envNote)
+		}
 	}
 	for _, n := range f.notes {
 		fmt.Fprintf(w, "\n%s\n", n)

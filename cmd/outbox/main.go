@@ -168,6 +168,8 @@ Databases (--db): postgres://user:pass@host:5432/db, mysql://user:pass@host:3306
 sqlite:path/to/file.db. Brokers (--broker): discard:, http://host/path, https://host/path.
 
 %s
+demo and bench read no variable, so that a shell set up for the relay does not aim them at
+its database, tables or broker.
 
 The garbage collector runs with GOGC=400 unless GOGC is set: the relay's heap is small, and
 at Go's default of 100 collecting took half of the relay's own CPU.
