@@ -57,12 +57,16 @@ func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
 
 // ValidationError says which message and field failed validation, and why.
 type ValidationError struct {
-	// Index is the message's position in the call (0 for a single message).
+	// Index is the message's position in the call (0 for a single message),
+	// or -1 when the database refused a statement of several messages as a
+	// whole (Field is then "message").
 	Index int
 	// MsgID is the message's msg_id as given (may be empty or invalid itself).
 	MsgID string
 	// Field is the offending field: "msg_id", "topic", "key", "payload", "headers",
-	// "consumer_group".
+	// "consumer_group", or "message" when the database refused a message that
+	// passed validation (a limit of its own, such as MariaDB's 31 levels of
+	// JSON nesting).
 	Field string
 	// Reason says what is wrong and what is allowed.
 	Reason string
@@ -74,6 +78,9 @@ func (e *ValidationError) Error() string {
 	id := ""
 	if e.MsgID != "" && len(e.MsgID) <= 80 {
 		id = fmt.Sprintf(" (msg_id %q)", e.MsgID)
+	}
+	if e.Index < 0 {
+		return fmt.Sprintf("outbox: one of the messages: %s: %s", e.Field, e.Reason)
 	}
 	return fmt.Sprintf("outbox: message %d%s: %s: %s", e.Index, id, e.Field, e.Reason)
 }

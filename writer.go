@@ -38,6 +38,15 @@ func NewWriter[TTx any](driver Driver[TTx], cfg WriterConfig) (*Writer[TTx], err
 // breaks a limit, and a *DuplicateError (errors.Is ErrDuplicate) when a msg_id
 // is already in the table or repeated in msgs. In both cases nothing was
 // inserted and tx is still usable: the caller decides whether to commit.
+//
+// The payload must be JSON that every supported database's JSON type
+// stores: UTF-8, no \u0000 escape, no unpaired UTF-16 surrogate escape, no
+// number beyond PostgreSQL's numeric (131072 digits before the decimal
+// point, 16383 after). Validation refuses these before the INSERT, since on
+// PostgreSQL a refused INSERT aborts the caller's transaction. A limit of
+// one database alone (MariaDB's json_valid allows 31 levels of nesting)
+// comes back as a *ValidationError with Field "message", and that
+// database's transaction is still usable too.
 func (w *Writer[TTx]) Write(ctx context.Context, tx TTx, msgs ...Message) error {
 	if len(msgs) == 0 {
 		return nil

@@ -343,11 +343,26 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 		{"too large", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)}, "payload", outbox.ErrPayloadTooLarge},
 		{"header name", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{}`), Headers: map[string]string{"X-Trace": "1"}}, "headers", outbox.ErrInvalidMessage},
 		{"reserved header", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{}`), Headers: map[string]string{"type": "x"}}, "headers", outbox.ErrInvalidMessage},
+		// Valid JSON to encoding/json, refused by a database's JSON type: on
+		// PostgreSQL the INSERT would abort the caller's transaction.
+		{"NUL escape", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{"a":"x\u0000y"}`)}, "payload", outbox.ErrInvalidMessage},
+		{"NUL escape in a key", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{"\u0000":1}`)}, "payload", outbox.ErrInvalidMessage},
+		{"lone high surrogate", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`"\ud800"`)}, "payload", outbox.ErrInvalidMessage},
+		{"high surrogate, then no low one", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`"\ud800\u0041"`)}, "payload", outbox.ErrInvalidMessage},
+		{"lone low surrogate", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`["\udc00"]`)}, "payload", outbox.ErrInvalidMessage},
+		{"bytes not UTF-8", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage("\"a\xffb\"")}, "payload", outbox.ErrInvalidMessage},
+		{"number too large", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{"n":1e1000000}`)}, "payload", outbox.ErrInvalidMessage},
+		{"number with too many digits", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`[1234e131069]`)}, "payload", outbox.ErrInvalidMessage},
+		{"number too precise", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`-1.55e-16382`)}, "payload", outbox.ErrInvalidMessage},
+		{"header value with NUL", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{}`), Headers: map[string]string{"trace": "x\x00y"}}, "headers", outbox.ErrInvalidMessage},
 	}
 	tx, err := env.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A failure below must not leave the transaction holding locks that
+	// the clean-up would wait for.
+	defer func() { _ = env.Rollback(context.WithoutCancel(ctx), tx) }()
 	for _, c := range cases {
 		err := w.Write(ctx, tx, ok, c.m)
 		var ve *outbox.ValidationError
@@ -363,11 +378,48 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 	if err := w.Write(ctx, tx, msg("after-errors")); err != nil {
 		t.Fatalf("transaction unusable after validation errors: %v", err)
 	}
+	// At the edges of what every database stores: accepted, and stored.
+	edges := []string{`"\ud83d\ude00 \u00e9 \\u0000"`, `1e131071`, `-123e131069`, `1.5e-16382`, `0e999999`, `0.00012e131069`, `[1E+5,-0.0,1e-16383]`}
+	for i, p := range edges {
+		m := outbox.Message{MsgID: fmt.Sprintf("edge-%d", i), Topic: "t", Payload: json.RawMessage(p)}
+		if err := w.Write(ctx, tx, m); err != nil {
+			t.Errorf("payload %s: %v", p, err)
+		}
+	}
+	// Nested 40 deep: PostgreSQL and SQLite store it; MariaDB's json_valid
+	// allows 31 levels, and its refusal must be a ValidationError too, alone
+	// and among others, with the transaction still usable.
+	deep := func(id string) outbox.Message {
+		return outbox.Message{MsgID: id, Topic: "t", Payload: json.RawMessage(strings.Repeat("[", 40) + strings.Repeat("]", 40))}
+	}
+	want := int64(1 + len(edges))
+	for _, call := range [][]outbox.Message{{deep("deep-1")}, {msg("beside-deep"), deep("deep-2")}} {
+		err := w.Write(ctx, tx, call...)
+		if env.Driver.Dialect() != "mysql" {
+			if err != nil {
+				t.Fatalf("%d levels of nesting: %v", 40, err)
+			}
+			want += int64(len(call))
+			continue
+		}
+		wantIndex := 0 // the message's; -1 when a statement of several rows was refused
+		if len(call) > 1 {
+			wantIndex = -1
+		}
+		var ve *outbox.ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, outbox.ErrInvalidMessage) || ve.Field != "message" || ve.Index != wantIndex {
+			t.Fatalf("MariaDB refusing %d levels of nesting (%d messages): %v, want a ValidationError", 40, len(call), err)
+		}
+	}
+	if err := w.Write(ctx, tx, msg("after-refusals")); err != nil {
+		t.Fatalf("transaction unusable after the database refused a message: %v", err)
+	}
+	want++
 	if err := env.Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.count(t, env, "1 = 1"); n != 1 {
-		t.Fatalf("%d rows after rejected writes, want 1", n)
+	if n := s.count(t, env, "1 = 1"); n != want {
+		t.Fatalf("%d rows after rejected writes, %d at the edges and the nested ones, want %d", n, len(edges), want)
 	}
 }
 

@@ -42,6 +42,12 @@ func classify(err error) sqlstore.ErrorKind {
 			return sqlstore.ErrDuplicateColumn
 		case 1054: // ER_BAD_FIELD_ERROR
 			return sqlstore.ErrUndefinedColumn
+		// MariaDB's ER_CONSTRAINT_FAILED (its JSON columns are a CHECK of
+		// json_valid), MySQL's ER_CHECK_CONSTRAINT_VIOLATED and
+		// ER_INVALID_JSON_TEXT, and text the character set cannot hold
+		// (ER_TRUNCATED_WRONG_VALUE_FOR_FIELD).
+		case 4025, 3819, 3140, 1366:
+			return sqlstore.ErrRejected
 		}
 	}
 	// database/sql itself retries driver.ErrBadConn on a fresh connection;

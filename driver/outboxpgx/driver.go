@@ -83,6 +83,11 @@ func classify(err error) sqlstore.ErrorKind {
 			return sqlstore.ErrUndefinedTable
 		case pe.Code == "42703":
 			return sqlstore.ErrUndefinedColumn
+		// check_violation, and a data exception (class 22: text or JSON the
+		// column refuses). The Writer's validation catches what it knows of
+		// before the INSERT, since either aborts the transaction.
+		case pe.Code == "23514" || strings.HasPrefix(pe.Code, "22"):
+			return sqlstore.ErrRejected
 		// The server ends the session: admin_shutdown (pg_terminate_backend,
 		// a fast shutdown), crash_shutdown, cannot_connect_now, or a
 		// connection exception (class 08).

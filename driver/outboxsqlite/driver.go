@@ -69,6 +69,8 @@ func classify(err error) sqlstore.ErrorKind {
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 			return sqlstore.ErrUnique
+		case sqlite3.SQLITE_CONSTRAINT_CHECK:
+			return sqlstore.ErrRejected
 		}
 		if strings.Contains(se.Error(), "no such table") {
 			return sqlstore.ErrUndefinedTable

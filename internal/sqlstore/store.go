@@ -76,6 +76,10 @@ const (
 	ErrDuplicateColumn
 	// ErrUndefinedColumn is a missing column: tables of an older schema.
 	ErrUndefinedColumn
+	// ErrRejected is a value the database refused: a CHECK constraint
+	// (MariaDB's json_valid, which allows 31 levels of nesting; SQLite's),
+	// text the column's character set cannot hold, JSON its type refuses.
+	ErrRejected
 )
 
 // Classifier translates a driver's error codes.
@@ -194,8 +198,11 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 		}
 		n, err := q.Exec(ctx, stmt, args...)
 		if err != nil {
-			if s.classify(err) == ErrUnique {
+			switch s.classify(err) {
+			case ErrUnique:
 				return &outbox.DuplicateError{MsgIDs: []string{m.MsgID}}
+			case ErrRejected:
+				return Rejected(0, m.MsgID, err)
 			}
 			return s.wrap("insert message", err)
 		}
@@ -214,14 +221,27 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 		args = append(args, m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers)
 	}
 	if _, err := q.Exec(ctx, s.c.insertMany(len(msgs)), args...); err != nil {
-		if s.classify(err) == ErrUnique {
+		switch s.classify(err) {
+		case ErrUnique:
 			// The statement failed as a whole and the transaction goes on; say
 			// which msg_ids were there already.
 			return s.duplicates(ctx, q, msgs)
+		case ErrRejected:
+			return Rejected(-1, "", err)
 		}
 		return s.wrap("insert messages", err)
 	}
 	return nil
+}
+
+// Rejected reports a message the database refused though it passed
+// outbox's validation (a dialect's own limit, such as MariaDB's 31 levels of
+// JSON nesting), as an outbox.ValidationError. index is the message's
+// position in the call, or -1 when a statement of several rows failed as a
+// whole.
+func Rejected(index int, msgID string, err error) error {
+	return &outbox.ValidationError{Index: index, MsgID: msgID, Field: "message",
+		Reason: "the database refused it (" + err.Error() + ")", Err: outbox.ErrInvalidMessage}
 }
 
 // insertManyArrays inserts from arrays with ON CONFLICT DO NOTHING, so that a
@@ -246,11 +266,11 @@ func (s *Store) insertManyArrays(ctx context.Context, q Querier, msgs []outbox.M
 	}
 	rows, err := q.Query(ctx, s.c.insertManyPG, ids, topics, keys, payloads, headers)
 	if err != nil {
-		return s.wrap("insert messages", err)
+		return s.insertError(err)
 	}
 	inserted, err := scanStrings(rows)
 	if err != nil {
-		return s.wrap("insert messages", err)
+		return s.insertError(err)
 	}
 	if len(inserted) == len(msgs) {
 		return nil
@@ -271,6 +291,13 @@ func (s *Store) insertManyArrays(ctx context.Context, q Querier, msgs []outbox.M
 		}
 	}
 	return &outbox.DuplicateError{MsgIDs: dups}
+}
+
+func (s *Store) insertError(err error) error {
+	if s.classify(err) == ErrRejected {
+		return Rejected(-1, "", err)
+	}
+	return s.wrap("insert messages", err)
 }
 
 func (s *Store) duplicates(ctx context.Context, q Querier, msgs []outbox.Message) error {
