@@ -34,10 +34,11 @@ func TestQueueWrite(t *testing.T) {
 		if err := d.QueueWrite(w, &b, m); err != nil {
 			return err
 		}
-		batchErr = tx.SendBatch(ctx, &b).Close()
-		// The transaction is still usable after a duplicate.
+		if batchErr = tx.SendBatch(ctx, &b).Close(); batchErr != nil {
+			return batchErr
+		}
 		if _, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 1 WHERE id = 1"); err != nil {
-			t.Fatalf("the transaction after the batch (%v): %v", batchErr, err)
+			t.Fatalf("the transaction after the batch: %v", err)
 		}
 		if commit {
 			if err := tx.Commit(ctx); err != nil {
@@ -69,18 +70,49 @@ func TestQueueWrite(t *testing.T) {
 		t.Fatalf("a rolled-back batch left m2 (%d) or changed the balance (%d)", count("m2"), balance())
 	}
 
-	// A duplicate: ErrDuplicate from the batch, the transaction goes on.
+	// A duplicate: ErrDuplicate from the batch's Close, and the business
+	// change queued beside it does not commit.
 	err = sendBatch(accountMsg("m1"), true)
 	var dup *outbox.DuplicateError
 	if !errors.As(err, &dup) || !errors.Is(err, outbox.ErrDuplicate) || len(dup.MsgIDs) != 1 || dup.MsgIDs[0] != "m1" {
 		t.Fatalf("a duplicate msg_id in a batch: %v", err)
 	}
-	if count("m1") != 1 || balance() != 78 {
-		t.Fatalf("after the duplicate: %d rows of m1, balance %d; want 1 and 78", count("m1"), balance())
+	if count("m1") != 1 || balance() != 89 {
+		t.Fatalf("after the duplicate: %d rows of m1, balance %d; want 1 and 89", count("m1"), balance())
+	}
+
+	// The same, with the results read one by one (BatchResults.Exec, which
+	// skips the queued insert's own check): the duplicate still fails the
+	// insert and the transaction, so the debit cannot commit without its
+	// message. It was lost without a word when the insert skipped
+	// duplicates and told only its row count.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var b pgx.Batch
+	b.Queue("UPDATE accounts SET balance = balance - 10 WHERE id = 1 AND balance >= 10")
+	if err := d.QueueWrite(w, &b, accountMsg("m1")); err != nil {
+		t.Fatal(err)
+	}
+	br := tx.SendBatch(ctx, &b)
+	if ct, err := br.Exec(); err != nil || ct.RowsAffected() != 1 {
+		t.Fatalf("the debit: %v, %v", ct, err)
+	}
+	if _, err := br.Exec(); !outboxpgx.IsUniqueViolation(err) {
+		t.Fatalf("the duplicate's insert, read with Exec: %v, want a unique violation", err)
+	}
+	_ = br.Close()
+	if err := tx.Commit(ctx); err == nil {
+		t.Fatal("a transaction whose message was a duplicate committed")
+	}
+	if count("m1") != 1 || balance() != 89 {
+		t.Fatalf("after the duplicate read with Exec: %d rows of m1, balance %d; want 1 and 89", count("m1"), balance())
 	}
 
 	// Refused before anything is queued.
-	var b pgx.Batch
+	b = pgx.Batch{}
 	bad := accountMsg("m3")
 	bad.Topic = ""
 	if err := d.QueueWrite(w, &b, bad); !errors.Is(err, outbox.ErrInvalidMessage) || b.Len() != 0 {

@@ -19,9 +19,10 @@
 // before the commit. Two ways save it with pgx: [Driver.QueueWrite] puts the
 // insert in a pgx.Batch of the caller's own statements, and
 // [Driver.WriteOnCommit] runs the caller's transaction and sends the inserts
-// together with its COMMIT. With WriteOnCommit a duplicate msg_id rolls the
-// whole transaction back (the duplicate is found only when the COMMIT is
-// already on its way); with Write and QueueWrite the transaction goes on.
+// together with its COMMIT. With either, a duplicate msg_id fails the
+// transaction (with WriteOnCommit the duplicate is found only when the
+// COMMIT is already on its way; with QueueWrite it fails the batch, however
+// its results are read); with Write the transaction goes on.
 //
 // # Connecting
 //

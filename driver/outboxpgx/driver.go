@@ -166,22 +166,34 @@ func IsUniqueViolation(err error) bool { return classify(err) == sqlstore.ErrUni
 // the caller sends the batch in its transaction (tx.SendBatch): the outbox
 // then costs the transaction no round trip of its own.
 //
-// When the batch's results are read, a msg_id already in the table makes
-// this statement's result a *outbox.DuplicateError (errors.Is
-// outbox.ErrDuplicate): the insert changed nothing and the transaction is
-// still usable, as with Write. To write several messages all or nothing,
-// use w.Write, or roll back when one of their queued inserts fails.
+// A msg_id already in the table fails the queued insert, and with it the
+// transaction, as any failing statement of a batch does: the business change
+// queued beside it cannot commit without its message. However the batch's
+// results are read, the failure shows: BatchResults.Close returns a
+// *outbox.DuplicateError (errors.Is outbox.ErrDuplicate), and
+// BatchResults.Exec, read statement by statement, PostgreSQL's
+// unique_violation (IsUniqueViolation). Roll back; the event was already
+// recorded. (Write, by contrast, leaves the transaction usable after a
+// duplicate: it can afford the round trip that tells.)
 func (d *Driver) QueueWrite(w *outbox.Writer[pgx.Tx], batch *pgx.Batch, m outbox.Message) error {
 	if err := w.Validate(m); err != nil {
 		return err
 	}
-	stmt, args, err := d.InsertOne(&m)
+	// The strict insert has no ON CONFLICT: an insert that skipped a
+	// duplicate would report it only through its row count, which a caller
+	// reading the results with BatchResults.Exec never sees, and the
+	// business change would commit without its message.
+	stmt, args, err := d.InsertOneStrict(&m)
 	if err != nil {
 		return err
 	}
 	msgID := m.MsgID
-	batch.Queue(stmt, args...).Exec(func(ct pgconn.CommandTag) error {
-		return sqlstore.InsertedOne(msgID, ct.RowsAffected())
-	})
+	batch.Queue(stmt, args...).Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		if err != nil && classify(err) == sqlstore.ErrUnique {
+			return &outbox.DuplicateError{MsgIDs: []string{msgID}}
+		}
+		return err
+	}
 	return nil
 }

@@ -182,7 +182,8 @@ func ExampleDriver_QueueWrite() {
 			return err // invalid message: nothing was queued
 		}
 		// A msg_id already in the table comes back here as an
-		// outbox.ErrDuplicate; the transaction stays usable.
+		// outbox.ErrDuplicate, and the transaction rolls back: the order
+		// was recorded already.
 		return tx.SendBatch(ctx, &b).Close()
 	})
 	if err != nil {
