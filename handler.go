@@ -1,6 +1,9 @@
 package outbox
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Handler applies one message a subscriber received from a broker. The message
 // carries what the relay published: MsgID, Topic, Key, Payload, Headers and
@@ -22,7 +25,14 @@ type Handler func(ctx context.Context, m Message) error
 // When fn fails nothing is recorded, and the error goes back to the
 // subscriber, which asks for the message again. A msg_id the inbox cannot
 // record (empty, or longer than 64 characters) fails with a Permanent error.
+//
+// Handler panics when group is not a name the inbox can record (empty,
+// longer than 64 characters, not UTF-8): checked per message, that mistake
+// of configuration would send every message to the dead-letter path.
 func (ib *Inbox[TTx]) Handler(group string, fn func(ctx context.Context, tx TTx, m Message) error) Handler {
+	if reason := checkText(group, MaxGroupLen, true); reason != "" {
+		panic(fmt.Sprintf("outbox: Inbox.Handler: consumer group %q: %s", group, reason))
+	}
 	return func(ctx context.Context, m Message) error {
 		if err := ValidateConsumer(group, m.MsgID); err != nil {
 			return Permanent(err)

@@ -1,7 +1,9 @@
 package outbox
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +34,26 @@ func TestUniqueKeyAndCompareAndSet(t *testing.T) {
 		if applied != c.applied || !errors.Is(err, c.err) || (c.err == nil && err != nil) {
 			t.Errorf("CompareAndSet(%d, %v) = %v, %v", c.n, c.err, applied, err)
 		}
+	}
+}
+
+// A consumer group the inbox cannot record is a mistake of configuration:
+// checked per message, it sent every message to the dead-letter path as
+// Permanent. Handler refuses it when it is built.
+func TestInboxHandlerRefusesABadGroup(t *testing.T) {
+	ib := NewInbox[struct{}](nil)
+	noop := func(context.Context, struct{}, Message) error { return nil }
+	for _, group := range []string{"", strings.Repeat("g", MaxGroupLen+1), "bad\xff", "nul\x00"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Handler accepted group %q", group)
+				}
+			}()
+			ib.Handler(group, noop)
+		}()
+	}
+	if h := ib.Handler(strings.Repeat("g", MaxGroupLen), noop); h == nil {
+		t.Fatal("no handler for a valid group")
 	}
 }

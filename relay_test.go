@@ -356,6 +356,20 @@ func TestTablesValidate(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
+	// An inbox named like something the outbox table brings with it: on
+	// SQLite "ob_claims" passed, the migration skipped the claims table,
+	// and every claim failed; on PostgreSQL "ob_migrations" passed, and the
+	// inbox was missing.
+	for _, inbox := range []string{"ob", "ob_claims", "ob_migrations", "ob_horizon", "ob_pending_idx", "ob_requeued_idx", "ob_msg_id_key", "ob_pkey", "ob_id_seq"} {
+		if err := (Tables{Outbox: "ob", Inbox: inbox}).Validate(); !errors.Is(err, ErrInvalidIdentifier) {
+			t.Errorf("outbox ob, inbox %q: %v", inbox, err)
+		}
+	}
+	for _, inbox := range []string{"ob_inbox", "claims", "ob_claims_log", "consumed_msg"} {
+		if err := (Tables{Outbox: "ob", Inbox: inbox}).Validate(); err != nil {
+			t.Errorf("outbox ob, inbox %q: %v", inbox, err)
+		}
+	}
 }
 
 func TestPublishFuncHoldsBackKey(t *testing.T) {

@@ -44,8 +44,21 @@ func (t Tables) Validate() error {
 	if t.Outbox == t.Inbox {
 		return fmt.Errorf("%w: outbox and inbox tables are both %q; give them different names", ErrInvalidIdentifier, t.Outbox)
 	}
+	for _, suffix := range derivedSuffixes {
+		if t.Inbox == t.Outbox+suffix {
+			return fmt.Errorf("%w: inbox table %q is the name of a table or index the outbox table %q brings with it; give the inbox another name", ErrInvalidIdentifier, t.Inbox, t.Outbox)
+		}
+	}
 	return nil
 }
+
+// derivedSuffixes make the names of what an outbox table brings with it:
+// its migrations, claims and horizon tables, its indexes and constraints
+// (and, on PostgreSQL, its primary key index and identity sequence). An
+// inbox table of one of these names would clash: a migration's CREATE ...
+// IF NOT EXISTS would skip it, or create one in the other's place.
+var derivedSuffixes = []string{"_migrations", "_claims", "_horizon", "_msg_id_key", "_pending_idx",
+	"_requeued_idx", "_status_check", "_msg_id_check", "_pkey", "_id_seq"}
 
 // ValidateIdentifier reports whether name can be used as a table name.
 func ValidateIdentifier(name string) error {
