@@ -21,6 +21,11 @@ package outbox
 // exists, so applied is false and the error nil, and the caller acks. Any
 // other error is returned.
 //
+// isUnique should match only the key taken from the message: a violation
+// of another unique constraint of the same table (an email already taken)
+// is a real failure, not a repeat, and would be acked as one. With
+// PostgreSQL, compare the *pgconn.PgError's ConstraintName.
+//
 // On PostgreSQL a unique violation aborts the transaction it happens in:
 // insert with ON CONFLICT DO NOTHING and use CompareAndSet on the row count,
 // or run the insert in a transaction (or savepoint) of its own. MySQL,
@@ -40,6 +45,11 @@ func UniqueKey(err error, isUnique func(error) bool) (applied bool, _ error) {
 // now; zero rows means it was applied before (the state has already moved
 // on), so applied is false and the error nil, and the caller acks. Pass the
 // statement's affected-row count and error as they come.
+//
+// Zero rows also means that the row the UPDATE guards does not exist (yet):
+// where a message can arrive before the row it updates (from another
+// producer, or after the row was deleted), tell the two apart, or that
+// message is acked without its effect.
 func CompareAndSet(rowsAffected int64, err error) (applied bool, _ error) {
 	if err != nil {
 		return false, err
