@@ -38,6 +38,10 @@ func NewWriter[TTx any](driver Driver[TTx], cfg WriterConfig) (*Writer[TTx], err
 // breaks a limit, and a *DuplicateError (errors.Is ErrDuplicate) when a msg_id
 // is already in the table or repeated in msgs. In both cases nothing was
 // inserted and tx is still usable: the caller decides whether to commit.
+// The table tells a duplicate only while it holds the first row: once
+// `outbox cleanup` (or `dead drop`) has deleted it, the same msg_id is
+// written and published again, and the consumers' inbox is what keeps its
+// effect once.
 //
 // The payload must be JSON that every supported database's JSON type
 // stores: UTF-8, no \u0000 escape, no unpaired UTF-16 surrogate escape, no
