@@ -20,6 +20,7 @@ import (
 // Once returns (false, nil) without calling fn. Otherwise it calls fn; when
 // fn fails, it deletes the key again (only if it still holds this call's own
 // token), so that the redelivery can run fn, and returns (false, fn's error).
+// When fn panics, it deletes the key the same way and the panic goes on.
 // When fn succeeds it returns (true, nil) and the key stays until it expires.
 // Use the message's msg_id in the key, e.g. "once:billing:" + m.MsgID.
 //
@@ -59,16 +60,27 @@ func Once(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.D
 	if !set {
 		return false, nil
 	}
-	if err := fn(ctx); err != nil {
+	// The key goes unless fn returned nil: after an error, and also when fn
+	// panics or ends its goroutine (runtime.Goexit), since the process that
+	// crashed on it gets the message again and must run fn then. The
+	// deferred delete runs while a panic unwinds, without recovering it.
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
 		// The key must go even when ctx has ended, or the redelivery would
 		// be skipped until the key expires.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if derr := deleteIfTokenScript.Run(dctx, rdb, []string{key}, token).Err(); derr != nil {
-			return false, errors.Join(err, fmt.Errorf("outboxredis: Once: could not delete %s after the failure, so a redelivery is skipped until it expires: %w", key, derr))
+			err = errors.Join(err, fmt.Errorf("outboxredis: Once: could not delete %s after the failure, so a redelivery is skipped until it expires: %w", key, derr))
 		}
+	}()
+	if err := fn(ctx); err != nil {
 		return false, err
 	}
+	finished = true
 	return true, nil
 }
 

@@ -3,6 +3,7 @@ package outboxredis
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,5 +94,50 @@ func TestOnceBadArguments(t *testing.T) {
 	}
 	if _, err := Once(context.Background(), rdb, "", time.Second, fn); err == nil {
 		t.Error("empty key: no error")
+	}
+}
+
+// TestOncePanicAllowsRetry: a panic in fn deletes the key before it goes on
+// up the stack, so that the redelivery after the crash runs fn; before, the
+// key stayed and the effect was skipped until the key expired.
+func TestOncePanicAllowsRetry(t *testing.T) {
+	t.Parallel()
+	rdb := sharedClient(t)
+	key := uniquePrefix(t, rdb) + ":once:msg-4"
+	ctx := context.Background()
+	func() {
+		defer func() {
+			if p := recover(); p != "handler bug" {
+				t.Fatalf("recovered %v, want fn's panic", p)
+			}
+		}()
+		_, _ = Once(ctx, rdb, key, time.Minute, func(context.Context) error { panic("handler bug") })
+		t.Fatal("Once returned after fn panicked")
+	}()
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatal("the key stayed after fn panicked")
+	}
+	ran := false
+	applied, err := Once(ctx, rdb, key, time.Minute, func(context.Context) error { ran = true; return nil })
+	if !applied || err != nil || !ran {
+		t.Fatalf("redelivery after the panic: applied %v, err %v, fn ran %v; want it to run", applied, err, ran)
+	}
+}
+
+// TestOnceGoexitAllowsRetry: fn that ends its goroutine (runtime.Goexit, as
+// t.FailNow does) did not finish either; the key goes as after a failure.
+func TestOnceGoexitAllowsRetry(t *testing.T) {
+	t.Parallel()
+	rdb := sharedClient(t)
+	key := uniquePrefix(t, rdb) + ":once:msg-5"
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = Once(ctx, rdb, key, time.Minute, func(context.Context) error { runtime.Goexit(); return nil })
+	}()
+	<-done
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatal("the key stayed after fn called runtime.Goexit")
 	}
 }
