@@ -102,8 +102,12 @@ type dialect struct {
 	migrationsTable string
 	schemaVersion   string
 	recordVersion   string // args: version, name
-	lockMigrations  string // optional; args: lock name
-	unlockMigration string // optional; args: lock name
+	// lockMigrations, when set, takes the migrations' lock (args: lock
+	// name). With unlockMigration it is a session's lock, which Migrate
+	// takes and releases on a connection of its own (args: lock name,
+	// seconds to wait; it answers 1 when granted); without, a transaction's.
+	lockMigrations  string
+	unlockMigration string // args: lock name; answers 1 when released
 
 	// idList: markSent and markOthers name their rows in {{ids}}, one
 	// placeholder per id, after their other arguments.

@@ -91,7 +91,7 @@ ORDER BY id LIMIT ?`,
 		"  applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))) ENGINE=InnoDB",
 	schemaVersion:   `SELECT coalesce(max(version), 0) FROM {{migrations}}`,
 	recordVersion:   `INSERT IGNORE INTO {{migrations}} (version, name) VALUES (?, ?)`,
-	lockMigrations:  `SELECT GET_LOCK(?, 60)`,
+	lockMigrations:  `SELECT GET_LOCK(?, ?)`,
 	unlockMigration: `SELECT RELEASE_LOCK(?)`,
 	idList:          true,
 }

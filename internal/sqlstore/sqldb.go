@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 
@@ -121,3 +122,42 @@ func (d *SQLDriver) RunInTx(ctx context.Context, fn func(context.Context, *sql.T
 
 // SQLDB returns the *sql.DB the driver runs on.
 func (d *SQLDriver) SQLDB() *sql.DB { return d.db }
+
+// Session implements sessionDB: one connection of the pool, held until
+// Close or Discard.
+func (d sqlDB) Session(ctx context.Context) (session, error) {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sqlConn{c}, nil
+}
+
+type sqlConn struct{ c *sql.Conn }
+
+func (c sqlConn) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	return execResult(c.c.ExecContext(ctx, q, args...))
+}
+
+func (c sqlConn) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	return c.c.QueryContext(ctx, q, args...) //nolint:rowserrcheck // the caller iterates and checks Err
+}
+
+// Begin begins a transaction on the held connection. When ctx ends,
+// database/sql rolls the transaction back, and the connection stays held.
+func (c sqlConn) Begin(ctx context.Context) (Tx, error) {
+	tx, err := c.c.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sqlTx{tx}, nil
+}
+
+func (c sqlConn) Close() error { return c.c.Close() }
+
+// Discard closes the connection: database/sql drops a connection for which
+// Raw reports driver.ErrBadConn.
+func (c sqlConn) Discard() error {
+	_ = c.c.Raw(func(any) error { return driver.ErrBadConn })
+	return c.c.Close()
+}
