@@ -25,8 +25,11 @@
 //
 //	app:secret@tcp(db.internal:3306)/shop?parseTime=true&loc=UTC&interpolateParams=true
 //
-// The tables use the utf8mb4_bin collation, so msg_ids and consumer groups
-// compare byte for byte, as on the other databases.
+// msg_id and consumer_group use a NO PAD binary collation (schema version 3:
+// utf8mb4_nopad_bin on MariaDB, utf8mb4_0900_bin on MySQL 8), so they
+// compare byte for byte, trailing spaces included, as on the other
+// databases; utf8mb4_bin, which the tables' other text columns use, ignores
+// trailing spaces, and "m" and "m " would be one message.
 //
 // # How a claim works
 //
