@@ -157,11 +157,10 @@ func (s *Store) wrap(op string, err error) error {
 	return fmt.Errorf("outbox: %s: %w", op, err)
 }
 
-// InsertOne returns the statement and arguments that insert m, for a driver
-// that sends them itself (outboxpgx's QueueWrite, in the caller's batch).
-// The statement changes no row when m's msg_id is already in the table (ON
+// InsertOne returns the statement and arguments that insert m. The
+// statement changes no row when m's msg_id is already in the table (ON
 // CONFLICT DO NOTHING where the dialect has it), so that the caller's
-// transaction stays usable.
+// transaction stays usable; InsertedOne reads its row count.
 func (s *Store) InsertOne(m *outbox.Message) (string, []any, error) {
 	headers, err := encodeHeaders(m.Headers)
 	if err != nil {
@@ -170,10 +169,11 @@ func (s *Store) InsertOne(m *outbox.Message) (string, []any, error) {
 	return s.c.insertOne, []any{m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers}, nil
 }
 
-// InsertOneStrict is InsertOne for a statement sent just before the commit
-// (outboxpgx's WriteOnCommit): a msg_id already in the table is an error
-// (ErrUnique), which on PostgreSQL aborts the transaction, so that the COMMIT
-// sent after it commits nothing.
+// InsertOneStrict is InsertOne for a statement whose row count nobody may
+// read (outboxpgx's WriteOnCommit, sent with the COMMIT, and QueueWrite, in
+// the caller's batch): a msg_id already in the table is an error
+// (ErrUnique), which on PostgreSQL aborts the transaction, so that nothing
+// of it commits.
 func (s *Store) InsertOneStrict(m *outbox.Message) (string, []any, error) {
 	stmt, args, err := s.InsertOne(m)
 	if s.c.insertOneStrict != "" {
