@@ -146,7 +146,7 @@ func (v hintedValue) Get() any {
 	if g, ok := v.Value.(flag.Getter); ok {
 		return g.Get()
 	}
-	return v.Value.String()
+	return v.String()
 }
 
 // envName is the variable a flag also reads: OUTBOX_ and the flag's name in
