@@ -62,6 +62,22 @@ func TestConnectionErrorsRedactThePassword(t *testing.T) {
 	}
 }
 
+// A password with an "@" not written as %40: pgx took the first "@" as
+// the end of the password, and its error printed the rest as the host.
+func TestPasswordWithAnUnescapedAt(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "stats", "--db", "postgres://postgres:Sup3r@Secret-pw@127.0.0.1:5432/test")
+	checkError(t, r, 1, "holds an \"@\"; write it as %40")
+	for _, part := range []string{"Sup3r", "Secret-pw"} {
+		if strings.Contains(r.stderr+r.stdout, part) {
+			t.Errorf("part of the password is printed:\n%s", r)
+		}
+	}
+	// Written as %40 it is a password like any other.
+	r = runCLI(t, nil, "stats", "--db", "postgres://postgres:Sup3r%40Secret-pw@127.0.0.1:5433/test")
+	checkError(t, r, 1, "cannot connect to postgres at 127.0.0.1:5433/test")
+}
+
 func TestUsageAndConfigurationErrors(t *testing.T) {
 	t.Parallel()
 	sqlite := "sqlite:" + filepath.Join(t.TempDir(), "x.db")

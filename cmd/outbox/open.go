@@ -66,6 +66,9 @@ func openDatabase(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 
 func openPostgres(ctx context.Context, dsn string, tables outbox.Tables) (*database, error) {
 	addURLSecret(dsn)
+	if err := checkUserInfoAt(dsn); err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("invalid postgres --db: %v; the form is postgres://user:pass@host:5432/db", err)
@@ -267,6 +270,24 @@ func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (p
 		return nil, nil, fmt.Errorf("%s; check --broker / OUTBOX_BROKER", redact(oneLine(err.Error())))
 	}
 	return p, func() { _ = p.Close() }, nil
+}
+
+// checkUserInfoAt refuses a URL whose user name or password holds an "@"
+// not written as %40: parsers disagree on which "@" ends them (pgx took
+// the first, so part of the password became the host, and its error
+// printed that part).
+func checkUserInfoAt(dsn string) error {
+	_, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return nil // key=value form: pgx's own rules, no URL authority
+	}
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	if strings.Count(rest, "@") > 1 {
+		return errors.New("--db: the user name or password holds an \"@\"; write it as %40 (postgres://user:p%40ss@host:5432/db)")
+	}
+	return nil
 }
 
 // redactDSN returns dsn with its password replaced by "xxxxx", or a
