@@ -70,7 +70,8 @@ type ValidationError struct {
 	Field string
 	// Reason says what is wrong and what is allowed.
 	Reason string
-	// Err is the specific sentinel: ErrInvalidMessage or ErrPayloadTooLarge.
+	// Err is the specific sentinel: ErrInvalidMessage or ErrPayloadTooLarge;
+	// for Field "message", the database's own error.
 	Err error
 }
 
@@ -87,7 +88,7 @@ func (e *ValidationError) Error() string {
 
 // Unwrap returns ErrInvalidMessage and the specific sentinel.
 func (e *ValidationError) Unwrap() []error {
-	if e.Err == nil || errors.Is(e.Err, ErrInvalidMessage) {
+	if e.Err == nil || e.Err == ErrInvalidMessage {
 		return []error{ErrInvalidMessage}
 	}
 	return []error{ErrInvalidMessage, e.Err}

@@ -69,6 +69,7 @@ func validateMessage(i int, m *Message, maxBytes int) error {
 const (
 	maxNumericIntDigits  = 131072
 	maxNumericFracDigits = 16383
+	maxNumericExponent   = 1<<30 - 1
 )
 
 // checkStorableJSON finds what encoding/json accepts in valid JSON and a
@@ -186,7 +187,7 @@ func checkJSONNumber(b []byte, i int) (int, string) {
 			i++
 		}
 		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-			if exp < 1<<30 {
+			if exp < 1<<40 {
 				exp = exp*10 + int(b[i]-'0')
 			}
 		}
@@ -194,7 +195,8 @@ func checkJSONNumber(b []byte, i int) (int, string) {
 			exp = -exp
 		}
 	}
-	tooBig := firstNonZero >= 0 && intDigits-firstNonZero+exp > maxNumericIntDigits
+	// numeric refuses an exponent past half of int32's range even on zero.
+	tooBig := exp >= maxNumericExponent || firstNonZero >= 0 && intDigits-firstNonZero+exp > maxNumericIntDigits
 	if tooBig || fracDigits-exp > maxNumericFracDigits {
 		n := string(b[start:i])
 		if len(n) > 40 {

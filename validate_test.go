@@ -30,3 +30,20 @@ func FuzzValidateMessage(f *testing.F) {
 		}
 	})
 }
+
+// A database's refusal of a message that passed validation comes back as a
+// ValidationError that still holds the database's error.
+func TestValidationErrorWrapsTheDatabaseError(t *testing.T) {
+	dbErr := errors.New("CONSTRAINT `outbox.payload` failed")
+	err := error(&ValidationError{Index: -1, Field: "message", Reason: "the database refused it", Err: dbErr})
+	if !errors.Is(err, ErrInvalidMessage) || !errors.Is(err, dbErr) {
+		t.Fatalf("%v: Is ErrInvalidMessage %v, Is the database's error %v", err, errors.Is(err, ErrInvalidMessage), errors.Is(err, dbErr))
+	}
+	if got := err.Error(); got != "outbox: one of the messages: message: the database refused it" {
+		t.Fatalf("Error() = %q", got)
+	}
+	sentinel := error(&ValidationError{Field: "payload", Reason: "too large", Err: ErrPayloadTooLarge})
+	if !errors.Is(sentinel, ErrInvalidMessage) || !errors.Is(sentinel, ErrPayloadTooLarge) {
+		t.Fatal("the sentinels")
+	}
+}

@@ -49,8 +49,10 @@ func NewWriter[TTx any](driver Driver[TTx], cfg WriterConfig) (*Writer[TTx], err
 // point, 16383 after). Validation refuses these before the INSERT, since on
 // PostgreSQL a refused INSERT aborts the caller's transaction. A limit of
 // one database alone (MariaDB's json_valid allows 31 levels of nesting)
-// comes back as a *ValidationError with Field "message", and that
-// database's transaction is still usable too.
+// comes back as a *ValidationError with Field "message" that wraps the
+// database's error; on MariaDB, MySQL and SQLite the transaction is still
+// usable, and on PostgreSQL (which validation leaves nothing known of to
+// refuse) the error says that the transaction was aborted.
 func (w *Writer[TTx]) Write(ctx context.Context, tx TTx, msgs ...Message) error {
 	if len(msgs) == 0 {
 		return nil

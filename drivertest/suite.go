@@ -353,6 +353,7 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 		{"bytes not UTF-8", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage("\"a\xffb\"")}, "payload", outbox.ErrInvalidMessage},
 		{"number too large", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{"n":1e1000000}`)}, "payload", outbox.ErrInvalidMessage},
 		{"number with too many digits", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`[1234e131069]`)}, "payload", outbox.ErrInvalidMessage},
+		{"zero with too large an exponent", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{"a":0e1073741823}`)}, "payload", outbox.ErrInvalidMessage},
 		{"number too precise", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`-1.55e-16382`)}, "payload", outbox.ErrInvalidMessage},
 		{"header value with NUL", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{}`), Headers: map[string]string{"trace": "x\x00y"}}, "headers", outbox.ErrInvalidMessage},
 	}
@@ -379,7 +380,7 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 		t.Fatalf("transaction unusable after validation errors: %v", err)
 	}
 	// At the edges of what every database stores: accepted, and stored.
-	edges := []string{`"\ud83d\ude00 \u00e9 \\u0000"`, `1e131071`, `-123e131069`, `1.5e-16382`, `0e999999`, `0.00012e131069`, `[1E+5,-0.0,1e-16383]`}
+	edges := []string{`"\ud83d\ude00 \u00e9 \\u0000"`, `1e131071`, `-123e131069`, `1.5e-16382`, `0e1073741822`, `0.00012e131069`, `[1E+5,-0.0,1e-16383]`}
 	for i, p := range edges {
 		m := outbox.Message{MsgID: fmt.Sprintf("edge-%d", i), Topic: "t", Payload: json.RawMessage(p)}
 		if err := w.Write(ctx, tx, m); err != nil {

@@ -83,10 +83,15 @@ func classify(err error) sqlstore.ErrorKind {
 			return sqlstore.ErrUndefinedTable
 		case pe.Code == "42703":
 			return sqlstore.ErrUndefinedColumn
-		// check_violation, and a data exception (class 22: text or JSON the
-		// column refuses). The Writer's validation catches what it knows of
-		// before the INSERT, since either aborts the transaction.
-		case pe.Code == "23514" || strings.HasPrefix(pe.Code, "22"):
+		// The data exceptions of a value the outbox columns refuse (bad
+		// text representation, untranslatable character, character not in
+		// repertoire, numeric overflow), and the outbox's own CHECK
+		// constraints. The Writer's validation refuses what it knows of
+		// before the INSERT, since either aborts the transaction. Not other
+		// check violations (no partition for the row, a user's own
+		// constraint) or data exceptions (a sequence at its limit).
+		case pe.Code == "22P02" || pe.Code == "22P05" || pe.Code == "22021" || pe.Code == "22003",
+			pe.Code == "23514" && (strings.HasSuffix(pe.ConstraintName, "_msg_id_check") || strings.HasSuffix(pe.ConstraintName, "_status_check")):
 			return sqlstore.ErrRejected
 		// The server ends the session: admin_shutdown (pg_terminate_backend,
 		// a fast shutdown), crash_shutdown, cannot_connect_now, or a

@@ -100,4 +100,25 @@ func TestSidecarCreatedAtForms(t *testing.T) {
 	if pending != 0 {
 		t.Fatalf("%d rows not SENT", pending)
 	}
+
+	// The operator's view works on such rows too: stats (the oldest pending
+	// row's age), dead list and dead show.
+	for _, q := range []string{
+		`INSERT INTO outbox (msg_id, topic, payload, created_at) VALUES ('pending-garbage', 'sidecar.late', '{}', '06/05/2024 07:08')`,
+		`INSERT INTO outbox (msg_id, topic, payload, status, created_at, next_retry_at) VALUES ('dead-garbage', 'sidecar.time', '{}', 2, 'not a time', 'nor this')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := drv.Stats(ctx); err != nil {
+		t.Errorf("stats on rows whose times cannot be read: %v", err)
+	}
+	dead, err := drv.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead})
+	if err != nil || len(dead) != 1 || !dead[0].CreatedAt.IsZero() {
+		t.Errorf("dead list: %v, %+v", err, dead)
+	}
+	if m, err := drv.GetMessage(ctx, "dead-garbage"); err != nil || !m.CreatedAt.IsZero() || !m.NextRetryAt.IsZero() {
+		t.Errorf("dead show: %v, %+v", err, m)
+	}
 }

@@ -189,14 +189,14 @@ func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
 		m                outbox.Message
 		key              textValue
 		payload, headers []byte
-		created, due     claimTime
+		created, due     lenientTime
 	)
 	dest := []any{&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created, &due}
 	if !withDue {
 		dest = dest[:len(dest)-1]
 	}
 	for rows.Next() {
-		m, key, payload, headers, created, due = outbox.Message{}, textValue{}, nil, nil, claimTime{}, claimTime{}
+		m, key, payload, headers, created, due = outbox.Message{}, textValue{}, nil, nil, lenientTime{}, lenientTime{}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
@@ -517,14 +517,15 @@ func (t *timeValue) number(v float64) error {
 	return nil
 }
 
-// claimTime reads a claimed row's created_at. A value that is no time at all
+// lenientTime reads a row's time column. A value that is no time at all
 // (text a sidecar wrote into a SQLite table, whose columns take anything)
-// leaves the message without one, so that it is still published, with no
-// CloudEvents time attribute, instead of failing every claim that meets
-// the row and so holding up every message behind it.
-type claimTime struct{ timeValue }
+// reads as no time: the message is still published, with no CloudEvents
+// time attribute, instead of failing every claim that meets the row and so
+// holding up every message behind it; and stats and dead list/show still
+// work on it, showing no time.
+type lenientTime struct{ timeValue }
 
-func (t *claimTime) Scan(src any) error {
+func (t *lenientTime) Scan(src any) error {
 	if err := t.timeValue.Scan(src); err != nil {
 		t.timeValue = timeValue{}
 	}

@@ -205,7 +205,7 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 			case ErrUnique:
 				return &outbox.DuplicateError{MsgIDs: []string{m.MsgID}}
 			case ErrRejected:
-				return Rejected(0, m.MsgID, err)
+				return s.Rejected(0, m.MsgID, err)
 			}
 			return s.wrap("insert message", err)
 		}
@@ -230,7 +230,7 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 			// which msg_ids were there already.
 			return s.duplicates(ctx, q, msgs)
 		case ErrRejected:
-			return Rejected(-1, "", err)
+			return s.Rejected(-1, "", err)
 		}
 		return s.wrap("insert messages", err)
 	}
@@ -239,12 +239,16 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 
 // Rejected reports a message the database refused though it passed
 // outbox's validation (a dialect's own limit, such as MariaDB's 31 levels of
-// JSON nesting), as an outbox.ValidationError. index is the message's
-// position in the call, or -1 when a statement of several rows failed as a
-// whole.
-func Rejected(index int, msgID string, err error) error {
+// JSON nesting), as an outbox.ValidationError that wraps the database's
+// error. index is the message's position in the call, or -1 when a
+// statement of several rows failed as a whole.
+func (s *Store) Rejected(index int, msgID string, err error) error {
+	reason := "the database refused it"
+	if s.c.name == "postgres" {
+		reason += ", and PostgreSQL aborted the transaction: roll back"
+	}
 	return &outbox.ValidationError{Index: index, MsgID: msgID, Field: "message",
-		Reason: "the database refused it (" + err.Error() + ")", Err: outbox.ErrInvalidMessage}
+		Reason: reason + " (" + err.Error() + ")", Err: err}
 }
 
 // insertManyArrays inserts from arrays with ON CONFLICT DO NOTHING, so that a
@@ -298,7 +302,7 @@ func (s *Store) insertManyArrays(ctx context.Context, q Querier, msgs []outbox.M
 
 func (s *Store) insertError(err error) error {
 	if s.classify(err) == ErrRejected {
-		return Rejected(-1, "", err)
+		return s.Rejected(-1, "", err)
 	}
 	return s.wrap("insert messages", err)
 }
@@ -525,7 +529,7 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 		var topic string
 		var status int16
 		var n int64
-		var oldest, now timeValue
+		var oldest, now lenientTime
 		if err := rows.Scan(&topic, &status, &n, &oldest, &now); err != nil {
 			return st, s.wrap("stats", err)
 		}
@@ -576,7 +580,7 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 		var m outbox.Message
 		var key, lastErr textValue
 		var status int16
-		var next, created, sent, dead timeValue
+		var next, created, sent, dead lenientTime
 		if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &status, &m.Retries, &next, &created, &sent, &lastErr, &dead); err != nil {
 			return nil, s.wrap("list messages", err)
 		}
@@ -604,7 +608,7 @@ func (s *Store) GetMessage(ctx context.Context, msgID string) (outbox.Message, e
 	var key, lastErr textValue
 	var payload, headers []byte
 	var status int16
-	var next, created, sent, dead timeValue
+	var next, created, sent, dead lenientTime
 	if err := rows.Scan(&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &status, &m.Retries, &next, &created, &sent, &lastErr, &dead); err != nil {
 		return m, s.wrap("get message", err)
 	}
