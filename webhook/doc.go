@@ -52,11 +52,13 @@
 // request that got no response within Config.Timeout although the connection
 // was made, because the endpoint may have acted on it. Were they
 // unavailable, one message that the receiver cannot take would pause the
-// relay every time it came up. Such a timeout is a refusal only when the
-// endpoint answered another request of the same batch (a 2xx or a refusal):
-// when it answered none, it hangs, and the timeouts pause the relay like a
-// connection that cannot be made, so that a hung endpoint does not slowly
-// park every message as DEAD.
+// relay every time it came up. Such timeouts pause the relay, like a
+// connection that cannot be made, only when two or more requests of a batch
+// timed out and the endpoint answered none (neither a 2xx nor a refusal):
+// then it hangs, and a hung endpoint must not slowly park every message as
+// DEAD. A lone timeout is a refusal: a message that hangs the endpoint with
+// only messages of its own key behind it would otherwise never spend a
+// retry, and hold up its key for good.
 //
 // # Verifying signatures
 //
