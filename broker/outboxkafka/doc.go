@@ -62,12 +62,15 @@
 // retries: a record larger than max_message_bytes or a destination that is
 // not a valid topic name (both found before anything is sent, so the message
 // fails alone), a topic that does not exist, or a record batch the broker
-// refuses (MESSAGE_TOO_LARGE, INVALID_RECORD, TOPIC_AUTHORIZATION_FAILED and
-// other non-retriable errors; every message of that batch on that partition
-// fails with it). A broker that cannot be reached, a record
-// still without an ack when the context or timeout ends, retriable broker
-// errors, and a client the brokers reject (SASL, IDEMPOTENT_WRITE) are
-// outbox.Unavailable: the relay pauses and the messages keep their retries.
+// refuses (MESSAGE_TOO_LARGE, INVALID_RECORD, CORRUPT_MESSAGE,
+// TOPIC_AUTHORIZATION_FAILED: any error code franz-go does not retry itself;
+// every message of that batch on that partition fails with it). A broker
+// that cannot be reached, a record still without an ack when the context or
+// timeout ends, the codes that say the cluster cannot take writes
+// (NOT_ENOUGH_REPLICAS, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT and the
+// like, which franz-go normally retries by itself), and a client the brokers
+// reject (SASL, IDEMPOTENT_WRITE) are outbox.Unavailable: the relay pauses
+// and the messages keep their retries.
 // A record that was in flight when Publish gave up may still be written: the
 // idempotent producer does not drop a record it has sent without an answer
 // (it cannot know whether the broker has it), and writes it when the broker

@@ -29,6 +29,15 @@ var ErrTooLarge = fmt.Errorf("outboxkafka: record larger than the producer's Max
 // classify turns the error franz-go reported for one record into the error
 // Publish returns: outbox.Unavailable when the broker could not be reached
 // or gave no answer in time, a plain error when it refused the record.
+//
+// The producer retries without limit (kgo's default RecordRetries), so a
+// Kafka error code that reaches a record is one franz-go chose not to retry:
+// a non-retriable code, or a retriable one it gives up on at once
+// (CORRUPT_MESSAGE, a missing topic after its lookups). Such a code is a
+// refusal of the record, which spends one of the message's retries, whatever
+// Kafka's retriable flag says; otherwise the relay would pause and publish
+// the same message again for ever. Only the codes of clusterUnavailable,
+// and a client the brokers reject, are outbox.Unavailable.
 func classify(err error, topic string, lastConn *connState) error {
 	if err == nil {
 		return nil
@@ -50,14 +59,39 @@ func classify(err error, topic string, lastConn *connState) error {
 		// Every message fails alike until the credentials are fixed: pause
 		// the relay rather than spend the messages' retries.
 		return outbox.Unavailable(fmt.Errorf("outboxkafka: the broker refused this client (check the URL's user, password and sasl mechanism, and the IDEMPOTENT_WRITE permission): %w", err))
-	case errors.As(err, &ke) && ke.Retriable:
-		return outbox.Unavailable(fmt.Errorf("outboxkafka: topic %q: %w", topic, err))
+	case clusterUnavailable(err):
+		return outbox.Unavailable(fmt.Errorf("outboxkafka: topic %q: the cluster cannot take writes now%s: %w", topic, lastConn.suffix(), err))
 	case errors.As(err, &ke):
 		return fmt.Errorf("outboxkafka: the broker refused the record for topic %q: %w", topic, err)
 	case isConnectionError(err):
 		return outbox.Unavailable(fmt.Errorf("outboxkafka: topic %q: %w", topic, err))
 	}
 	return fmt.Errorf("outboxkafka: topic %q: %w", topic, err)
+}
+
+// clusterUnavailable reports the Kafka error codes that say the cluster
+// cannot take a write right now, whatever the record: no leader or no
+// in-sync replicas for the partition, a broker down, timing out or failing
+// its disk. franz-go retries them itself, so they reach a record only if a
+// later franz-go (or a retry limit) hands them over; the message is not at
+// fault then, and spending its retries would dead-letter good messages.
+func clusterUnavailable(err error) bool {
+	for _, ke := range []*kerr.Error{
+		kerr.NotEnoughReplicas,            // fewer in-sync replicas than min.insync.replicas
+		kerr.NotEnoughReplicasAfterAppend, // written by the leader, not by enough replicas
+		kerr.LeaderNotAvailable,           // a leader election is under way
+		kerr.NotLeaderForPartition,        // the metadata is behind a leader move
+		kerr.BrokerNotAvailable,
+		kerr.ReplicaNotAvailable,
+		kerr.RequestTimedOut, // the replicas did not ack within the request's timeout
+		kerr.NetworkException,
+		kerr.KafkaStorageError, // the leader's log directory failed
+	} {
+		if errors.Is(err, ke) {
+			return true
+		}
+	}
+	return false
 }
 
 // isConnectionError reports whether err is a network failure.
