@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,7 +22,8 @@ type DeadLetter struct {
 	Message outbox.Message
 	// DecodeErr says why the record is not an outbox event, or is nil.
 	DecodeErr error
-	// Group is the consumer group that gave up on the message.
+	// Group is the consumer group that gave up on the message; empty for a
+	// record moved without dead-letter headers because they did not fit.
 	Group string
 	// Err is the last handler (or decode) error, as text.
 	Err string
@@ -37,8 +40,12 @@ type DeadLetter struct {
 
 // DeadLetters reads the dead-letter topics of cfg (those NewSubscriber with
 // cfg would write to) from their start to their current end, and returns the
-// records that cfg.Group put there, each partition in offset order. It
-// does not join the group and commits nothing.
+// records that cfg.Group put there, each partition in offset order. A record
+// without an outbox-dlt-group header is returned too, with Group empty: the
+// subscriber writes one when even the copy with the fewest dead-letter
+// headers was too large, and moves the record as it was consumed (its Err,
+// Topic, Partition, Offset and Time are then unknown; the log has them).
+// DeadLetters does not join the group and commits nothing.
 func DeadLetters(ctx context.Context, cfg SubscriberConfig) ([]DeadLetter, error) {
 	c, s, err := newSubscriberConfig(cfg)
 	if err != nil {
@@ -110,7 +117,7 @@ func DeadLetters(ctx context.Context, cfg SubscriberConfig) ([]DeadLetter, error
 			if r.Offset == end.Offset-1 {
 				remaining--
 			}
-			if dl := parseDeadLetter(r); dl.Group == s.group {
+			if dl := parseDeadLetter(r); dl.Group == s.group || dl.Group == "" {
 				out = append(out, dl)
 			}
 		})
@@ -146,4 +153,85 @@ func parseDeadLetter(r *kgo.Record) DeadLetter {
 		}
 	}
 	return dl
+}
+
+// deadLetterCopy is one way of carrying a record to its dead-letter topic.
+type deadLetterCopy struct {
+	rec  *kgo.Record
+	note string // what was left out, for the log; empty for the full copy
+}
+
+// deadLetterCopies returns the records that can carry r to topic, from the
+// most informative to the smallest: r with every dead-letter header; then,
+// for a copy that does not fit maxBytes, the error text cut short; then only
+// the headers that say where r came from and which group gave up; last, r as
+// it came, which fit its own topic (a dead-letter topic has the same limit
+// unless someone set one). Every copy but the last fits maxBytes as
+// recordBytes counts; a broker whose topic limit is lower refuses a copy
+// with MESSAGE_TOO_LARGE, and the caller tries the next.
+func deadLetterCopies(r *kgo.Record, topic, group string, cause error, deliveries, maxBytes int) []deadLetterCopy {
+	kept := make([]kgo.RecordHeader, 0, len(r.Headers)+7)
+	for _, h := range r.Headers {
+		if !strings.HasPrefix(h.Key, deadLetterHeaderPrefix) {
+			kept = append(kept, h)
+		}
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano) // once: its length varies
+	build := func(extra ...kgo.RecordHeader) *kgo.Record {
+		headers := append(kept[:len(kept):len(kept)], extra...)
+		return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: headers}
+	}
+	full := func(errText string) *kgo.Record {
+		return build(
+			kgo.RecordHeader{Key: HeaderDeadLetterGroup, Value: []byte(group)},
+			kgo.RecordHeader{Key: HeaderDeadLetterError, Value: []byte(errText)},
+			kgo.RecordHeader{Key: HeaderDeadLetterDeliveries, Value: []byte(strconv.Itoa(deliveries))},
+			kgo.RecordHeader{Key: HeaderDeadLetterTopic, Value: []byte(r.Topic)},
+			kgo.RecordHeader{Key: HeaderDeadLetterPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
+			kgo.RecordHeader{Key: HeaderDeadLetterOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
+			kgo.RecordHeader{Key: HeaderDeadLetterTime, Value: []byte(now)},
+		)
+	}
+	var copies []deadLetterCopy
+	errText := cause.Error()
+	rec := full(errText)
+	if over := recordBytes(rec) - maxBytes; over <= 0 {
+		copies = append(copies, deadLetterCopy{rec: rec})
+	} else if keep := len(errText) - over - len(cutMark); keep > 0 {
+		// A shorter value never makes the record longer (its length's
+		// varint only shrinks), so the cut copy fits.
+		copies = append(copies, deadLetterCopy{
+			rec:  full(cutUTF8(errText, keep) + cutMark),
+			note: fmt.Sprintf("%s cut to %d of %d bytes to fit MaxMessageBytes", HeaderDeadLetterError, keep, len(errText)),
+		})
+	}
+	essential := build(
+		kgo.RecordHeader{Key: HeaderDeadLetterGroup, Value: []byte(group)},
+		kgo.RecordHeader{Key: HeaderDeadLetterTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: HeaderDeadLetterPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
+		kgo.RecordHeader{Key: HeaderDeadLetterOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
+	)
+	if recordBytes(essential) <= maxBytes {
+		copies = append(copies, deadLetterCopy{rec: essential,
+			note: "without " + HeaderDeadLetterError + ", " + HeaderDeadLetterDeliveries + " and " + HeaderDeadLetterTime + ", which did not fit"})
+	}
+	return append(copies, deadLetterCopy{
+		rec:  &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: r.Headers},
+		note: "as consumed, without dead-letter headers, which did not fit",
+	})
+}
+
+// cutMark ends an error text cut short to fit.
+const cutMark = "…"
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that does not
+// end inside a UTF-8 sequence.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -113,7 +113,14 @@
 // outbox-dlt-error, outbox-dlt-deliveries, outbox-dlt-topic,
 // outbox-dlt-partition, outbox-dlt-offset and outbox-dlt-time, and
 // committed. An error wrapped with outbox.Permanent, and a record that is not
-// an outbox event, go there at once. DeadLetters reads them back.
+// an outbox event, go there at once. DeadLetters reads them back. A copy
+// that would be larger than max_message_bytes (or than the dead-letter
+// topic's max.message.bytes) gets a shorter outbox-dlt-error first, then
+// only outbox-dlt-group, -topic, -partition and -offset, and last goes as it
+// was consumed, without dead-letter headers. A record the dead-letter topic
+// refuses even so is not committed (that would lose it): its partition
+// waits, the refusal is logged at Error once a minute with what to change,
+// and the produce is tried again.
 //
 // The count of deliveries lives in the subscriber's memory: after a restart
 // or a rebalance, a record that had failed is handed to the handler up to
