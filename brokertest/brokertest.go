@@ -7,9 +7,12 @@
 // Features that say what the broker cannot do. The suite publishes through
 // the adapter's outbox.Publisher and consumes through its subscriber, and
 // checks DESIGN §4 and the subscriber contract of outbox.Handler: every
-// message acked only after the handler succeeds, redelivered after a handler
-// error, dead-lettered after the delivery limit, consumer groups, graceful
-// stop, an unreachable broker reported as outbox.Unavailable.
+// message acked only after the handler succeeds (a subscriber stopped or
+// killed before its handler succeeded leaves the message to its group),
+// redelivered after a handler error, dead-lettered after the delivery limit,
+// consumer groups, graceful stop, an unreachable broker reported as
+// outbox.Unavailable. Effect-once is not checked here: it is the inbox's
+// job, tested end to end with a real inbox in e2e.
 package brokertest
 
 import (
@@ -40,6 +43,17 @@ type Features struct {
 	// SharedGroup: two subscribers of one group share the messages, each
 	// message going to one of them.
 	SharedGroup bool
+	// HandOver: the messages a subscriber received and did not ack go, once
+	// it stops, to another subscriber of its group that is already running
+	// (a rebalance, a requeue, a redelivery after the ack wait or the idle
+	// time). Without it, the suite checks the weaker guarantee that still
+	// holds: a subscriber of the group made after the stopped one's Run
+	// returned receives them. That is MQTT's case: an unacked message stays
+	// in the stopped member's persistent session, and only a subscriber that
+	// resumes the session (same Group and Name, as a restarted process would
+	// be, and as the adapter's Bundle.NewSubscriber must then hand out) gets
+	// it again.
+	HandOver bool
 }
 
 // Env builds the adapter under test.
@@ -59,6 +73,15 @@ type SubscriberOptions struct {
 	Group string
 	// MaxDeliveries is the delivery limit before the dead-letter path.
 	MaxDeliveries int
+	// RedeliverAfter, when not zero, asks for a subscriber whose broker
+	// gives a message it delivered, and that nobody acked because its
+	// subscriber went away without a word, to the group again within about
+	// this long: JetStream's AckWait, Redis Streams' MinIdle (an adapter
+	// whose test default is shorter keeps it). Adapters whose broker
+	// notices a gone subscriber by itself (a closed connection, a group
+	// rebalance, a resumed session) ignore it. Zero leaves the adapter's
+	// test default.
+	RedeliverAfter time.Duration
 }
 
 // Subscriber is what the suite needs of an adapter's subscriber.
@@ -91,4 +114,12 @@ type Bundle struct {
 	// DeadLetters returns the messages on the dead-letter path of the group,
 	// as the broker holds them now. Required when Features.DeadLetter.
 	DeadLetters func(ctx context.Context, group string) ([]outbox.Message, error)
+	// Kill stops sub the way a crash would: it cuts the subscriber's
+	// connections to the broker at once, without letting the handler in hand
+	// finish and without acking anything. sub's Run may then return an
+	// error, at once or when its handler returns. Optional: nil when the
+	// adapter has no such stop (the suite then logs that the crash case went
+	// unchecked; the graceful stop of an unfinished handler is checked for
+	// every adapter).
+	Kill func(sub Subscriber)
 }

@@ -36,6 +36,8 @@ func Run(t *testing.T, env Env) {
 		{"GroupsIndependent", s.testGroupsIndependent},
 		{"SharedGroup", s.testSharedGroup},
 		{"GracefulStop", s.testGracefulStop},
+		{"StoppedBeforeSuccess", s.testStoppedBeforeSuccess},
+		{"KilledBeforeSuccess", s.testKilledBeforeSuccess},
 		{"Unreachable", s.testUnreachable},
 		{"CanceledContext", s.testCanceledContext},
 		{"Refused", s.testRefused},
@@ -92,25 +94,29 @@ func (s *suite) publish(t *testing.T, pub outbox.Publisher, msgs []outbox.Messag
 	}
 }
 
-// recorder is the handler side of a test: it counts deliveries and effects
-// per msg_id, deduplicating effects as the inbox would.
+// recorder is the handler side of a test: per msg_id, it counts the
+// handler's calls (deliveries) and the calls that returned nil (succeeded).
+// It does not deduplicate: every successful delivery counts, so a test that
+// wants a message handled once checks succeeded == 1. Turning a second
+// delivery into no second effect is the inbox's job, tested end to end in
+// e2e with a real inbox.
 type recorder struct {
 	mu         sync.Mutex
 	deliveries map[string]int
-	effects    map[string]int
-	received   map[string]outbox.Message
-	order      map[string][]string // key -> msg_ids in arrival order (first deliveries only)
+	succeeded  map[string]int
+	received   map[string]outbox.Message // the first successful delivery
+	order      map[string][]string       // key -> msg_ids in order of first success
 	changed    chan struct{}
 	// fail decides whether a delivery fails; nil never fails.
 	fail func(m outbox.Message, attempt int) error
-	// block, when set, is called (outside the lock) before each delivery is applied.
+	// block, when set, is called (outside the lock) at the start of each delivery.
 	block func(m outbox.Message)
 }
 
 func newRecorder() *recorder {
 	return &recorder{
 		deliveries: map[string]int{},
-		effects:    map[string]int{},
+		succeeded:  map[string]int{},
 		received:   map[string]outbox.Message{},
 		order:      map[string][]string{},
 		changed:    make(chan struct{}, 1),
@@ -131,11 +137,11 @@ func (r *recorder) handler() outbox.Handler {
 				return err
 			}
 		}
-		if r.effects[m.MsgID] == 0 {
+		if r.succeeded[m.MsgID] == 0 {
 			r.received[m.MsgID] = m
 			r.order[m.Key] = append(r.order[m.Key], m.MsgID)
 		}
-		r.effects[m.MsgID]++
+		r.succeeded[m.MsgID]++
 		return nil
 	}
 }
@@ -167,18 +173,19 @@ func (r *recorder) waitFor(t *testing.T, timeout time.Duration, what string, con
 		case <-deadline.C:
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			t.Fatalf("timed out after %s waiting for %s; %d distinct messages applied, %d delivered",
-				timeout, what, len(r.effects), len(r.deliveries))
+			t.Fatalf("timed out after %s waiting for %s; %d distinct messages handled successfully, %d delivered",
+				timeout, what, len(r.succeeded), len(r.deliveries))
 		}
 	}
 }
 
-// waitApplied waits until every msg_id of msgs has been applied.
-func (r *recorder) waitApplied(t *testing.T, timeout time.Duration, msgs []outbox.Message) {
+// waitSucceeded waits until the handler has succeeded for every msg_id of
+// msgs.
+func (r *recorder) waitSucceeded(t *testing.T, timeout time.Duration, msgs []outbox.Message) {
 	t.Helper()
-	r.waitFor(t, timeout, fmt.Sprintf("%d messages to be applied", len(msgs)), func() bool {
+	r.waitFor(t, timeout, fmt.Sprintf("%d messages to be handled successfully", len(msgs)), func() bool {
 		for _, m := range msgs {
-			if r.effects[m.MsgID] == 0 {
+			if r.succeeded[m.MsgID] == 0 {
 				return false
 			}
 		}
@@ -186,24 +193,17 @@ func (r *recorder) waitApplied(t *testing.T, timeout time.Duration, msgs []outbo
 	})
 }
 
-// run starts sub with r's handler and returns a function that stops it and
-// checks that Run returned nil in time.
+// run starts sub with h and returns a function that stops it: it ends Run's
+// context and checks that Run returned nil in time.
 func (s *suite) run(t *testing.T, sub Subscriber, h outbox.Handler) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sub.Run(ctx, h) }()
+	r := s.start(t, sub, h)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("subscriber Run returned %v after its context ended, want nil", err)
-				}
-			case <-time.After(s.env.Timeout):
-				t.Errorf("subscriber Run did not return within %s of its context ending", s.env.Timeout)
+			r.cancel()
+			if err := r.wait(); err != nil {
+				t.Errorf("subscriber Run returned %v after its context ended, want nil", err)
 			}
 		})
 	}
@@ -211,9 +211,51 @@ func (s *suite) run(t *testing.T, sub Subscriber, h outbox.Handler) (stop func()
 	return stop
 }
 
+// running is a subscriber's Run in progress.
+type running struct {
+	t       *testing.T
+	timeout time.Duration
+	cancel  context.CancelFunc // ends Run's context
+	done    chan error
+	once    sync.Once
+	err     error
+}
+
+// start runs sub with h until cancel; the caller waits for it.
+func (s *suite) start(t *testing.T, sub Subscriber, h outbox.Handler) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{t: t, timeout: s.env.Timeout, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- sub.Run(ctx, h) }()
+	return r
+}
+
+// wait waits for Run to return after cancel (or a Kill), and returns its
+// error; it fails the test when Run does not return in time.
+func (r *running) wait() error {
+	r.once.Do(func() {
+		select {
+		case r.err = <-r.done:
+		case <-time.After(r.timeout):
+			r.t.Errorf("subscriber Run did not return within %s of its context ending", r.timeout)
+		}
+	})
+	return r.err
+}
+
 func (s *suite) subscriber(t *testing.T, b *Bundle, group string) Subscriber {
 	t.Helper()
 	return b.NewSubscriber(t, SubscriberOptions{Group: group, MaxDeliveries: MaxDeliveries})
+}
+
+// redeliverAfter is SubscriberOptions.RedeliverAfter where a test waits for
+// (or watches for) the redelivery of an unacked message.
+const redeliverAfter = time.Second
+
+// fastSubscriber is a subscriber whose broker redelivers an unacked message
+// within redeliverAfter.
+func (s *suite) fastSubscriber(t *testing.T, b *Bundle, group string) Subscriber {
+	t.Helper()
+	return b.NewSubscriber(t, SubscriberOptions{Group: group, MaxDeliveries: MaxDeliveries, RedeliverAfter: redeliverAfter})
 }
 
 func (s *suite) testPublishEmpty(t *testing.T) {
@@ -237,7 +279,7 @@ func (s *suite) testRoundTrip(t *testing.T) {
 	sub := s.subscriber(t, b, "rt")
 	s.publish(t, b.Publisher, msgs)
 	s.run(t, sub, rec.handler())
-	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.waitSucceeded(t, s.env.Timeout, msgs)
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -266,8 +308,9 @@ func jsonEqual(a, b []byte) bool {
 	return string(xa) == string(ya)
 }
 
-// testPipelinedBatches: batches of the relay's default size, all acked and
-// all delivered once.
+// testPipelinedBatches: batches of the relay's default size, all acked, and
+// each handled successfully once (a second success would mean an ack was
+// lost on a healthy broker).
 func (s *suite) testPipelinedBatches(t *testing.T) {
 	b := s.env.Setup(t)
 	rec := newRecorder()
@@ -277,13 +320,13 @@ func (s *suite) testPipelinedBatches(t *testing.T) {
 	for i := 0; i < len(msgs); i += 500 {
 		s.publish(t, b.Publisher, msgs[i:i+500])
 	}
-	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.waitSucceeded(t, s.env.Timeout, msgs)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	redelivered := 0
 	for _, m := range msgs {
-		if rec.effects[m.MsgID] != 1 {
-			t.Errorf("%s applied %d times", m.MsgID, rec.effects[m.MsgID])
+		if rec.succeeded[m.MsgID] != 1 {
+			t.Errorf("%s handled successfully %d times, want 1", m.MsgID, rec.succeeded[m.MsgID])
 		}
 		if rec.deliveries[m.MsgID] > 1 {
 			redelivered++
@@ -318,7 +361,7 @@ func (s *suite) testConcurrentPublish(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	rec.waitApplied(t, s.env.Timeout, all)
+	rec.waitSucceeded(t, s.env.Timeout, all)
 }
 
 // testOrderPerKey: one subscriber sees each key's messages in batch order.
@@ -332,7 +375,7 @@ func (s *suite) testOrderPerKey(t *testing.T) {
 	msgs := messages(b.Topic, "ord", 600, 3)
 	s.publish(t, b.Publisher, msgs[:300])
 	s.publish(t, b.Publisher, msgs[300:])
-	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.waitSucceeded(t, s.env.Timeout, msgs)
 	if !s.env.Features.Ordered {
 		t.Log("Features.Ordered is false: every message arrived; their order is not checked")
 		return
@@ -360,8 +403,12 @@ func firstDiff(got, want []string) string {
 }
 
 // testDuplicatePublish: the relay publishes a batch again (a crash between
-// publish and mark); the effect still happens once, and a broker that
-// deduplicates delivers each message once.
+// publish and mark). A broker with Features.Dedup drops the copies: each
+// message reaches the handler once, which is checked after a marker
+// published later was handled (a copy that got through would have arrived
+// by then on the brokers here, which deliver a stream in order to one
+// subscriber). Without it, both copies of every message reach the handler;
+// that they cause one effect is the inbox's job, tested in e2e.
 func (s *suite) testDuplicatePublish(t *testing.T) {
 	b := s.env.Setup(t)
 	rec := newRecorder()
@@ -372,35 +419,33 @@ func (s *suite) testDuplicatePublish(t *testing.T) {
 	s.publish(t, b.Publisher, msgs)
 	marker := messages(b.Topic, "dup-marker", 1, 0)
 	s.publish(t, b.Publisher, marker)
-	rec.waitApplied(t, s.env.Timeout, append(slices.Clone(msgs), marker...))
+	rec.waitSucceeded(t, s.env.Timeout, append(slices.Clone(msgs), marker...))
 	if !s.env.Features.Dedup {
-		// Without broker dedup the copies arrive too; wait for them so
-		// that the effect count is checked after they were handled.
-		rec.waitFor(t, s.env.Timeout, "the second copies", func() bool {
+		rec.waitFor(t, s.env.Timeout, "both copies of every message to be handled", func() bool {
 			for _, m := range msgs {
-				if rec.deliveries[m.MsgID] < 2 {
+				if rec.succeeded[m.MsgID] < 2 {
 					return false
 				}
 			}
 			return true
 		})
+		return
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, m := range msgs {
-		if rec.effects[m.MsgID] == 0 {
-			t.Errorf("%s never applied", m.MsgID)
-		}
-		if s.env.Features.Dedup && rec.deliveries[m.MsgID] != 1 {
-			t.Errorf("%s delivered %d times; the broker should have dropped the copy (Features.Dedup)", m.MsgID, rec.deliveries[m.MsgID])
+		if n := rec.deliveries[m.MsgID]; n != 1 {
+			t.Errorf("%s delivered %d times; the broker should have dropped the copy (Features.Dedup)", m.MsgID, n)
 		}
 	}
 }
 
 var errTransient = errors.New("brokertest: transient handler failure")
 
-// testRedelivery: a handler error brings the message back; a message that
-// fails twice and then succeeds is applied once.
+// testRedelivery: a handler error brings the message back. A message whose
+// handler fails MaxDeliveries-1 times is delivered exactly MaxDeliveries
+// times and succeeds once (not dead-lettered, and not delivered again once
+// its success was acked); its neighbours are delivered once.
 func (s *suite) testRedelivery(t *testing.T) {
 	b := s.env.Setup(t)
 	rec := newRecorder()
@@ -414,7 +459,7 @@ func (s *suite) testRedelivery(t *testing.T) {
 	s.run(t, sub, rec.handler())
 	msgs := messages(b.Topic, "re", 30, 3)
 	s.publish(t, b.Publisher, msgs)
-	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.waitSucceeded(t, s.env.Timeout, msgs)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, m := range msgs {
@@ -422,15 +467,18 @@ func (s *suite) testRedelivery(t *testing.T) {
 		if m.Key == "key-0" {
 			want = MaxDeliveries
 		}
-		if got := rec.deliveries[m.MsgID]; got < want {
-			t.Errorf("%s delivered %d times, want at least %d", m.MsgID, got, want)
+		if got := rec.deliveries[m.MsgID]; got != want {
+			t.Errorf("%s delivered %d times, want %d", m.MsgID, got, want)
+		}
+		if got := rec.succeeded[m.MsgID]; got != 1 {
+			t.Errorf("%s handled successfully %d times, want 1", m.MsgID, got)
 		}
 	}
 }
 
 // testDeadLetter: a message whose handler always fails is delivered
 // MaxDeliveries times and then lands on the dead-letter path; its neighbours
-// are applied and do not. Without Features.DeadLetter the poison message
+// are handled and do not. Without Features.DeadLetter the poison message
 // must still not block its neighbours, and keep coming back.
 func (s *suite) testDeadLetter(t *testing.T) {
 	b := s.env.Setup(t)
@@ -447,7 +495,7 @@ func (s *suite) testDeadLetter(t *testing.T) {
 	s.run(t, sub, rec.handler())
 	s.publish(t, b.Publisher, msgs)
 	good := slices.Delete(slices.Clone(msgs), 3, 4)
-	rec.waitApplied(t, s.env.Timeout, good)
+	rec.waitSucceeded(t, s.env.Timeout, good)
 	if !s.env.Features.DeadLetter {
 		rec.waitFor(t, s.env.Timeout, "the poison message to be redelivered", func() bool {
 			return rec.deliveries[poison] >= 2
@@ -464,7 +512,7 @@ func (s *suite) testDeadLetter(t *testing.T) {
 }
 
 // testPermanentError: outbox.Permanent skips the remaining deliveries.
-// Without Features.DeadLetter the message's neighbours must still be applied.
+// Without Features.DeadLetter the message's neighbours must still be handled.
 func (s *suite) testPermanentError(t *testing.T) {
 	b := s.env.Setup(t)
 	rec := newRecorder()
@@ -480,8 +528,8 @@ func (s *suite) testPermanentError(t *testing.T) {
 	s.run(t, sub, rec.handler())
 	s.publish(t, b.Publisher, msgs)
 	if !s.env.Features.DeadLetter {
-		rec.waitApplied(t, s.env.Timeout, slices.Delete(slices.Clone(msgs), 1, 2))
-		t.Log("Features.DeadLetter is false: the neighbours of the permanently failing message were applied")
+		rec.waitSucceeded(t, s.env.Timeout, slices.Delete(slices.Clone(msgs), 1, 2))
+		t.Log("Features.DeadLetter is false: the neighbours of the permanently failing message were handled")
 		return
 	}
 	s.waitDeadLetters(t, b, "perm", []string{bad})
@@ -532,14 +580,14 @@ func (s *suite) testGroupsIndependent(t *testing.T) {
 	s.run(t, subB, recB.handler())
 	msgs := messages(b.Topic, "grp", 100, 4)
 	s.publish(t, b.Publisher, msgs)
-	recA.waitApplied(t, s.env.Timeout, msgs)
-	recB.waitApplied(t, s.env.Timeout, msgs)
+	recA.waitSucceeded(t, s.env.Timeout, msgs)
+	recB.waitSucceeded(t, s.env.Timeout, msgs)
 }
 
 // testSharedGroup: two subscribers of one group share the work; together
-// they apply every message once. Without Features.SharedGroup two
-// subscribers of one group must still, together, apply every message
-// (each perhaps twice).
+// they handle every message successfully once. Without
+// Features.SharedGroup two subscribers of one group must still, together,
+// handle every message (each perhaps twice).
 func (s *suite) testSharedGroup(t *testing.T) {
 	b := s.env.Setup(t)
 	rec := newRecorder()
@@ -560,12 +608,12 @@ func (s *suite) testSharedGroup(t *testing.T) {
 	s.run(t, sub2, counted(2))
 	msgs := messages(b.Topic, "sh", 400, 8)
 	s.publish(t, b.Publisher, msgs)
-	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.waitSucceeded(t, s.env.Timeout, msgs)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, m := range msgs {
-		if rec.effects[m.MsgID] != 1 && s.env.Features.SharedGroup {
-			t.Errorf("%s applied %d times in one group", m.MsgID, rec.effects[m.MsgID])
+		if rec.succeeded[m.MsgID] != 1 && s.env.Features.SharedGroup {
+			t.Errorf("%s handled successfully %d times in one group", m.MsgID, rec.succeeded[m.MsgID])
 		}
 	}
 	mu.Lock()
@@ -574,7 +622,9 @@ func (s *suite) testSharedGroup(t *testing.T) {
 }
 
 // testGracefulStop: stopping a subscriber lets the handler in hand finish
-// and acks it, so the group does not see it again.
+// and acks it, so the group does not see it again. The subscribers are
+// fastSubscribers, so that an unacked message would come back within
+// redeliverAfter.
 func (s *suite) testGracefulStop(t *testing.T) {
 	b := s.env.Setup(t)
 	rec := newRecorder()
@@ -588,7 +638,7 @@ func (s *suite) testGracefulStop(t *testing.T) {
 			<-release
 		}
 	}
-	sub := s.subscriber(t, b, "stop")
+	sub := s.fastSubscriber(t, b, "stop")
 	stop := s.run(t, sub, rec.handler())
 	s.publish(t, b.Publisher, first)
 	select {
@@ -598,6 +648,8 @@ func (s *suite) testGracefulStop(t *testing.T) {
 	}
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
+	// A Run that does not wait for its handler returns as soon as it sees
+	// its context end, well within this window.
 	select {
 	case <-stopped:
 		t.Fatal("Run returned while its handler was still running")
@@ -606,24 +658,132 @@ func (s *suite) testGracefulStop(t *testing.T) {
 	close(release)
 	<-stopped
 	rec.mu.Lock()
-	if rec.effects[first[0].MsgID] != 1 {
-		t.Fatalf("the message in hand was applied %d times, want 1", rec.effects[first[0].MsgID])
+	if rec.succeeded[first[0].MsgID] != 1 {
+		t.Fatalf("the message in hand was handled successfully %d times, want 1", rec.succeeded[first[0].MsgID])
 	}
 	rec.mu.Unlock()
 
 	// A new subscriber of the group gets the next message, and not the one
-	// acked before the stop.
+	// acked before the stop. Had the stop left it unacked, the broker would
+	// hand it to the new subscriber when it joins (a Kafka assignment
+	// starting at the committed offset, a RabbitMQ requeue on the old
+	// connection's close, a resumed MQTT session) or within redeliverAfter
+	// (JetStream's AckWait, Redis's MinIdle): so once the next messages were
+	// handled, twice redeliverAfter is long enough to see it.
 	rec.block = nil
 	next := messages(b.Topic, "stop-next", 3, 0)
-	sub2 := s.subscriber(t, b, "stop")
+	sub2 := s.fastSubscriber(t, b, "stop")
 	s.run(t, sub2, rec.handler())
 	s.publish(t, b.Publisher, next)
-	rec.waitApplied(t, s.env.Timeout, next)
-	time.Sleep(200 * time.Millisecond)
+	rec.waitSucceeded(t, s.env.Timeout, next)
+	time.Sleep(2 * redeliverAfter)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if n := rec.deliveries[first[0].MsgID]; n != 1 {
 		t.Errorf("the message acked before the stop was delivered %d times, want 1", n)
+	}
+}
+
+var errStopped = errors.New("brokertest: the handler's transaction was cut off by the stop")
+
+// testStoppedBeforeSuccess: a subscriber is stopped while its handler is in
+// the middle of message X, and the handler then fails, as an inbox
+// transaction cut off by the stop's deadline does. Nothing that subscriber
+// handled succeeded, so nothing may have been acked: X and the messages
+// behind it must all reach another subscriber of the group. A subscriber
+// that acks (commits the offset of) a message before its handler finished
+// fails here. With Features.HandOver the other subscriber is already
+// running while the first one holds X; without it, it is made after the
+// first one's Run returned.
+func (s *suite) testStoppedBeforeSuccess(t *testing.T) {
+	b := s.env.Setup(t)
+	msgs := messages(b.Topic, "unacked", 5, 1) // one key: one partition, in order
+	recA, recB := newRecorder(), newRecorder()
+	entered := make(chan struct{})
+	cutOff := make(chan struct{})
+	var once sync.Once
+	recA.block = func(outbox.Message) {
+		once.Do(func() { close(entered) })
+		<-cutOff
+	}
+	recA.fail = func(outbox.Message, int) error { return errStopped }
+	subA := s.subscriber(t, b, "unacked")
+	a := s.start(t, subA, recA.handler())
+	t.Cleanup(func() { a.cancel(); _ = a.wait() })
+	s.publish(t, b.Publisher, msgs)
+	select {
+	case <-entered:
+	case <-time.After(s.env.Timeout):
+		t.Fatal("no message reached the first subscriber's handler")
+	}
+	if s.env.Features.HandOver {
+		s.run(t, s.subscriber(t, b, "unacked"), recB.handler())
+	}
+	// The stop first, then the handler's failure: a subscriber that tried
+	// X again would find its context ended.
+	a.cancel()
+	close(cutOff)
+	if err := a.wait(); err != nil {
+		t.Errorf("subscriber Run returned %v after its context ended, want nil", err)
+	}
+	if !s.env.Features.HandOver {
+		s.run(t, s.subscriber(t, b, "unacked"), recB.handler())
+	}
+	recB.waitSucceeded(t, s.env.Timeout, msgs)
+	recA.mu.Lock()
+	defer recA.mu.Unlock()
+	t.Logf("the stopped subscriber's handler was called %d times", sum(recA.deliveries))
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// testKilledBeforeSuccess: a subscriber whose handler holds message X is
+// killed (Bundle.Kill: its connections cut, no graceful drain) while the
+// handler still runs. X and the messages behind it must reach another
+// subscriber of the group, which must not wait for the killed one's handler.
+func (s *suite) testKilledBeforeSuccess(t *testing.T) {
+	b := s.env.Setup(t)
+	if b.Kill == nil {
+		t.Log("Bundle.Kill is nil: a killed subscriber's messages going to the group is unchecked (the graceful stop is, in StoppedBeforeSuccess)")
+		return
+	}
+	msgs := messages(b.Topic, "killed", 5, 1)
+	recA, recB := newRecorder(), newRecorder()
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	recA.block = func(outbox.Message) {
+		once.Do(func() { close(entered) })
+		<-release
+	}
+	subA := s.fastSubscriber(t, b, "killed")
+	a := s.start(t, subA, recA.handler())
+	// The killed subscriber's Run may return an error; it must return once
+	// its handler does.
+	t.Cleanup(func() { a.cancel(); _ = a.wait() })
+	released := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(released)
+	s.publish(t, b.Publisher, msgs)
+	select {
+	case <-entered:
+	case <-time.After(s.env.Timeout):
+		t.Fatal("no message reached the first subscriber's handler")
+	}
+	b.Kill(subA)
+	s.run(t, s.fastSubscriber(t, b, "killed"), recB.handler())
+	recB.waitSucceeded(t, s.env.Timeout, msgs)
+	// The killed subscriber's handler now succeeds, too late: its ack has
+	// no connection to go on.
+	released()
+	a.cancel()
+	if err := a.wait(); err != nil {
+		t.Logf("the killed subscriber's Run returned %v", err)
 	}
 }
 
@@ -670,7 +830,7 @@ func (s *suite) testCanceledContext(t *testing.T) {
 	sub := s.subscriber(t, b, "cancel")
 	s.run(t, sub, rec.handler())
 	s.publish(t, b.Publisher, msgs)
-	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.waitSucceeded(t, s.env.Timeout, msgs)
 }
 
 // testRefused: a message the broker refuses fails alone, as a refusal.
@@ -701,5 +861,5 @@ func (s *suite) testRefused(t *testing.T) {
 			t.Errorf("message %s failed beside the refused one: %v", batch[i].MsgID, err)
 		}
 	}
-	rec.waitApplied(t, s.env.Timeout, msgs)
+	rec.waitSucceeded(t, s.env.Timeout, msgs)
 }

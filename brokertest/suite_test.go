@@ -16,7 +16,7 @@ import (
 // evidence about any real broker.
 func TestSuiteInMemory(t *testing.T) {
 	Run(t, Env{
-		Features: Features{Ordered: true, Dedup: false, DeadLetter: true, SharedGroup: true},
+		Features: Features{Ordered: true, Dedup: false, DeadLetter: true, SharedGroup: true, HandOver: true},
 		Timeout:  10 * time.Second,
 		Setup:    memSetup,
 	})
@@ -47,6 +47,7 @@ func memSetup(t *testing.T) *Bundle {
 			defer g.mu.Unlock()
 			return append([]outbox.Message(nil), g.dead...), nil
 		},
+		Kill: func(sub Subscriber) { sub.(*memSub).kill() },
 	}
 }
 
@@ -106,7 +107,47 @@ func (b *memBroker) Publish(ctx context.Context, msgs []outbox.Message) []error 
 type memSub struct {
 	g   *memGroup
 	max int
+
+	mu     sync.Mutex
+	inHand *outbox.Message // taken from the group and not settled
+	killed bool
 }
+
+// kill gives the message in hand back to the group at once, as a broker
+// does when a subscriber's connection drops, and makes Run fail when its
+// handler returns.
+func (s *memSub) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.killed = true
+	if s.inHand != nil {
+		s.g.ch <- *s.inHand
+		s.inHand = nil
+	}
+}
+
+// take marks m in hand, unless the subscriber was killed.
+func (s *memSub) take(m outbox.Message) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.killed {
+		s.g.ch <- m
+		return false
+	}
+	s.inHand = &m
+	return true
+}
+
+// settle ends the message in hand; it reports false when the subscriber was
+// killed meanwhile (the message went back to the group then).
+func (s *memSub) settle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inHand = nil
+	return !s.killed
+}
+
+var errKilled = errors.New("mem: subscriber killed")
 
 func (s *memSub) Run(ctx context.Context, h outbox.Handler) error {
 	attempts := map[string]int{}
@@ -115,6 +156,9 @@ func (s *memSub) Run(ctx context.Context, h outbox.Handler) error {
 		case <-ctx.Done():
 			return nil
 		case m := <-s.g.ch:
+			if !s.take(m) {
+				return errKilled
+			}
 			// Retry in place until success or the limit: in-order, like a
 			// broker that redelivers before moving on.
 			for {
@@ -122,9 +166,22 @@ func (s *memSub) Run(ctx context.Context, h outbox.Handler) error {
 				err := h(context.WithoutCancel(ctx), m)
 				if err == nil {
 					delete(attempts, m.MsgID)
+					if !s.settle() {
+						return errKilled
+					}
 					break
 				}
+				if ctx.Err() != nil {
+					// Stopping after a failure: leave it to the group.
+					if s.settle() {
+						s.g.ch <- m
+					}
+					return nil
+				}
 				if outbox.IsPermanent(err) || attempts[m.MsgID] >= s.max {
+					if !s.settle() {
+						return errKilled
+					}
 					s.g.mu.Lock()
 					s.g.dead = append(s.g.dead, m)
 					s.g.mu.Unlock()
