@@ -58,6 +58,9 @@ func TestConformance(t *testing.T) {
 			Dedup:       false,
 			DeadLetter:  true,
 			SharedGroup: true,
+			// A message unacked when its channel closes is requeued for
+			// the queue's other consumers.
+			HandOver: true,
 		},
 		Setup: setup,
 	})
@@ -120,6 +123,9 @@ func setup(t *testing.T) *brokertest.Bundle {
 			p.close()
 			return up
 		},
+		// Close closes the subscriber's connections at once, handler or
+		// not: the broker requeues what it had not acked.
+		Kill: func(sub brokertest.Subscriber) { sub.(*outboxamqp.Subscriber).Close() },
 		Refused: func() outbox.Message {
 			return outbox.Message{MsgID: name("unroutable"), Topic: name("nobody.listens"), Payload: []byte(`{}`)}
 		},

@@ -27,8 +27,9 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // subscriber handles messages one at a time in stream order, so same-key
 // order holds while no delivery fails; the stream drops a msg_id published
 // again within its duplicate window; the dead-letter path is a stream of its
-// own; subscribers of a group share one durable consumer.
-var features = brokertest.Features{Ordered: true, Dedup: true, DeadLetter: true, SharedGroup: true}
+// own; subscribers of a group share one durable consumer, which gives a
+// message one of them naks (or leaves unacked for AckWait) to another.
+var features = brokertest.Features{Ordered: true, Dedup: true, DeadLetter: true, SharedGroup: true, HandOver: true}
 
 func TestConformance(t *testing.T) {
 	requireShared(t)
@@ -57,8 +58,11 @@ func newBundle(t *testing.T, serverURL string) *brokertest.Bundle {
 		Publisher: pub,
 		Topic:     suiteTopic,
 		NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
-			return newTestSubscriber(t, u, opts.Group, opts.MaxDeliveries)
+			return newAckWaitSubscriber(t, u, opts.Group, opts.MaxDeliveries, opts.RedeliverAfter)
 		},
+		// Closing the connection leaves the messages in hand unacked: the
+		// consumer delivers them again after AckWait.
+		Kill: func(sub brokertest.Subscriber) { _ = sub.(*Subscriber).Close() },
 		Unreachable: func(t *testing.T) outbox.Publisher {
 			// NewPublisher needs the server, so build the publisher against
 			// a private one and then stop it: what is left is a publisher
@@ -91,6 +95,13 @@ func newBundle(t *testing.T, serverURL string) *brokertest.Bundle {
 
 func newTestSubscriber(t testing.TB, u, group string, maxDeliveries int) *Subscriber {
 	t.Helper()
+	return newAckWaitSubscriber(t, u, group, maxDeliveries, 0)
+}
+
+// newAckWaitSubscriber is newTestSubscriber with the group's AckWait (zero:
+// the default).
+func newAckWaitSubscriber(t testing.TB, u, group string, maxDeliveries int, ackWait time.Duration) *Subscriber {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sub, err := NewSubscriber(ctx, SubscriberConfig{
@@ -99,6 +110,7 @@ func newTestSubscriber(t testing.TB, u, group string, maxDeliveries int) *Subscr
 		Topic:           suiteTopic,
 		MaxDeliveries:   maxDeliveries,
 		RedeliveryDelay: 50 * time.Millisecond,
+		AckWait:         ackWait,
 		Logger:          quiet(),
 	})
 	if err != nil {

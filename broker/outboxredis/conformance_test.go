@@ -21,6 +21,9 @@ func TestConformance(t *testing.T) {
 			Dedup:       false,
 			DeadLetter:  true,
 			SharedGroup: true,
+			// Another consumer of the group claims an entry left pending
+			// for MinIdle (XAUTOCLAIM).
+			HandOver: true,
 		},
 		Setup: func(t *testing.T) *brokertest.Bundle {
 			prefix := uniquePrefix(t, rdb)
@@ -40,6 +43,7 @@ func TestConformance(t *testing.T) {
 			return &brokertest.Bundle{
 				Publisher: pub,
 				Topic:     topic,
+				// opts.RedeliverAfter is not used: testMinIdle is shorter.
 				NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
 					sub, err := NewSubscriber(ctx, SubscriberConfig{
 						URL:           sharedURL,
@@ -67,6 +71,10 @@ func TestConformance(t *testing.T) {
 					srv.stop()
 					return p
 				},
+				// Close closes the client under a running Run: the entries
+				// in hand stay pending, no longer kept fresh, and another
+				// consumer claims them after MinIdle.
+				Kill: func(sub brokertest.Subscriber) { _ = sub.(*Subscriber).Close() },
 				Refused: func() outbox.Message {
 					return outbox.Message{MsgID: "refused-1", Topic: refusedTopic, Payload: []byte(`{}`)}
 				},
