@@ -86,9 +86,10 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("outbox: message %d%s: %s: %s", e.Index, id, e.Field, e.Reason)
 }
 
-// Unwrap returns ErrInvalidMessage and the specific sentinel.
+// Unwrap returns ErrInvalidMessage and Err: the specific sentinel, or the
+// database's error.
 func (e *ValidationError) Unwrap() []error {
-	if e.Err == nil || e.Err == ErrInvalidMessage {
+	if e.Err == nil {
 		return []error{ErrInvalidMessage}
 	}
 	return []error{ErrInvalidMessage, e.Err}
