@@ -61,7 +61,10 @@
 // A message that cannot be sent fails as a refusal that spends one of its
 // retries: a record larger than max_message_bytes or a destination that is
 // not a valid topic name (both found before anything is sent, so the message
-// fails alone), a topic that does not exist, or a record batch the broker
+// fails alone), a topic that does not exist (ErrUnknownTopic: Publish asks
+// the cluster, with one metadata request, about each topic it has not yet
+// seen exist, so this refusal comes at once and does not depend on the
+// deadline), or a record batch the broker
 // refuses (MESSAGE_TOO_LARGE, INVALID_RECORD, CORRUPT_MESSAGE,
 // TOPIC_AUTHORIZATION_FAILED: any error code franz-go does not retry itself;
 // every message of that batch on that partition fails with it). A broker

@@ -53,7 +53,7 @@ func classify(err error, topic string, lastConn *connState) error {
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
 		// Retriable for Kafka, but after franz-go's retries it means the topic
 		// is missing: a matter of this message's destination, not of the broker.
-		return fmt.Errorf("outboxkafka: topic %q does not exist; create it (or allow auto_create): %w", topic, err)
+		return fmt.Errorf("%w: %q; create it, or fix the row's topic or the Destination template: %w", ErrUnknownTopic, topic, err)
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.UnsupportedSaslMechanism):
 		// Every message fails alike until the credentials are fixed: pause

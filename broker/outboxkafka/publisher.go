@@ -2,6 +2,7 @@ package outboxkafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sync"
@@ -19,6 +20,7 @@ type Publisher struct {
 	source string
 	dest   template
 	state  *connState
+	topics topicCache // destination topics the cluster said exist
 	once   sync.Once
 }
 
@@ -80,12 +82,19 @@ func (c *connection) newClient(ctx context.Context, state *connState, extra ...k
 // the acks. It returns nil when every message was acked (written by the
 // partition leader and its in-sync replicas), or one error per message.
 //
-// A message whose record cannot fit in MaxMessageBytes, or whose destination
-// is not a valid topic name, is refused before anything is sent, and the
+// A message whose record cannot fit in MaxMessageBytes, whose destination is
+// not a valid topic name, or whose destination topic does not exist
+// (ErrUnknownTopic) is refused before anything is sent, and the
 // later messages of its key in the batch get ErrHeldBack instead of being
 // produced, so they cannot overtake it. A record still without an ack when
 // ctx (or Timeout) ends is reported as outbox.Unavailable; it may still be
 // written later, which the consumers' inbox absorbs.
+//
+// Publish asks the cluster whether a destination topic exists the first time
+// it sees the topic, and again after a record to it failed for a missing
+// topic or without an answer; a topic found to exist is not asked about
+// again. When no broker answers that question, nothing of the batch is sent:
+// the messages it would have produced are outbox.Unavailable.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	if len(msgs) == 0 {
 		return nil
@@ -99,7 +108,17 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 		return errs
 	}
-	w := newWaiter(len(msgs), p.state)
+	w := newWaiter(len(msgs), p.state, &p.topics)
+	for i := range msgs {
+		w.topics[i] = p.dest.render(msgs[i].Topic)
+	}
+	// A batch with a topic that could not be checked sends nothing: a later
+	// message could otherwise overtake an earlier one of its key.
+	var topicErrs map[string]error
+	var checkErr error
+	if unknown := p.topics.unknown(validTopics(w.topics)); len(unknown) > 0 {
+		topicErrs, checkErr = p.checkTopics(ctx, unknown)
+	}
 	var failedKeys map[string]string
 	refuse := func(i int, err error) {
 		w.finishOwn(i, err)
@@ -114,8 +133,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	}
 	for i := range msgs {
 		m := &msgs[i]
-		topic := p.dest.render(m.Topic)
-		w.topics[i] = topic
+		topic := w.topics[i]
 		if first, held := failedKeys[m.Key]; held && m.Key != "" {
 			w.finishOwn(i, fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, first))
 			continue
@@ -124,9 +142,17 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			refuse(i, fmt.Errorf("outboxkafka: destination %q of topic %q is not a valid Kafka topic name: %s", topic, m.Topic, reason))
 			continue
 		}
+		if err := topicErrs[topic]; err != nil {
+			refuse(i, err)
+			continue
+		}
 		rec := newRecord(m, topic, p.source)
 		if n := recordBytes(rec); n > p.conn.maxBytes {
 			refuse(i, fmt.Errorf("%w (%d bytes with headers, limit %d)", ErrTooLarge, n, p.conn.maxBytes))
+			continue
+		}
+		if checkErr != nil {
+			w.finishOwn(i, checkErr)
 			continue
 		}
 		p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { w.finish(i, err) })
@@ -153,10 +179,11 @@ type waiter struct {
 	done     chan struct{}
 	closed   bool // Publish returned; later results are dropped
 	state    *connState
+	known    *topicCache
 }
 
-func newWaiter(n int, state *connState) *waiter {
-	return &waiter{state: state,
+func newWaiter(n int, state *connState, known *topicCache) *waiter {
+	return &waiter{state: state, known: known,
 		errs: make([]error, n), topics: make([]string, n), finished: make([]bool, n),
 		pending: n, done: make(chan struct{}),
 	}
@@ -166,6 +193,9 @@ func newWaiter(n int, state *connState) *waiter {
 func (w *waiter) finish(i int, err error) {
 	if err != nil {
 		err = classify(err, w.topics[i], w.state)
+		if errors.Is(err, ErrUnknownTopic) || outbox.IsUnavailable(err) {
+			w.known.forget(w.topics[i])
+		}
 	}
 	w.finishOwn(i, err)
 }
@@ -202,10 +232,22 @@ func (w *waiter) wait(ctx context.Context) []error {
 	out := make([]error, len(w.errs))
 	for i, err := range w.errs {
 		if !w.finished[i] {
+			w.known.forget(w.topics[i])
 			err = outbox.Unavailable(fmt.Errorf("outboxkafka: no ack for topic %q before the context ended%s (the record may still be written): %w",
 				w.topics[i], w.state.suffix(), context.Cause(ctx)))
 		}
 		out[i] = err
+	}
+	return out
+}
+
+// validTopics returns the names of topics that are valid topic names.
+func validTopics(topics []string) []string {
+	out := make([]string, 0, len(topics))
+	for _, t := range topics {
+		if validTopic(t) == "" {
+			out = append(out, t)
+		}
 	}
 	return out
 }
