@@ -149,6 +149,27 @@ func runRelay(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.Re
 	}
 }
 
+// pausesThenSends relays rows messages through pub, in batches of batch
+// with maxRetries, while the endpoint fails them, until failedEnough; no row
+// may be DEAD and no retry spent. Then fix mends the endpoint, and every row
+// must be SENT, still without a retry.
+func pausesThenSends(t *testing.T, pub outbox.Publisher, rows, batch, maxRetries int, failedEnough func() bool, fix func(), what string) {
+	t.Helper()
+	st := newMemStore(rows)
+	cfg := outbox.RelayConfig{BatchSize: batch, MaxRetries: maxRetries, Interval: time.Millisecond,
+		RetryBase: time.Millisecond, RetryMax: time.Millisecond,
+		PauseBase: 5 * time.Millisecond, PauseMax: 20 * time.Millisecond}
+	runRelay(t, st, pub, cfg, 5*time.Second, failedEnough)
+	if _, dead, retries := st.counts(); dead != 0 || retries != 0 {
+		t.Fatalf("%s: %d rows DEAD, %d retries spent; want none", what, dead, retries)
+	}
+	fix()
+	runRelay(t, st, pub, cfg, 5*time.Second, func() bool { sent, _, _ := st.counts(); return sent == rows })
+	if sent, dead, retries := st.counts(); sent != rows || retries != 0 {
+		t.Fatalf("%s, then mended: %d SENT, %d DEAD, %d retries; want all %d SENT without a retry", what, sent, dead, retries, rows)
+	}
+}
+
 // TestRelayPausesOnEndpointStatus: an endpoint that answers every message
 // alike with a status about itself (a wrong path, an expired token, a
 // redirect) pauses the relay; no message spends a retry, and all of them go
@@ -170,19 +191,8 @@ func TestRelayPausesOnEndpointStatus(t *testing.T) {
 					w.WriteHeader(code)
 				}
 			})
-			st := newMemStore(20)
-			cfg := outbox.RelayConfig{BatchSize: 5, MaxRetries: 3, Interval: time.Millisecond,
-				RetryBase: time.Millisecond, RetryMax: time.Millisecond,
-				PauseBase: 5 * time.Millisecond, PauseMax: 20 * time.Millisecond}
-			runRelay(t, st, b.pub, cfg, 5*time.Second, func() bool { return refused.Load() >= 10 })
-			if _, dead, retries := st.counts(); dead != 0 || retries != 0 {
-				t.Fatalf("status %d: %d rows DEAD, %d retries spent; want none: the status concerns the endpoint", code, dead, retries)
-			}
-			fixed.Store(true)
-			runRelay(t, st, b.pub, cfg, 5*time.Second, func() bool { sent, _, _ := st.counts(); return sent == 20 })
-			if sent, dead, retries := st.counts(); sent != 20 || retries != 0 {
-				t.Fatalf("after the fix: %d SENT, %d DEAD, %d retries; want all 20 SENT without a retry", sent, dead, retries)
-			}
+			pausesThenSends(t, b.pub, 20, 5, 3, func() bool { return refused.Load() >= 10 }, func() { fixed.Store(true) },
+				fmt.Sprintf("status %d (it concerns the endpoint)", code))
 		})
 	}
 }
@@ -266,17 +276,5 @@ func TestRelayPausesOnHungEndpoint(t *testing.T) {
 			hang(w, r)
 		}
 	})
-	st := newMemStore(12)
-	cfg := outbox.RelayConfig{BatchSize: 4, MaxRetries: 1, Interval: time.Millisecond,
-		RetryBase: time.Millisecond, RetryMax: time.Millisecond,
-		PauseBase: 5 * time.Millisecond, PauseMax: 20 * time.Millisecond}
-	runRelay(t, st, b.pub, cfg, 5*time.Second, func() bool { return hung.Load() >= 12 })
-	if _, dead, retries := st.counts(); dead != 0 || retries != 0 {
-		t.Fatalf("%d rows DEAD, %d retries spent against a hung endpoint; want none", dead, retries)
-	}
-	answering.Store(true)
-	runRelay(t, st, b.pub, cfg, 5*time.Second, func() bool { sent, _, _ := st.counts(); return sent == 12 })
-	if sent, dead, retries := st.counts(); sent != 12 || retries != 0 {
-		t.Fatalf("after the endpoint came back: %d SENT, %d DEAD, %d retries; want all 12 SENT without a retry", sent, dead, retries)
-	}
+	pausesThenSends(t, b.pub, 12, 4, 1, func() bool { return hung.Load() >= 12 }, func() { answering.Store(true) }, "a hung endpoint")
 }

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxkafka"
@@ -68,7 +67,7 @@ func setupDeadLetter(t *testing.T, url, query string, maxBytes int, dltConfigs m
 	t.Helper()
 	b := &deadLetterBundle{url: url, topic: newTopic(t, url, 1), got: make(chan string, 10), log: &logBuffer{}}
 	if dltConfigs != nil {
-		createTopicWith(t, url, b.topic+".dlt", dltConfigs)
+		createTopicWith(t, url, b.topic+".dlt", 1, dltConfigs)
 	}
 	logger := slog.New(slog.NewTextHandler(io.MultiWriter(b.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b.cfg = outboxkafka.SubscriberConfig{URL: url + query, Group: b.topic, Topics: []string{b.topic},
@@ -92,24 +91,6 @@ func setupDeadLetter(t *testing.T, url, query string, maxBytes int, dltConfigs m
 		}
 	})
 	return b
-}
-
-func createTopicWith(t *testing.T, url, name string, configs map[string]*string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(strings.TrimPrefix(url, "kafka://"), ",")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, configs, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("creating topic %s: %v", name, err)
-	}
 }
 
 // waitNext waits for the message after the poison one to be handled.
@@ -240,14 +221,8 @@ func TestDeadLetterRefused(t *testing.T) {
 	}
 
 	raised := "100000"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(strings.TrimPrefix(brokerURL, "kafka://"), ",")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resps, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &raised}}, b.topic+".dlt")
+	adm, ctx := admin(t, brokerURL)
+	resps, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &raised}}, b.topic+".dlt")
 	if err == nil {
 		_, err = resps.On(b.topic+".dlt", nil)
 	}

@@ -64,20 +64,34 @@ func newTopic(t testing.TB, url string, partitions int32) string {
 // createTopic creates topic name on the cluster at url.
 func createTopic(t testing.TB, url, name string, partitions int32) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(strings.TrimPrefix(url, "kafka://"), ",")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, nil, name)
+	createTopicWith(t, url, name, partitions, nil)
+}
+
+// createTopicWith creates topic name with the topic configs given.
+func createTopicWith(t testing.TB, url, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	adm, ctx := admin(t, url)
+	resp, err := adm.CreateTopic(ctx, partitions, -1, configs, name)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
 		t.Fatalf("creating topic %s: %v", name, err)
 	}
+}
+
+// admin returns an admin client of the cluster at url, and a context of 10
+// seconds for its calls; both end with the test.
+func admin(t testing.TB, url string) (*kadm.Client, context.Context) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(strings.TrimPrefix(url, "kafka://"), ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return kadm.NewClient(cl), ctx
 }
 
 func newPublisher(t testing.TB, cfg outboxkafka.PublisherConfig) *outboxkafka.Publisher {

@@ -116,7 +116,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	// message could otherwise overtake an earlier one of its key.
 	var topicErrs map[string]error
 	var checkErr error
-	if unknown := p.topics.unknown(validTopics(w.topics)); len(unknown) > 0 {
+	if unknown := p.topics.unknown(w.topics); len(unknown) > 0 {
 		topicErrs, checkErr = p.checkTopics(ctx, unknown)
 	}
 	var failedKeys map[string]string
@@ -237,17 +237,6 @@ func (w *waiter) wait(ctx context.Context) []error {
 				w.topics[i], w.state.suffix(), context.Cause(ctx)))
 		}
 		out[i] = err
-	}
-	return out
-}
-
-// validTopics returns the names of topics that are valid topic names.
-func validTopics(topics []string) []string {
-	out := make([]string, 0, len(topics))
-	for _, t := range topics {
-		if validTopic(t) == "" {
-			out = append(out, t)
-		}
 	}
 	return out
 }

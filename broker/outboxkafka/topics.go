@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,15 +27,16 @@ type topicCache struct {
 	known map[string]struct{}
 }
 
-// unknown returns the topics of topics, once each, not known to exist.
+// unknown returns the valid topic names of topics, once each, not known to
+// exist. A batch whose topics are all known, the usual case, costs a map
+// lookup per message and allocates nothing; only the topics not known are
+// checked for validity (Publish refuses an invalid one on its own).
 func (c *topicCache) unknown(topics []string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	seen := map[string]bool{}
 	for _, t := range topics {
-		if _, ok := c.known[t]; !ok && !seen[t] {
-			seen[t] = true
+		if _, ok := c.known[t]; !ok && !slices.Contains(out, t) && validTopic(t) == "" {
 			out = append(out, t)
 		}
 	}

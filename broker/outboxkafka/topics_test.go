@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxkafka"
@@ -140,14 +138,8 @@ func TestTopicDeletedAfterUse(t *testing.T) {
 	if errs := b.publishWithin(t, 5*time.Second, msg("x", topic, "")); errs != nil {
 		t.Fatalf("Publish: %v", errs)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.TrimPrefix(b.url, "kafka://")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := kadm.NewClient(cl).DeleteTopic(ctx, topic); err != nil {
+	adm, ctx := admin(t, b.url)
+	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
 	for attempt := 1; ; attempt++ {
