@@ -64,10 +64,17 @@
 // fails alone), a topic that does not exist (ErrUnknownTopic: Publish asks
 // the cluster, with one metadata request, about each topic it has not yet
 // seen exist, so this refusal comes at once and does not depend on the
-// deadline), or a record batch the broker
-// refuses (MESSAGE_TOO_LARGE, INVALID_RECORD, CORRUPT_MESSAGE,
-// TOPIC_AUTHORIZATION_FAILED: any error code franz-go does not retry itself;
-// every message of that batch on that partition fails with it). A broker
+// deadline), or a record the broker refuses (MESSAGE_TOO_LARGE,
+// INVALID_RECORD, CORRUPT_MESSAGE, TOPIC_AUTHORIZATION_FAILED: any error code
+// franz-go does not retry itself). The broker refuses a whole record batch,
+// and franz-go fails every record buffered for that partition with it; when
+// that happens to several records for what a batch holds (MESSAGE_TOO_LARGE,
+// RECORD_LIST_TOO_LARGE, INVALID_RECORD, CORRUPT_MESSAGE, INVALID_TIMESTAMP),
+// Publish sends them again one at a time, in order, so that only the record
+// at fault is refused: the others are acked, and the later ones of its key
+// are held back (outbox.ErrHeldBack, no retry spent). That also lets small
+// records through to a topic whose max.message.bytes is below
+// max_message_bytes, at one round trip each. A broker
 // that cannot be reached, a record still without an ack when the context or
 // timeout ends, the codes that say the cluster cannot take writes
 // (NOT_ENOUGH_REPLICAS, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT and the

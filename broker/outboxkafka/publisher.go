@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
@@ -22,6 +25,8 @@ type Publisher struct {
 	state  *connState
 	topics topicCache // destination topics the cluster said exist
 	once   sync.Once
+	// isolated is when isolate last logged, in Unix nanoseconds.
+	isolated atomic.Int64
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -90,6 +95,11 @@ func (c *connection) newClient(ctx context.Context, state *connState, extra ...k
 // ctx (or Timeout) ends is reported as outbox.Unavailable; it may still be
 // written later, which the consumers' inbox absorbs.
 //
+// When the broker refuses a record batch for what it holds (one record the
+// topic cannot take, or a batch over the topic's max.message.bytes), every
+// record of that partition fails with it; Publish then sends those records
+// again one at a time, so that only the one at fault is refused.
+//
 // Publish asks the cluster whether a destination topic exists the first time
 // it sees the topic, and again after a record to it failed for a missing
 // topic or without an answer; a topic found to exist is not asked about
@@ -155,9 +165,125 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			w.finishOwn(i, checkErr)
 			continue
 		}
-		p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { w.finish(i, err) })
+		p.cl.Produce(ctx, rec, func(r *kgo.Record, err error) { w.finish(i, r.Partition, err) })
 	}
-	return w.wait(ctx)
+	errs := w.wait(ctx)
+	if errs != nil && p.isolate(ctx, msgs, w.topics, w.partitions, errs) {
+		for _, err := range errs {
+			if err != nil {
+				return errs
+			}
+		}
+		return nil
+	}
+	return errs
+}
+
+// batchRefusal reports the Kafka error codes with which a broker refuses a
+// whole record batch for what is in it: a batch over the topic's
+// max.message.bytes, or one record in it that is invalid. franz-go then fails
+// every record buffered for that partition with the same error, so the
+// records that share the batch with the one at fault, or that are each small
+// enough but too many together, fail with it.
+func batchRefusal(err error) bool {
+	for _, ke := range []*kerr.Error{
+		kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord,
+		kerr.CorruptMessage, kerr.InvalidTimestamp,
+	} {
+		if errors.Is(err, ke) {
+			return true
+		}
+	}
+	return false
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// isolate sends again, one record at a time, the messages of each partition
+// whose records failed together with a batch refusal, and replaces their
+// errors with what each one's own record got. Without it, one record a topic
+// cannot take (or a batch too big for the topic's max.message.bytes) fails
+// every record of its partition, and each of them spends a retry; batch
+// after batch, good messages go DEAD.
+//
+// The records of a partition go in the batch's order, each after the
+// previous one's ack, so that none overtakes another. After one is refused,
+// the later messages of its key get ErrHeldBack. A record not sent before
+// ctx ends also gets ErrHeldBack: it spends no retry and does not pause the
+// relay, and the next claim sends it.
+//
+// It reports whether it sent anything again.
+func (p *Publisher) isolate(ctx context.Context, msgs []outbox.Message, topics []string, partitions []int32, errs []error) bool {
+	groups := map[topicPartition][]int{}
+	for i, err := range errs {
+		if err != nil && partitions[i] >= 0 && batchRefusal(err) {
+			tp := topicPartition{topics[i], partitions[i]}
+			groups[tp] = append(groups[tp], i)
+		}
+	}
+	var wg sync.WaitGroup
+	for tp, idx := range groups {
+		if len(idx) < 2 {
+			continue // the record at fault, alone in its batch
+		}
+		p.logIsolation(tp, len(idx), errs[idx[0]])
+		wg.Go(func() { p.oneByOne(ctx, msgs, topics, idx, errs) })
+	}
+	wg.Wait()
+	return len(groups) > 0
+}
+
+// isolationLogEvery is how often, at most, isolate logs.
+const isolationLogEvery = time.Minute
+
+// logIsolation warns, at most once a minute, that the records of a refused
+// batch are being sent one at a time: with a topic whose max.message.bytes
+// is below MaxMessageBytes that happens to most batches, and each record
+// then costs a round trip.
+func (p *Publisher) logIsolation(tp topicPartition, n int, err error) {
+	now := time.Now().UnixNano()
+	last := p.isolated.Load()
+	if now-last < int64(isolationLogEvery) || !p.isolated.CompareAndSwap(last, now) {
+		return
+	}
+	p.conn.logger.Warn("outboxkafka: the broker refused a record batch as a whole; its records are sent again one at a time, to refuse only the one at fault. "+
+		"If the records are small, the topic's max.message.bytes is below max_message_bytes: set max_message_bytes to it",
+		"topic", tp.topic, "partition", tp.partition, "records", n, "error", err)
+}
+
+// oneByOne produces the records of msgs[idx] one at a time, each in its own
+// record batch, and sets their errors.
+func (p *Publisher) oneByOne(ctx context.Context, msgs []outbox.Message, topics []string, idx []int, errs []error) {
+	var failedKeys map[string]string
+	for _, i := range idx {
+		m := &msgs[i]
+		if first, held := failedKeys[m.Key]; held && m.Key != "" {
+			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, first)
+			continue
+		}
+		if ctx.Err() != nil {
+			errs[i] = fmt.Errorf("%w: not sent again: the deadline ended while the records of a refused batch were sent one at a time (the first refusal: %w)", ErrHeldBack, errs[i])
+			continue
+		}
+		// A fresh record: franz-go keeps the context of an earlier produce in the record.
+		res := p.cl.ProduceSync(ctx, newRecord(m, topics[i], p.source))
+		err := res[0].Err
+		if err != nil {
+			err = classify(err, topics[i], p.state)
+		}
+		errs[i] = err
+		if err != nil && !outbox.IsUnavailable(err) && m.Key != "" {
+			if failedKeys == nil {
+				failedKeys = map[string]string{}
+			}
+			if _, ok := failedKeys[m.Key]; !ok {
+				failedKeys[m.Key] = m.MsgID
+			}
+		}
+	}
 }
 
 // Close flushes nothing: it fails records still waiting (their Publish calls
@@ -170,27 +296,37 @@ func (p *Publisher) Close() error {
 // waiter collects one Publish call's results. franz-go calls the promises
 // from its own goroutines, possibly after Publish gave up waiting.
 type waiter struct {
-	mu       sync.Mutex
-	errs     []error // final errors, classified
-	topics   []string
-	finished []bool
-	pending  int
-	failed   bool
-	done     chan struct{}
-	closed   bool // Publish returned; later results are dropped
-	state    *connState
-	known    *topicCache
+	mu         sync.Mutex
+	errs       []error // final errors, classified
+	topics     []string
+	partitions []int32 // where franz-go put each record, -1 if it did not
+	finished   []bool
+	pending    int
+	failed     bool
+	done       chan struct{}
+	closed     bool // Publish returned; later results are dropped
+	state      *connState
+	known      *topicCache
 }
 
 func newWaiter(n int, state *connState, known *topicCache) *waiter {
-	return &waiter{state: state, known: known,
-		errs: make([]error, n), topics: make([]string, n), finished: make([]bool, n),
+	w := &waiter{state: state, known: known,
+		errs: make([]error, n), topics: make([]string, n), partitions: make([]int32, n), finished: make([]bool, n),
 		pending: n, done: make(chan struct{}),
 	}
+	for i := range w.partitions {
+		w.partitions[i] = -1
+	}
+	return w
 }
 
-// finish records franz-go's result for message i.
-func (w *waiter) finish(i int, err error) {
+// finish records franz-go's result for message i, produced to partition.
+func (w *waiter) finish(i int, partition int32, err error) {
+	w.mu.Lock()
+	if !w.closed {
+		w.partitions[i] = partition
+	}
+	w.mu.Unlock()
 	if err != nil {
 		err = classify(err, w.topics[i], w.state)
 		if errors.Is(err, ErrUnknownTopic) || outbox.IsUnavailable(err) {
