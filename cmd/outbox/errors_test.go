@@ -225,7 +225,13 @@ func TestHelp(t *testing.T) {
 			if r.code != 0 || r.stderr != "" {
 				t.Fatalf("%v: %s", args, r)
 			}
-			for _, w := range []string{"migrate", "relay", "stats", "dead", "cleanup", "demo", "bench", "version", "OUTBOX_DB", "Example:"} {
+			want := []string{"migrate", "relay", "stats", "dead", "cleanup", "demo", "bench", "version", "OUTBOX_DB", "Example:", "discard:", "http(s)://"}
+			for scheme := range brokers {
+				if _, tls := brokers[strings.TrimSuffix(scheme, "s")]; !tls || !strings.HasSuffix(scheme, "s") { // not amqps, rediss, mqtts: TLS forms of the same broker
+					want = append(want, scheme+"://")
+				}
+			}
+			for _, w := range want {
 				if !strings.Contains(r.stdout, w) {
 					t.Errorf("%v lacks %q:\n%s", args, w, r.stdout)
 				}

@@ -165,7 +165,9 @@ Commands:
 	tw.Flush()
 	fmt.Fprintf(w, `
 Databases (--db): postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db,
-sqlite:path/to/file.db. Brokers (--broker): discard:, http://host/path, https://host/path.
+sqlite:path/to/file.db. Brokers (--broker): nats://host:4222, amqp://user:pass@host:5672/vhost,
+kafka://host:9092[,host2:9092], redis://host:6379/0, mqtt://host:1883, http(s)://host/path
+(webhook), discard: (acknowledge and drop, for tests).
 
 %s
 demo and bench read no variable, so that a shell set up for the relay does not aim them at
