@@ -322,27 +322,25 @@ func newWaiter(n int, state *connState, known *topicCache) *waiter {
 
 // finish records franz-go's result for message i, produced to partition.
 func (w *waiter) finish(i int, partition int32, err error) {
-	w.mu.Lock()
-	if !w.closed {
-		w.partitions[i] = partition
-	}
-	w.mu.Unlock()
 	if err != nil {
 		err = classify(err, w.topics[i], w.state)
 		if errors.Is(err, ErrUnknownTopic) || outbox.IsUnavailable(err) {
 			w.known.forget(w.topics[i])
 		}
 	}
-	w.finishOwn(i, err)
+	w.record(i, partition, err)
 }
 
 // finishOwn records a result Publish decided itself.
-func (w *waiter) finishOwn(i int, err error) {
+func (w *waiter) finishOwn(i int, err error) { w.record(i, -1, err) }
+
+func (w *waiter) record(i int, partition int32, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || w.finished[i] {
 		return
 	}
+	w.partitions[i] = partition
 	w.finished[i] = true
 	w.errs[i] = err
 	w.failed = w.failed || err != nil
