@@ -1,6 +1,7 @@
 package outboxkafka
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -19,18 +20,20 @@ import (
 
 // Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
 const (
-	DefaultSource          = "/outbox"
-	DefaultDestination     = "{topic}"
-	DefaultDeadLetterTopic = "{topic}.dlt"
-	DefaultClientID        = "outbox"
-	DefaultTimeout         = 30 * time.Second
-	DefaultDialTimeout     = 10 * time.Second
-	DefaultMaxMessageBytes = 1000012 // Kafka's max.message.bytes default
-	DefaultCompression     = "snappy"
-	DefaultMaxDeliveries   = 5
-	DefaultRetryBackoff    = 100 * time.Millisecond
-	DefaultConcurrency     = 16
-	DefaultPort            = "9092"
+	DefaultSource           = "/outbox"
+	DefaultDestination      = "{topic}"
+	DefaultDeadLetterTopic  = "{topic}.dlt"
+	DefaultClientID         = "outbox"
+	DefaultTimeout          = 30 * time.Second
+	DefaultDialTimeout      = 10 * time.Second
+	DefaultMaxMessageBytes  = 1000012 // Kafka's max.message.bytes default
+	DefaultCompression      = "snappy"
+	DefaultMaxDeliveries    = 5
+	DefaultRetryBackoff     = 100 * time.Millisecond
+	DefaultConcurrency      = 16
+	DefaultSessionTimeout   = 45 * time.Second // Kafka's session.timeout.ms default
+	DefaultRebalanceTimeout = time.Minute      // Kafka's rebalance.timeout.ms default
+	DefaultPort             = "9092"
 )
 
 // ErrConfig marks every error of NewPublisher, NewSubscriber, DeadLetters and
@@ -107,6 +110,8 @@ type connection struct {
 	autoCreate  bool
 	timeout     time.Duration
 	logger      *slog.Logger
+	// dial, when set, replaces the dialer (tests cut connections with it).
+	dial func(ctx context.Context, network, host string) (net.Conn, error)
 	// params are the query parameters not consumed by the connection, for
 	// the publisher's and subscriber's own options.
 	params url.Values
@@ -117,6 +122,7 @@ var knownParams = map[string]bool{
 	"topic": true, "source": true, "client_id": true, "timeout": true, "dial_timeout": true,
 	"max_message_bytes": true, "compression": true, "auto_create": true, "tls": true,
 	"sasl": true, "dlt": true, "max_deliveries": true, "retry_backoff": true, "concurrency": true,
+	"session_timeout": true, "rebalance_timeout": true,
 }
 
 // parseURL parses a broker URL. Errors never contain the password.
@@ -313,7 +319,10 @@ func (c *connection) clientOpts(hook kgo.Hook) []kgo.Opt {
 	if c.autoCreate {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
 	}
-	if c.tls != nil {
+	switch {
+	case c.dial != nil:
+		opts = append(opts, kgo.Dialer(c.dial))
+	case c.tls != nil:
 		d := &net.Dialer{Timeout: c.dialTimeout}
 		opts = append(opts, kgo.Dialer((&tls.Dialer{NetDialer: d, Config: c.tls}).DialContext))
 	}

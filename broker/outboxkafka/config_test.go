@@ -67,6 +67,9 @@ func TestBadConfig(t *testing.T) {
 		{"dlt is the topic", outboxkafka.SubscriberConfig{URL: "kafka://localhost:9092?dlt={topic}", Group: "g", Topics: []string{"a"}}, "the topic itself"},
 		{"max deliveries", outboxkafka.SubscriberConfig{URL: "kafka://localhost:9092?max_deliveries=0", Group: "g", Topics: []string{"a"}}, `max_deliveries="0"`},
 		{"password hidden", outboxkafka.SubscriberConfig{URL: "kafka://u:secret@localhost:9092?x=1", Group: "g", Topics: []string{"a"}}, `unknown parameter "x"`},
+		{"short session", outboxkafka.SubscriberConfig{URL: "kafka://localhost:9092?session_timeout=500ms", Group: "g", Topics: []string{"a"}}, "SessionTimeout is 500ms"},
+		{"bad session", outboxkafka.SubscriberConfig{URL: "kafka://localhost:9092?session_timeout=soon", Group: "g", Topics: []string{"a"}}, `session_timeout="soon"`},
+		{"negative rebalance", outboxkafka.SubscriberConfig{URL: "kafka://localhost:9092", Group: "g", Topics: []string{"a"}, RebalanceTimeout: -time.Second}, "RebalanceTimeout is -1s"},
 	}
 	for _, tc := range subCases {
 		_, err := outboxkafka.NewSubscriber(ctx, tc.cfg)
@@ -232,4 +235,19 @@ func BenchmarkBaseline(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*50000)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// TestSessionTimeoutOutOfRange: a SessionTimeout the brokers do not allow
+// (kfake, as Kafka, allows 6s to 5m by default) makes Run return an error
+// that says so, instead of retrying for ever without consuming.
+func TestSessionTimeoutOutOfRange(t *testing.T) {
+	t.Parallel()
+	topic := newTopic(t, brokerURL, 1)
+	sub := newSubscriber(t, outboxkafka.SubscriberConfig{URL: brokerURL + "?session_timeout=2s", Group: "g-short-session", Topics: []string{topic}, Logger: testLogger(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := sub.Run(ctx, func(context.Context, outbox.Message) error { return nil })
+	if err == nil || ctx.Err() != nil || !errors.Is(err, kerr.InvalidSessionTimeout) {
+		t.Fatalf("Run: %v, want an error wrapping INVALID_SESSION_TIMEOUT before the deadline", err)
+	}
 }

@@ -33,6 +33,12 @@
 //	retry_backoff      subscriber: pause before a failed message is handled again,
 //	                   doubling up to 20 times (default 100ms)
 //	concurrency        subscriber: partitions handled at once (default 16)
+//	session_timeout    subscriber: how long the group waits for a silent (crashed) member
+//	                   before giving its partitions to the others; within the brokers'
+//	                   group.min/max.session.timeout.ms (default 45s)
+//	rebalance_timeout  subscriber: how long a member may take to finish the records in
+//	                   hand when the group rebalances; keep it above the longest handler
+//	                   call (default 1m)
 //
 // # On the wire
 //

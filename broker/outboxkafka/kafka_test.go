@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -146,9 +147,6 @@ func TestConformance(t *testing.T) {
 			// partitions to the others, from the committed offsets.
 			HandOver: true,
 		},
-		// No Bundle.Kill: Subscriber.Close is a graceful stop (it waits for
-		// Run), and a crashed member's partitions move only after the
-		// group's session timeout (45s by default), too slow for the suite.
 		Setup: func(t *testing.T) *brokertest.Bundle {
 			topic := newTopic(t, brokerURL, 4)
 			log := testLogger(t)
@@ -157,13 +155,28 @@ func TestConformance(t *testing.T) {
 				return outboxkafka.SubscriberConfig{
 					URL: brokerURL, Group: group, Topics: []string{topic},
 					MaxDeliveries: maxDeliveries, RetryBackoff: 10 * time.Millisecond, Logger: log,
+					// The shortest session kfake allows (as Kafka's
+					// group.min.session.timeout.ms): a killed member's
+					// partitions move to the others after it.
+					SessionTimeout: 6 * time.Second,
 				}
 			}
+			var kills sync.Map // *outboxkafka.Subscriber -> its kill func
 			return &brokertest.Bundle{
 				Publisher: pub,
 				Topic:     topic,
 				NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
-					return newSubscriber(t, subCfg(opts.Group, opts.MaxDeliveries))
+					cfg, kill := outboxkafka.Killable(subCfg(opts.Group, opts.MaxDeliveries))
+					sub := newSubscriber(t, cfg)
+					kills.Store(sub, kill)
+					return sub
+				},
+				// A crash: the member's connections are cut and it can make
+				// no more, so it neither commits nor leaves the group; its
+				// partitions move when its session times out.
+				Kill: func(sub brokertest.Subscriber) {
+					kill, _ := kills.Load(sub)
+					kill.(func())()
 				},
 				Unreachable: func(t *testing.T) outbox.Publisher {
 					// NewPublisher insists on a broker that answers, so the

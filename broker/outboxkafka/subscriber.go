@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -72,9 +73,26 @@ type SubscriberConfig struct {
 	// Timeout bounds one produce to the dead-letter topic and one offset
 	// commit. URL parameter "timeout". Defaults to 30s.
 	Timeout time.Duration
+	// SessionTimeout is how long the group waits without a heartbeat before
+	// it gives a member's partitions to the others: after a crash, the
+	// crashed member's partitions, and their unacked messages, wait that long.
+	// It must lie within the brokers' group.min.session.timeout.ms and
+	// group.max.session.timeout.ms (6s and 30m by default). URL parameter
+	// "session_timeout". Defaults to 45s.
+	SessionTimeout time.Duration
+	// RebalanceTimeout is how long a member may take to finish the records
+	// in hand when the group rebalances: Run lets a rebalance happen only
+	// between handler calls, so a handler that can run longer than this
+	// (60s by default) gets its member removed from the group, and its
+	// records are delivered again elsewhere. URL parameter
+	// "rebalance_timeout". Defaults to 1m.
+	RebalanceTimeout time.Duration
 	// Logger receives handler failures, dead-lettered messages and failed
 	// commits. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// dial replaces the dialer, for tests (export_test.go).
+	dial func(ctx context.Context, network, host string) (net.Conn, error)
 }
 
 // Subscriber consumes the destination topics of Topics in a consumer group
@@ -86,6 +104,8 @@ type Subscriber struct {
 	topics        []string // Kafka topics consumed
 	dlt           map[string]string
 	maxDeliveries int
+	session       time.Duration // the group's session timeout
+	rebalance     time.Duration // the group's rebalance timeout
 	backoff       time.Duration
 	concurrency   int
 	log           *slog.Logger
@@ -113,11 +133,18 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, erro
 		kgo.ConsumeTopics(s.topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(s.session),
+		kgo.RebalanceTimeout(s.rebalance),
+		// Kafka's advice: heartbeats at most a third of the session apart.
+		kgo.HeartbeatInterval(min(3*time.Second, s.session/3)),
 		// Partitions are not revoked while a poll's records are processed:
 		// Run commits what it finished and then allows the rebalance, so a
 		// partition's next owner starts right after the last handled record.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+			if len(lost) == 0 {
+				return // a member that never got partitions (it failed to join)
+			}
 			s.log.Warn("outboxkafka: partitions lost without a chance to commit; their uncommitted records will be delivered again",
 				"group", s.group, "partitions", lost)
 		}),
@@ -151,6 +178,13 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	if err := c.duration("retry_backoff", &cfg.RetryBackoff); err != nil {
 		return nil, nil, err
 	}
+	if err := c.duration("session_timeout", &cfg.SessionTimeout); err != nil {
+		return nil, nil, err
+	}
+	if err := c.duration("rebalance_timeout", &cfg.RebalanceTimeout); err != nil {
+		return nil, nil, err
+	}
+	c.dial = cfg.dial
 	if err := checkTemplate("Destination", "topic", cfg.Destination); err != nil {
 		return nil, nil, err
 	}
@@ -168,6 +202,10 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 		return nil, nil, configError("Concurrency is %d; it must be positive (or 0 for %d)", cfg.Concurrency, DefaultConcurrency)
 	case cfg.RetryBackoff < 0:
 		return nil, nil, configError("RetryBackoff is %s; it must be positive (or 0 for %s)", cfg.RetryBackoff, DefaultRetryBackoff)
+	case cfg.SessionTimeout < 0 || cfg.SessionTimeout > 0 && cfg.SessionTimeout < time.Second:
+		return nil, nil, configError("SessionTimeout is %s; use 1s or more, within the brokers' group.min.session.timeout.ms and group.max.session.timeout.ms (or 0 for %s)", cfg.SessionTimeout, DefaultSessionTimeout)
+	case cfg.RebalanceTimeout < 0 || cfg.RebalanceTimeout > 0 && cfg.RebalanceTimeout < time.Second:
+		return nil, nil, configError("RebalanceTimeout is %s; use 1s or more (or 0 for %s)", cfg.RebalanceTimeout, DefaultRebalanceTimeout)
 	}
 	dest := template(def(cfg.Destination, DefaultDestination))
 	dlt := template(def(cfg.DeadLetterTopic, DefaultDeadLetterTopic))
@@ -175,6 +213,8 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 		conn:          c,
 		group:         cfg.Group,
 		dlt:           map[string]string{},
+		session:       def(cfg.SessionTimeout, DefaultSessionTimeout),
+		rebalance:     def(cfg.RebalanceTimeout, DefaultRebalanceTimeout),
 		maxDeliveries: def(cfg.MaxDeliveries, DefaultMaxDeliveries),
 		backoff:       def(cfg.RetryBackoff, DefaultRetryBackoff),
 		concurrency:   def(cfg.Concurrency, DefaultConcurrency),
@@ -287,7 +327,13 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 			switch {
 			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			case fatalConsumeError(err):
-				if fatal == nil {
+				switch {
+				case fatal != nil:
+				case errors.Is(err, kerr.InvalidSessionTimeout):
+					fatal = fmt.Errorf("outboxkafka: group %q cannot be joined with SessionTimeout %s (URL parameter session_timeout); use a value the brokers allow: %w", s.group, s.session, err)
+				case topic == "":
+					fatal = fmt.Errorf("outboxkafka: group %q cannot consume: %w", s.group, err)
+				default:
 					fatal = fmt.Errorf("outboxkafka: group %q cannot consume topic %q: %w", s.group, topic, err)
 				}
 			default:
@@ -312,7 +358,10 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 // this client the group or the topic. Run returns them.
 func fatalConsumeError(err error) bool {
 	return errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
-		errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.InvalidGroupID)
+		errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.InvalidGroupID) ||
+		// SessionTimeout outside the brokers' group.min/max.session.timeout.ms:
+		// the member can never join.
+		errors.Is(err, kerr.InvalidSessionTimeout)
 }
 
 // process handles the records of one poll, partitions in parallel, and
