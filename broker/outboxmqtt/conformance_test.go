@@ -2,7 +2,10 @@ package outboxmqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -33,8 +36,6 @@ func TestConformance(t *testing.T) {
 			// promises that much (Run's doc), not that another member gets it.
 			HandOver: false,
 		},
-		// No Bundle.Kill: Close does not stop a running Run, and the
-		// connection is Run's own.
 		Setup: func(t *testing.T) *brokertest.Bundle { return newEnv(t, sharedURL).bundle() },
 	})
 }
@@ -100,6 +101,15 @@ func (e *env) bundle() *brokertest.Bundle {
 		Refused: func() outbox.Message {
 			return outbox.Message{MsgID: "refused-1", Topic: e.topic() + ".+", Payload: []byte(`{}`)}
 		},
+		// A crash: Run's connection is cut and no other can be made, so
+		// nothing is acked and the member's session keeps what it held;
+		// its name goes to the next subscriber of the group, as to a
+		// restarted process, which resumes the session.
+		Kill: func(sub brokertest.Subscriber) {
+			ts := sub.(*testSubscriber)
+			ts.kill()
+			ts.release()
+		},
 		DeadLetters: func(_ context.Context, group string) ([]outbox.Message, error) {
 			e.mu.Lock()
 			c := e.dead[group]
@@ -142,22 +152,69 @@ func (e *env) subscriber(t *testing.T, group string, maxDeliveries int) *testSub
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)
 	}
+	k := &killer{}
+	sub.attempt = k.attempt
 	t.Cleanup(func() {
 		_ = sub.Close()
+		if k.killed() {
+			return // its session now belongs to the subscriber that took its name
+		}
 		if err := sub.Leave(testCtx(t, 10*time.Second)); err != nil {
 			t.Errorf("Leave: %v", err)
 		}
 	})
-	return &testSubscriber{Subscriber: sub, release: func() {
+	return &testSubscriber{Subscriber: sub, kill: k.kill, release: sync.OnceFunc(func() {
 		e.mu.Lock()
 		e.free[group] = append(e.free[group], name)
 		e.mu.Unlock()
-	}}
+	})}
 }
 
 type testSubscriber struct {
 	*Subscriber
-	release func()
+	kill    func()
+	release func() // lends the member's name to the next subscriber; once
+}
+
+// killer opens Run's connections, and cuts them all at once, refusing every
+// later one, when a test kills the subscriber.
+type killer struct {
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+}
+
+func (k *killer) attempt(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL) (net.Conn, error) {
+	if k.killed() {
+		return nil, errors.New("outboxmqtt test: the subscriber was killed")
+	}
+	c, err := dialBroker(ctx, cfg, u)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dead {
+		_ = c.Close()
+		return nil, errors.New("outboxmqtt test: the subscriber was killed")
+	}
+	k.conns = append(k.conns, c)
+	return c, nil
+}
+
+func (k *killer) kill() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dead = true
+	for _, c := range k.conns {
+		_ = c.Close()
+	}
+}
+
+func (k *killer) killed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.dead
 }
 
 func (s *testSubscriber) Run(ctx context.Context, h outbox.Handler) error {

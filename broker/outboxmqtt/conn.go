@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"sync"
 	"syscall"
@@ -31,6 +32,8 @@ type connOptions struct {
 	session       session.SessionManager
 	onPublish     func(paho.PublishReceived) (bool, error)
 	onUp          func(*autopaho.ConnectionManager, *paho.Connack)
+	// attempt, when set, opens each network connection (tests only).
+	attempt func(context.Context, autopaho.ClientConfig, *url.URL) (net.Conn, error)
 }
 
 // reconnectBackoff is the wait before each reconnection attempt: random,
@@ -94,7 +97,10 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 1
 	}
-	if useOwnDialer() {
+	switch {
+	case o.attempt != nil:
+		cfg.AttemptConnection = o.attempt
+	case useOwnDialer():
 		cfg.AttemptConnection = dialBroker
 	}
 	if o.onPublish != nil {

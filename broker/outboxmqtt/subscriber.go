@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -19,6 +21,8 @@ import (
 // message to a handler, acknowledging it only after the handler succeeded.
 type Subscriber struct {
 	s *subscriberSettings
+	// attempt, when set, opens Run's network connections (tests cut them).
+	attempt func(context.Context, autopaho.ClientConfig, *url.URL) (net.Conn, error)
 
 	mu      sync.Mutex
 	running bool
@@ -65,6 +69,7 @@ func (sub *Subscriber) connOptions(sess *ackSession, onPublish func(paho.Publish
 		session:        sess,
 		onPublish:      onPublish,
 		onUp:           onUp,
+		attempt:        sub.attempt,
 	}
 }
 
