@@ -29,12 +29,12 @@
 //
 // Per-key ordering is not guaranteed yet. Within one batch, a [Publisher]
 // that honours keys publishes the messages of a key in id order and holds the
-// rest back after a failure ([ErrHeldBack]); [PublishFunc] publishes in id
-// order but holds nothing back. Across batches there is no such promise: a
-// refused message waits for its retry while the later messages of its key may
-// be claimed and published before it, and two relays may publish batches of
-// the same table at once. Consumers that care about order should compare a
-// version or timestamp carried in the payload.
+// rest back after a failure ([ErrHeldBack]); [PublishFunc] does both. Across
+// batches there is no such promise: a refused message waits for its retry
+// while the later messages of its key may be claimed and published before it,
+// and two relays may publish batches of the same table at once. Consumers
+// that care about order should compare a version or timestamp carried in the
+// payload.
 //
 // # The pieces
 //

@@ -44,7 +44,8 @@ type Message struct {
 	// type and the default destination on a broker. 1 to 128 characters.
 	Topic string
 	// Key is the optional ordering and partition key (at most 128 characters).
-	// Messages with the same key are published in id order.
+	// Within one batch, messages with the same key are published in id order;
+	// across batches order is not guaranteed yet (see the package documentation).
 	Key string
 	// Payload is the complete event as JSON. Consumers should need nothing else.
 	Payload json.RawMessage
@@ -62,7 +63,9 @@ type Message struct {
 	CreatedAt time.Time
 	// NextRetryAt is the earliest time the relay may publish the row again.
 	NextRetryAt time.Time
-	// SentAt is when the batch that delivered the row was claimed; zero unless SENT.
+	// SentAt is when the row was marked SENT (database clock): on PostgreSQL
+	// when its batch was claimed, on MariaDB/MySQL and SQLite when the relay
+	// recorded the broker's ack. Zero unless SENT.
 	SentAt time.Time
 	// LastError is the error of the latest failed attempt, if any.
 	LastError string
