@@ -1,6 +1,6 @@
-// Package outboxmysql is the outbox's MariaDB (10.6 or later) and MySQL (8 or
-// later) driver on go-sql-driver/mysql. It is a module of its own, so that
-// only programs that use MySQL compile its client:
+// Package outboxmysql is the outbox's MariaDB (10.6 or later) and MySQL
+// (8.0.17 or later) driver on go-sql-driver/mysql. It is a module of its own,
+// so that only programs that use MySQL compile its client:
 //
 //	go get github.com/outbox-go/outbox/driver/outboxmysql
 //
@@ -48,7 +48,7 @@
 //
 // InnoDB rolls back only the failing statement on a duplicate key, so a
 // duplicate msg_id comes back as outbox.ErrDuplicate and the caller's
-// transaction stays usable. [Classify] translates error 1062 (duplicate) and
+// transaction stays usable. The driver translates error 1062 (duplicate) and
 // 1146 (no such table, outbox.ErrSchemaMissing).
 //
 // MySQL commits each CREATE TABLE on its own, so a migration is not atomic.

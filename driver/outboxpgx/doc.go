@@ -117,7 +117,7 @@
 // ON CONFLICT DO NOTHING, so that a duplicate msg_id comes back as
 // outbox.ErrDuplicate while the caller's transaction stays usable, as the
 // Writer promises. Other errors, such as a missing table
-// (outbox.ErrSchemaMissing, translated from SQLSTATE 42P01 by [Classify]),
+// (outbox.ErrSchemaMissing, translated from SQLSTATE 42P01),
 // abort the transaction as usual. Migrate takes an advisory lock, so that
 // several processes may run it at once.
 package outboxpgx
