@@ -225,7 +225,8 @@ func TestHelp(t *testing.T) {
 			if r.code != 0 || r.stderr != "" {
 				t.Fatalf("%v: %s", args, r)
 			}
-			want := []string{"migrate", "relay", "stats", "dead", "cleanup", "demo", "bench", "version", "OUTBOX_DB", "Example:", "discard:", "http(s)://"}
+			want := []string{"migrate", "relay", "stats", "dead", "cleanup", "demo", "bench", "version", "OUTBOX_DB", "Example:", "discard:", "http(s)://",
+				"dead's --all and --yes, which only the command line sets"}
 			for scheme := range brokers {
 				if _, tls := brokers[strings.TrimSuffix(scheme, "s")]; !tls || !strings.HasSuffix(scheme, "s") { // not amqps, rediss, mqtts: TLS forms of the same broker
 					want = append(want, scheme+"://")

@@ -171,7 +171,7 @@ kafka://host:9092[,host2:9092], redis://host:6379/0, mqtt://host:1883, http(s):/
 
 %s
 demo and bench read no variable, so that a shell set up for the relay does not aim them at
-its database, tables or broker.
+its database, tables or broker; nor do dead's --all and --yes, which only the command line sets.
 
 The garbage collector runs with GOGC=400 unless GOGC is set: the relay's heap is small, and
 at Go's default of 100 collecting took half of the relay's own CPU.
