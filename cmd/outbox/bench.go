@@ -69,7 +69,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
-	f.stringVar(&o.pub.Source, "source", "/outbox", "URI", "CloudEvents source attribute")
+	f.stringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
 	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
 	f.note("The table (default outbox_bench) is created if needed and EMPTIED before the first run, on PostgreSQL with\n" +
 		"--inbox-table: never point --table at a production table. Bench refuses a table that holds rows it did not\n" +

@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxamqp"
@@ -150,6 +151,67 @@ func TestRelayThroughEachBroker(t *testing.T) {
 			}
 			if m := got[tc.name+"-07"]; m.Topic != topic || string(m.Payload) != `{"n":7}` {
 				t.Errorf("message %s-07 arrived as %+v", tc.name, m)
+			}
+		})
+	}
+}
+
+// TestSourceFromBrokerURL: a broker URL's source parameter sets the
+// CloudEvents source when --source is not given; --source (or OUTBOX_SOURCE)
+// wins over it; without either, it is "/outbox". Before, the flag's default
+// "/outbox" always won and the URL's parameter was ignored.
+func TestSourceFromBrokerURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, param string
+		args, env   []string
+		want        string
+	}{
+		{"url", "&source=/shop", nil, nil, "/shop"},
+		{"flag wins", "&source=/shop", []string{"--source", "/cli"}, nil, "/cli"},
+		{"variable wins", "&source=/shop", nil, []string{"OUTBOX_SOURCE=/env"}, "/env"},
+		{"default", "", nil, nil, "/outbox"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			b := newSQLite(t)
+			mustRun(t, "migrate", "--db", b.dsn)
+			b.insert(t, "src-1", "order.paid", `{"n":1}`)
+			url := "kafka://" + c.ListenAddrs()[0] + "?auto_create=true" + tc.param
+			stop := startRelay(t, tc.env, append([]string{"--db", b.dsn, "--broker", url, "--interval", "20ms"}, tc.args...)...)
+			waitFor(t, "the row SENT", time.Minute, func() bool { return b.count(t, "status = 1") == 1 })
+			if r := stop(); r.code != 0 {
+				t.Fatalf("relay: %s", r)
+			}
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("order.paid"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for {
+				fs := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					t.Fatal("no record arrived")
+				}
+				if r := fs.Records(); len(r) > 0 {
+					for _, h := range r[0].Headers {
+						if h.Key == "ce_source" {
+							if string(h.Value) != tc.want {
+								t.Fatalf("ce_source %q, want %q", h.Value, tc.want)
+							}
+							return
+						}
+					}
+					t.Fatalf("the record has no ce_source header: %v", r[0].Headers)
+				}
 			}
 		})
 	}

@@ -222,7 +222,8 @@ func ping(ctx context.Context, f func(context.Context) error) error {
 // publisherOptions configures the publisher openPublisher builds. Zero fields
 // take the publisher's defaults.
 type publisherOptions struct {
-	// Source is the CloudEvents source attribute. Defaults to "/outbox".
+	// Source is the CloudEvents source attribute. Empty: the broker URL's
+	// source parameter, where the broker takes one, else "/outbox".
 	Source string
 	// WebhookSecret, when set, signs each webhook body with HMAC-SHA256.
 	WebhookSecret string
