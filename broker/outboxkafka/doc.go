@@ -30,8 +30,9 @@
 //	dlt                subscriber: dead-letter topic template; "{topic}" is the consumed
 //	                   Kafka topic (default "{topic}.dlt")
 //	max_deliveries     subscriber: handler calls before the dead-letter topic (default 5)
-//	retry_backoff      subscriber: pause before a failed message is handled again,
-//	                   doubling up to 20 times (default 100ms)
+//	retry_backoff      subscriber: pause before a failed message is handled again;
+//	                   it doubles after each failure, to at most 20 times this value
+//	                   (default 100ms)
 //	concurrency        subscriber: partitions handled at once (default 16)
 //	session_timeout    subscriber: how long the group waits for a silent (crashed) member
 //	                   before giving its partitions to the others; within the brokers'
