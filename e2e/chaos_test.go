@@ -309,7 +309,7 @@ func chaosProduce(ctx context.Context, t *testing.T, h *harness, prefix string, 
 		if err != nil && ctx.Err() != nil {
 			err = errRollback // ended mid-transaction: it rolled back, or failed before
 		}
-		if err := h.record(id, err); err != nil {
+		if err := h.record(id, transfer{Account: acct, Amount: amount}, err); err != nil {
 			t.Errorf("business transaction %s: %v", id, err)
 			return
 		}

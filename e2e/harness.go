@@ -6,9 +6,14 @@
 // effect, and no rolled-back transaction has any.
 //
 // Along the way Run makes the failures the outbox exists for: a relay that
-// stops between publish and mark (its batch is published again by the next
-// relay), duplicate deliveries, a handler that fails and is redelivered, and a
-// broker restart while everything runs.
+// stops between publish and mark (its batch must still be NEW, and is
+// published again by the next relay), a broker that refuses a message once
+// (it must be retried, not marked SENT), duplicate deliveries, a handler that
+// fails and is redelivered, a consumer's change that fails after its inbox
+// record was written and a consumer transaction that fails at its commit
+// (neither may leave the inbox record behind, nor the change), and a broker
+// restart while everything runs. The check compares every effect with the
+// transfer its committed transaction wrote.
 package e2e
 
 import (
@@ -23,6 +28,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,13 +120,21 @@ func Run(t *testing.T, b Broker) {
 		t.Fatalf("relay 1 stopped before its crash point (%d batches published)", crash.batches.Load())
 	}
 	t.Logf("%s: relay 1 died after publishing batch %d unmarked (%d messages)", b.Name, crash.batches.Load(), crash.lost.Load())
+	// The batch it died on was never marked: its rows must all still be NEW,
+	// or relay 2 would not publish them again and the "crash" would prove
+	// nothing (a relay that marks SENT what the publisher failed loses
+	// messages whenever the failure was real).
+	h.checkStillNew(ctx, t, crash.lostIDs)
 
-	// Relay 2 takes over and publishes the unmarked batch again.
+	// Relay 2 takes over and publishes the unmarked batch again. Its broker
+	// refuses the first attempt of some messages (refusingPublisher): each
+	// must be retried, not marked SENT.
 	pub2 := b.NewPublisher(t)
 	defer closeIfCloser(pub2)
+	refusing := &refusingPublisher{Publisher: pub2, h: h}
 	relayCtx2, stopRelay2 := context.WithCancel(ctx)
 	relayDone := make(chan error, 1)
-	go func() { relayDone <- h.newRelay(t, pub2).Run(relayCtx2) }()
+	go func() { relayDone <- h.newRelay(t, refusing).Run(relayCtx2) }()
 
 	// Duplicate deliveries: messages already applied are published again.
 	h.waitEffects(ctx, t, duplicates*2, "first effects")
@@ -155,6 +169,10 @@ func Run(t *testing.T, b Broker) {
 		t.Errorf("subscriber did not stop within 30s")
 	}
 	h.check(t, committed)
+	t.Logf("%s: the broker refused %d messages once (relay 2)", b.Name, refusing.refused.Load())
+	if refusing.refused.Load() == 0 {
+		t.Errorf("%s: the broker refused no message, so the relay's retry path was not exercised", b.Name)
+	}
 }
 
 type harness struct {
@@ -170,14 +188,20 @@ type harness struct {
 	mu         sync.Mutex
 	committed  map[string]bool
 	rolledBack map[string]bool
-	sent       []outbox.Message // delivered messages, for duplicates
+	expected   map[string]transfer // what each committed transaction's effect must be
+	sent       []outbox.Message    // delivered messages, for duplicates
+	refusedAt  map[string]bool     // messages the broker refused once (refusingPublisher)
 
 	// cleaned is how many SENT rows an operator's cleanup deleted (chaos).
 	cleaned int64
 
 	deliveries atomic.Int64 // handler calls
 	discarded  atomic.Int64 // deliveries the inbox recognised as duplicates
-	failed     atomic.Int64 // injected handler failures
+	failed     atomic.Int64 // injected handler failures, before the inbox
+	fnFailed   atomic.Int64 // injected failures of the change, inside the inbox's transaction
+	// commitFailed counts the consumer transactions failed at their commit,
+	// after the inbox record and the change were written (faultyInbox).
+	commitFailed atomic.Int64
 }
 
 func newHarness(ctx context.Context, t *testing.T, b Broker) *harness {
@@ -240,7 +264,8 @@ func countOutboxSQL(notSent bool) string {
 // own with the inbox and the effects table.
 func newConsumerHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	t.Helper()
-	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}}
+	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}, expected: map[string]transfer{},
+		refusedAt: map[string]bool{}}
 	var err error
 
 	// Consumer: a SQLite file, its own database.
@@ -259,7 +284,9 @@ func newConsumerHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	if _, err := h.consumer.ExecContext(ctx, `CREATE TABLE effects (msg_id TEXT NOT NULL, account TEXT NOT NULL, amount INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	h.inbox = outbox.NewInbox(cdrv)
+	// The inbox works through a driver that fails some transactions at
+	// their commit, after the inbox record and the change were written.
+	h.inbox = outbox.NewInbox[*sql.Tx](&faultyInbox{Driver: cdrv, h: h, pending: map[*sql.Tx]string{}})
 	return h
 }
 
@@ -283,7 +310,7 @@ func (h *harness) produce(ctx context.Context, t *testing.T, p int) {
 		acct := fmt.Sprintf("acct-%d", i%7)
 		payload, _ := json.Marshal(transfer{Account: acct, Amount: i + 1})
 		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: payload, Headers: map[string]string{"producer": fmt.Sprint(p)}}
-		if err := h.record(id, h.transferTx(ctx, m, acct, i+1, i%10 == 9)); err != nil {
+		if err := h.record(id, transfer{Account: acct, Amount: i + 1}, h.transferTx(ctx, m, acct, i+1, i%10 == 9)); err != nil {
 			t.Errorf("business transaction %s: %v", id, err)
 			return
 		}
@@ -352,14 +379,15 @@ func (h *harness) heldTransferTx(ctx context.Context, m outbox.Message, acct str
 	})
 }
 
-// record notes how business transaction id ended: committed (err nil) or
-// rolled back (errRollback); any other error is returned.
-func (h *harness) record(id string, err error) error {
+// record notes how business transaction id, which wrote tr, ended: committed
+// (err nil) or rolled back (errRollback); any other error is returned.
+func (h *harness) record(id string, tr transfer, err error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
 	case err == nil:
 		h.committed[id] = true
+		h.expected[id] = tr
 	case errors.Is(err, errRollback):
 		h.rolledBack[id] = true
 	default:
@@ -378,16 +406,52 @@ func (h *harness) committedIDs() []string {
 	return ids
 }
 
+// Faults are injected by message number (the digits after the last '-' of
+// the msg_id), each on the message's first occasion only:
+const (
+	failHandlerAt = 0  // the handler fails before the inbox
+	failChangeAt  = 13 // the change fails inside the inbox's transaction
+	failCommitAt  = 17 // the inbox's transaction fails at its commit
+	refuseAt      = 7  // the broker refuses relay 2's first attempt
+)
+
+// msgNumber returns the number at the end of a msg_id, or -1.
+func msgNumber(msgID string) int {
+	n, err := strconv.Atoi(msgID[strings.LastIndex(msgID, "-")+1:])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// firstTime reports whether msgID is due for the fault injected at every
+// 25th message from at, and marks it done in seen (under h.mu).
+func (h *harness) firstTime(seen map[string]bool, msgID string, at int) bool {
+	if msgNumber(msgID)%25 != at {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if seen[msgID] {
+		return false
+	}
+	seen[msgID] = true
+	return true
+}
+
 // handler applies a transfer through the inbox: the credit and the inbox
-// record commit together. The first delivery of every 25th message fails, so
-// the broker's redelivery is part of every run.
+// record commit together. The first delivery of every 25th message fails
+// before the inbox, so the broker's redelivery is part of every run; the
+// change of another fails after its insert, inside the inbox's transaction,
+// and the transaction of another fails at its commit (faultyInbox): the
+// inbox must leave no record of either, so that the redelivery applies it.
 func (h *harness) handler() outbox.Handler {
 	var mu sync.Mutex
 	failedOnce := map[string]bool{}
+	changeFailedOnce := map[string]bool{}
 	return func(ctx context.Context, m outbox.Message) error {
 		h.deliveries.Add(1)
-		var n int
-		if _, err := fmt.Sscanf(m.MsgID[strings.LastIndex(m.MsgID, "-")+1:], "%d", &n); err == nil && n%25 == 0 {
+		if msgNumber(m.MsgID)%25 == failHandlerAt {
 			mu.Lock()
 			first := !failedOnce[m.MsgID]
 			failedOnce[m.MsgID] = true
@@ -403,6 +467,16 @@ func (h *harness) handler() outbox.Handler {
 		}
 		applied, err := h.inbox.Process(ctx, group, m.MsgID, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO effects (msg_id, account, amount) VALUES (?, ?, ?)`, m.MsgID, tr.Account, tr.Amount)
+			if err == nil && msgNumber(m.MsgID)%25 == failChangeAt {
+				mu.Lock()
+				first := !changeFailedOnce[m.MsgID]
+				changeFailedOnce[m.MsgID] = true
+				mu.Unlock()
+				if first {
+					h.fnFailed.Add(1)
+					return errors.New("e2e: injected failure of the change, after its insert")
+				}
+			}
 			return err
 		})
 		if err == nil && !applied {
@@ -508,20 +582,27 @@ func (h *harness) waitOutboxDrained(ctx context.Context, t *testing.T) {
 func (h *harness) check(t *testing.T, committed []string) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := h.consumer.QueryContext(ctx, `SELECT msg_id, count(*) FROM effects GROUP BY msg_id`)
+	rows, err := h.consumer.QueryContext(ctx, `SELECT msg_id, account, amount FROM effects`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	effects := map[string]int{}
+	var wrong []string
+	h.mu.Lock()
 	for rows.Next() {
 		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
+		var tr transfer
+		if err := rows.Scan(&id, &tr.Account, &tr.Amount); err != nil {
+			h.mu.Unlock()
 			t.Fatal(err)
 		}
-		effects[id] = n
+		effects[id]++
+		if want, ok := h.expected[id]; ok && tr != want {
+			wrong = append(wrong, fmt.Sprintf("%s: %+v, want %+v", id, tr, want))
+		}
 	}
+	h.mu.Unlock()
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -547,11 +628,24 @@ func (h *harness) check(t *testing.T, committed []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: %d committed, %d rolled back, %d outbox rows; %d deliveries, %d duplicates discarded by the inbox, %d injected handler failures",
-		h.b.Name, len(committed), len(h.rolledBack), rows2, h.deliveries.Load(), h.discarded.Load(), h.failed.Load())
+	t.Logf("%s: %d committed, %d rolled back, %d outbox rows; %d deliveries, %d duplicates discarded by the inbox; injected failures: %d handler, %d change, %d commit",
+		h.b.Name, len(committed), len(h.rolledBack), rows2, h.deliveries.Load(), h.discarded.Load(), h.failed.Load(), h.fnFailed.Load(), h.commitFailed.Load())
 	t.Logf("%s: lost %d, duplicate effects %d, effects of rolled-back transactions %d", h.b.Name, len(lost), len(doubled), len(phantom))
 	if len(lost)+len(doubled)+len(phantom) > 0 {
 		t.Errorf("%s: lost %v; applied more than once %v; effects without a commit %v", h.b.Name, lost, doubled, phantom)
+	}
+	if len(wrong) > 0 {
+		t.Errorf("%s: %d effects differ from the transfer their transaction wrote: %v", h.b.Name, len(wrong), wrong)
+	}
+	// Every kind of injected failure must have happened, or its check was
+	// not made.
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"handler", h.failed.Load()}, {"change", h.fnFailed.Load()}, {"commit", h.commitFailed.Load()}} {
+		if f.n == 0 {
+			t.Errorf("%s: no injected %s failure happened", h.b.Name, f.what)
+		}
 	}
 	if int64(rows2)+h.cleaned != int64(len(committed)) {
 		t.Errorf("%s: %d outbox rows (and %d deleted by cleanup) for %d committed transactions", h.b.Name, rows2, h.cleaned, len(committed))
@@ -575,6 +669,7 @@ type crashingPublisher struct {
 	batches atomic.Int64
 	lost    atomic.Int64
 	crashed atomic.Bool
+	lostIDs []string // the batch it died on; read after the relay stopped
 }
 
 func (c *crashingPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
@@ -589,6 +684,9 @@ func (c *crashingPublisher) Publish(ctx context.Context, msgs []outbox.Message) 
 	}
 	c.crashed.Store(true)
 	c.lost.Store(int64(len(msgs)))
+	for _, m := range msgs {
+		c.lostIDs = append(c.lostIDs, m.MsgID)
+	}
 	c.crash()
 	out := make([]error, len(msgs))
 	for i := range out {
@@ -601,4 +699,106 @@ func closeIfCloser(v any) {
 	if c, ok := v.(io.Closer); ok {
 		_ = c.Close()
 	}
+}
+
+// checkStillNew fails the test unless every row of ids is NEW.
+func (h *harness) checkStillNew(ctx context.Context, t *testing.T, ids []string) {
+	t.Helper()
+	var notNew int
+	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE msg_id = ANY($1) AND status <> 0`, ids).Scan(&notNew); err != nil {
+		t.Fatal(err)
+	}
+	if notNew > 0 {
+		t.Fatalf("%s: %d of the %d rows of the batch relay 1 died on (its publisher failed them) are no longer NEW", h.b.Name, notNew, len(ids))
+	}
+}
+
+// refusingPublisher publishes through Publisher, except that the broker
+// refuses the first attempt of every 25th message from refuseAt (an error
+// that is not Unavailable: the relay must spend a retry and try it again,
+// not mark it SENT); it is not published. The later messages of its key in
+// the batch are held back (ErrHeldBack), unpublished, as a real publisher
+// does.
+type refusingPublisher struct {
+	outbox.Publisher
+	h       *harness
+	refused atomic.Int64
+}
+
+func (p *refusingPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	errs := make([]error, len(msgs))
+	var pass []outbox.Message
+	var at []int
+	var failedKeys map[string]string
+	for i, m := range msgs {
+		if first, held := failedKeys[m.Key]; held && m.Key != "" {
+			errs[i] = fmt.Errorf("%w (msg_id %q was refused first)", outbox.ErrHeldBack, first)
+			continue
+		}
+		if p.h.firstTime(p.h.refusedAt, m.MsgID, refuseAt) {
+			p.refused.Add(1)
+			errs[i] = errors.New("e2e: injected refusal by the broker")
+			if failedKeys == nil {
+				failedKeys = map[string]string{}
+			}
+			failedKeys[m.Key] = m.MsgID
+			continue
+		}
+		pass = append(pass, m)
+		at = append(at, i)
+	}
+	if len(pass) > 0 {
+		for j, err := range p.Publisher.Publish(ctx, pass) {
+			errs[at[j]] = err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// faultyInbox is the consumer's driver, except that the transaction that
+// records the first delivery of every 25th message from failCommitAt fails
+// at its commit, after the inbox record and the change were written: both
+// must be rolled back together, and the redelivery must apply the message.
+type faultyInbox struct {
+	outbox.Driver[*sql.Tx]
+	h       *harness
+	mu      sync.Mutex
+	pending map[*sql.Tx]string // transactions to fail at their commit
+	done    map[string]bool
+}
+
+func (d *faultyInbox) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
+	fresh, err := d.Driver.MarkConsumedTx(ctx, tx, group, msgID)
+	if err == nil && fresh && msgNumber(msgID)%25 == failCommitAt {
+		d.mu.Lock()
+		if !d.done[msgID] {
+			d.pending[tx] = msgID
+		}
+		d.mu.Unlock()
+	}
+	return fresh, err
+}
+
+func (d *faultyInbox) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
+	return d.Driver.RunInTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := fn(ctx, tx)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		id, ok := d.pending[tx]
+		delete(d.pending, tx)
+		if ok && err == nil && !d.done[id] {
+			if d.done == nil {
+				d.done = map[string]bool{}
+			}
+			d.done[id] = true
+			d.h.commitFailed.Add(1)
+			return errors.New("e2e: injected failure of the consumer's commit")
+		}
+		return err
+	})
 }
