@@ -445,21 +445,33 @@ func (h *harness) firstTime(seen map[string]bool, msgID string, at int) bool {
 // change of another fails after its insert, inside the inbox's transaction,
 // and the transaction of another fails at its commit (faultyInbox): the
 // inbox must leave no record of either, so that the redelivery applies it.
+// firstTimes answers, for each msg_id, true the first time it is asked and
+// false after: a failure is injected into a message's first delivery only.
+type firstTimes struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (f *firstTimes) first(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen[id] {
+		return false
+	}
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+	}
+	f.seen[id] = true
+	return true
+}
+
 func (h *harness) handler() outbox.Handler {
-	var mu sync.Mutex
-	failedOnce := map[string]bool{}
-	changeFailedOnce := map[string]bool{}
+	var handlerFailed, changeFailed firstTimes
 	return func(ctx context.Context, m outbox.Message) error {
 		h.deliveries.Add(1)
-		if msgNumber(m.MsgID)%25 == failHandlerAt {
-			mu.Lock()
-			first := !failedOnce[m.MsgID]
-			failedOnce[m.MsgID] = true
-			mu.Unlock()
-			if first {
-				h.failed.Add(1)
-				return errors.New("e2e: injected handler failure")
-			}
+		if msgNumber(m.MsgID)%25 == failHandlerAt && handlerFailed.first(m.MsgID) {
+			h.failed.Add(1)
+			return errors.New("e2e: injected handler failure")
 		}
 		var tr transfer
 		if err := json.Unmarshal(m.Payload, &tr); err != nil {
@@ -467,15 +479,9 @@ func (h *harness) handler() outbox.Handler {
 		}
 		applied, err := h.inbox.Process(ctx, group, m.MsgID, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO effects (msg_id, account, amount) VALUES (?, ?, ?)`, m.MsgID, tr.Account, tr.Amount)
-			if err == nil && msgNumber(m.MsgID)%25 == failChangeAt {
-				mu.Lock()
-				first := !changeFailedOnce[m.MsgID]
-				changeFailedOnce[m.MsgID] = true
-				mu.Unlock()
-				if first {
-					h.fnFailed.Add(1)
-					return errors.New("e2e: injected failure of the change, after its insert")
-				}
+			if err == nil && msgNumber(m.MsgID)%25 == failChangeAt && changeFailed.first(m.MsgID) {
+				h.fnFailed.Add(1)
+				return errors.New("e2e: injected failure of the change, after its insert")
 			}
 			return err
 		})

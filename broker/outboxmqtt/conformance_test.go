@@ -2,7 +2,6 @@ package outboxmqtt
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -152,18 +151,20 @@ func (e *env) subscriber(t *testing.T, group string, maxDeliveries int) *testSub
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)
 	}
-	k := &killer{}
-	sub.attempt = k.attempt
+	k := &brokertest.Killer{}
+	sub.attempt = func(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL) (net.Conn, error) {
+		return k.Dial(func() (net.Conn, error) { return dialBroker(ctx, cfg, u) })
+	}
 	t.Cleanup(func() {
 		_ = sub.Close()
-		if k.killed() {
+		if k.Killed() {
 			return // its session now belongs to the subscriber that took its name
 		}
 		if err := sub.Leave(testCtx(t, 10*time.Second)); err != nil {
 			t.Errorf("Leave: %v", err)
 		}
 	})
-	return &testSubscriber{Subscriber: sub, kill: k.kill, release: sync.OnceFunc(func() {
+	return &testSubscriber{Subscriber: sub, kill: k.Kill, release: sync.OnceFunc(func() {
 		e.mu.Lock()
 		e.free[group] = append(e.free[group], name)
 		e.mu.Unlock()
@@ -174,47 +175,6 @@ type testSubscriber struct {
 	*Subscriber
 	kill    func()
 	release func() // lends the member's name to the next subscriber; once
-}
-
-// killer opens Run's connections, and cuts them all at once, refusing every
-// later one, when a test kills the subscriber.
-type killer struct {
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
-}
-
-func (k *killer) attempt(ctx context.Context, cfg autopaho.ClientConfig, u *url.URL) (net.Conn, error) {
-	if k.killed() {
-		return nil, errors.New("outboxmqtt test: the subscriber was killed")
-	}
-	c, err := dialBroker(ctx, cfg, u)
-	if err != nil {
-		return nil, err
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.dead {
-		_ = c.Close()
-		return nil, errors.New("outboxmqtt test: the subscriber was killed")
-	}
-	k.conns = append(k.conns, c)
-	return c, nil
-}
-
-func (k *killer) kill() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.dead = true
-	for _, c := range k.conns {
-		_ = c.Close()
-	}
-}
-
-func (k *killer) killed() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.dead
 }
 
 func (s *testSubscriber) Run(ctx context.Context, h outbox.Handler) error {
