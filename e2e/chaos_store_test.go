@@ -7,8 +7,10 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,7 +215,11 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 // chaosBroker is the run's private broker.
 type chaosBroker struct {
 	Broker
-	url        string // the relays' --broker
+	url  string // the relays' --broker
+	addr string // the broker's host:port in url
+	// newBroker is Broker through url: the subscriber's goes through a
+	// proxy to addr (chaosSub).
+	newBroker  func(url string) Broker
 	what       string // for the log
 	restart    func(t *testing.T)
 	restartGap time.Duration // the least time between two restarts
@@ -226,30 +232,43 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 	case "nats":
 		srv := startPrivate(t, natsSpec)
 		cb.url = "nats://" + srv.addr() + "?stream=CHAOS&subject=chaos.{topic}&dead=chaosdead.{group}&dead_stream=CHAOS_DEAD&duplicates=100ms&ack_wait=5s&timeout=2s"
-		cb.Broker = natsBroker(cb.url)
+		cb.newBroker = natsBroker
 		cb.what = "a private nats-server at " + srv.addr() + ", SIGKILLed and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
 	case "amqp":
 		node := rabbittest.Start(t)
 		cb.url = node.URL + "?exchange=chaos&reconnect_delay=1s"
-		cb.Broker = amqpBroker(cb.url)
+		cb.newBroker = amqpBroker
 		cb.what = "a private RabbitMQ node, stopped and started again"
 		cb.restart, cb.restartGap = func(t *testing.T) { node.Restart(t) }, 20*time.Second
 	case "redis":
 		srv := startPrivate(t, redisSpec)
 		cb.url = "redis://" + srv.addr() + "/0?stream=chaos:{topic}&minidle=200ms"
-		cb.Broker = redisBroker(cb.url)
+		cb.newBroker = redisBroker
 		cb.what = "a private redis-server at " + srv.addr() + " (append-only file fsynced on every write), stopped and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
 	case "mqtt":
 		srv := startPrivate(t, mosquittoSpec)
 		cb.url = "mqtt://" + srv.addr() + "?topic=chaos/{topic}"
-		cb.Broker = mqttBroker(cb.url)
+		cb.newBroker = mqttBroker
 		cb.what = "a private mosquitto at " + srv.addr() + " (persistence on), stopped and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
 	default:
 		t.Fatalf("-chaos.broker=%q: want nats, amqp, redis or mqtt", name)
 	}
+	u, err := url.Parse(cb.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb.addr = u.Host
+	cb.Broker = cb.newBroker(cb.url)
 	cb.Name = "chaos"
 	return cb
+}
+
+// via is the broker with its address in the URL replaced by addr (a proxy's).
+func (cb *chaosBroker) via(addr string) Broker {
+	b := cb.newBroker(strings.Replace(cb.url, cb.addr, addr, 1))
+	b.Name = cb.Name
+	return b
 }

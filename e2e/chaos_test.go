@@ -37,7 +37,10 @@ var (
 // second database. Meanwhile, at random: a relay is SIGKILLed (mid-batch or
 // not) and started again, a relay is stopped with SIGTERM (it must exit 0),
 // the broker is SIGKILLed and started again, the subscriber is stopped and
-// started again, delivered messages are published again. At the end every
+// started again, or crashed in the middle of a handler (its connections to
+// the broker, which go through a proxy, are cut at once; its handlers die
+// or finish and commit; it is abandoned and a new one takes over),
+// delivered messages are published again. At the end every
 // relay drains the table and the test checks the seeds' promise: every
 // committed message has exactly one effect, no rolled-back one has any, and
 // no row is left unsent.
@@ -52,9 +55,17 @@ func TestChaos(t *testing.T) {
 	logs := t.TempDir()
 	t.Logf("chaos on %s for %s: %d relay processes, %s", *chaosDB, *chaosDuration, *chaosRelays, cb.what)
 
-	// The subscriber: stopped and started again by the chaos.
-	sub := startChaosSubscriber(ctx, t, b, h)
+	// The subscriber: stopped and started again by the chaos, or crashed in
+	// the middle of a handler and abandoned (crashed: each one's Run
+	// returned or given up on).
+	sub := startChaosSubscriber(ctx, t, cb, h)
 	defer func() { sub.stop(t) }()
+	var crashed []chan struct{}
+	defer func() {
+		for _, gone := range crashed {
+			<-gone
+		}
+	}()
 
 	// The relays: real processes.
 	relays := make([]*relayProc, *chaosRelays)
@@ -86,8 +97,25 @@ func TestChaos(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) //nolint:gosec // chaos, not secrets
 	var kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, dupRounds, cleanups int
 	var cleaned int64
+	var subCrashes []subCrash
+	var idleCrashes int     // crashes called off: no message came
+	dieFirst := rnd.IntN(2) // the handlers die in every other crash
+	crashSub := func() {
+		where := int32(holdAtStart)
+		if rnd.IntN(3) > 0 {
+			where = holdBeforeCommit
+		}
+		sc, ok := sub.crash(where, (len(subCrashes)+dieFirst)%2 == 0, 5*time.Second)
+		if !ok {
+			idleCrashes++
+			return
+		}
+		crashed = append(crashed, sub.abandon(t, time.Duration(500+rnd.IntN(2500))*time.Millisecond))
+		sub = startChaosSubscriber(ctx, t, cb, h)
+		subCrashes = append(subCrashes, sc)
+	}
 	lastBrokerKill := time.Now()
-	half := time.Now().Add(*chaosDuration / 2)
+	quarter, half := time.Now().Add(*chaosDuration/4), time.Now().Add(*chaosDuration/2)
 	for prodCtx.Err() == nil {
 		sleepCtx(prodCtx, time.Duration(300+rnd.IntN(1200))*time.Millisecond)
 		if prodCtx.Err() != nil {
@@ -129,12 +157,17 @@ func TestChaos(t *testing.T) {
 			cleanups++
 		case a < 75: // the subscriber goes away and comes back
 			sub.stop(t)
-			sub = startChaosSubscriber(ctx, t, b, h)
+			sub = startChaosSubscriber(ctx, t, cb, h)
 			subRestarts++
 		case a < 85 && time.Since(lastBrokerKill) > cb.restartGap: // the broker goes down and comes back
 			cb.restart(t)
 			lastBrokerKill = time.Now()
 			brokerKills++
+		case a >= 85 && a < 95: // the subscriber crashes in the middle of a handler
+			crashSub()
+		}
+		if len(subCrashes) == 0 && time.Now().After(quarter) {
+			crashSub()
 		}
 		if dupRounds == 0 && time.Now().After(half) {
 			chaosDuplicates(ctx, t, b, h)
@@ -148,6 +181,7 @@ func TestChaos(t *testing.T) {
 	committed := h.committedIDs()
 	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts; %d cleanups deleted %d SENT rows",
 		*chaosDuration, produced.Load()+late.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, cleanups, cleaned)
+	logSubCrashes(t, subCrashes, idleCrashes)
 	h.cleaned = cleaned
 	if st.lateTx != nil {
 		t.Logf("chaos: %d of those held their outbox row's id for 0.1-3 s before committing or rolling back", late.Load())
@@ -162,7 +196,14 @@ func TestChaos(t *testing.T) {
 			t.Errorf("relay stopped with SIGTERM at the end: %v (log %s)", err, r.log)
 		}
 	}
+	// The crashed subscribers' handlers have finished, or been given up on.
+	for _, gone := range crashed {
+		<-gone
+	}
 	h.check(t, committed)
+	if len(subCrashes) == 0 && *chaosDuration >= 30*time.Second {
+		t.Errorf("the subscriber never crashed in the middle of a handler, so that check was not made")
+	}
 	// What the relays logged (warnings and errors: the chaos causes many).
 	for _, r := range relays {
 		if b, err := os.ReadFile(r.log); err == nil {
@@ -173,6 +214,26 @@ func TestChaos(t *testing.T) {
 			t.Logf("%s, last lines:\n%s", filepath.Base(r.log), lastLines(b, n))
 		}
 	}
+}
+
+// logSubCrashes says how the subscriber's crashes went.
+func logSubCrashes(t *testing.T, crashes []subCrash, idle int) {
+	t.Helper()
+	var beforeCommit, died int
+	var heldDied, heldLived []string
+	for _, c := range crashes {
+		if c.beforeCommit {
+			beforeCommit++
+		}
+		if c.die {
+			died++
+			heldDied = append(heldDied, c.msgID)
+		} else {
+			heldLived = append(heldLived, c.msgID)
+		}
+	}
+	t.Logf("chaos: %d subscriber kills in the middle of a handler (%d just before the inbox's commit, %d at the handler's start; %d with the handlers dying, %d with the handlers finishing after the network was cut; %d called off, no message within 5s); the held messages, died %v, finished %v",
+		len(crashes), beforeCommit, len(crashes)-beforeCommit, died, len(crashes)-died, idle, heldDied, heldLived)
 }
 
 // cleanup runs `outbox cleanup` for SENT rows older than a second and
@@ -264,20 +325,69 @@ func (r *relayProc) term(wait time.Duration) error {
 	}
 }
 
-// chaosSub is a running subscriber.
+// chaosSub is a running subscriber. It reaches the broker through a proxy
+// of its own, which crash cuts.
 type chaosSub struct {
 	s      brokertest.Subscriber
-	cancel context.CancelFunc
+	proxy  *tcpProxy
+	cancel context.CancelFunc // Run's context
 	done   chan error
+	// hctx is the handlers' context (on top of the one Run gives them):
+	// canceled by a crash in which the handlers die with the process.
+	hctx    context.Context
+	hcancel context.CancelFunc
+
+	// A crash arms hold (holdAtStart or holdBeforeCommit); the first
+	// handler to get there takes it (holdTaken), closes inside with its
+	// msg_id in held, and waits for release.
+	hold    atomic.Int32
+	inside  chan struct{}
+	release chan struct{}
+	held    string
 }
 
-func startChaosSubscriber(ctx context.Context, t *testing.T, b Broker, h *harness) *chaosSub {
+const (
+	holdNone = iota
+	holdAtStart
+	holdBeforeCommit
+	holdTaken
+)
+
+func startChaosSubscriber(ctx context.Context, t *testing.T, cb *chaosBroker, h *harness) *chaosSub {
 	t.Helper()
-	s := b.NewSubscriber(t, group)
+	proxy := startProxy(t, cb.addr)
+	s := cb.via(proxy.addr()).NewSubscriber(t, group)
 	sctx, cancel := context.WithCancel(ctx)
-	c := &chaosSub{s: s, cancel: cancel, done: make(chan error, 1)}
-	go func() { c.done <- s.Run(sctx, h.handler()) }()
+	hctx, hcancel := context.WithCancel(context.Background())
+	c := &chaosSub{s: s, proxy: proxy, cancel: cancel, done: make(chan error, 1), hctx: hctx, hcancel: hcancel,
+		inside: make(chan struct{}), release: make(chan struct{})}
+	inner := h.handler()
+	handler := func(ctx context.Context, m outbox.Message) error {
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(c.hctx, stop)()
+		if c.hold.CompareAndSwap(holdAtStart, holdTaken) {
+			c.wait(m.MsgID)
+		}
+		ctx = context.WithValue(ctx, beforeCommitKey{}, func() {
+			if c.hold.CompareAndSwap(holdBeforeCommit, holdTaken) {
+				c.wait(m.MsgID)
+			}
+		})
+		return inner(ctx, m)
+	}
+	go func() { c.done <- s.Run(sctx, handler) }()
 	return c
+}
+
+// wait holds the handler of msgID until the crash has happened.
+func (c *chaosSub) wait(msgID string) {
+	c.held = msgID
+	close(c.inside)
+	select {
+	case <-c.release:
+	case <-time.After(30 * time.Second): // the test gave up
+	}
 }
 
 func (c *chaosSub) stop(t *testing.T) {
@@ -294,6 +404,69 @@ func (c *chaosSub) stop(t *testing.T) {
 	if cl, ok := c.s.(interface{ Close() error }); ok {
 		_ = cl.Close()
 	}
+	c.hcancel()
+	c.proxy.close()
+}
+
+// subCrash is how one crash of the subscriber went.
+type subCrash struct {
+	beforeCommit bool   // the handler was held just before its commit, not at its start
+	die          bool   // the handlers died with the network, rather than finish
+	msgID        string // the held handler's message
+}
+
+// crash crashes the subscriber in the middle of a handler: it waits up to
+// wait for a handler to be held (where), then cuts the subscriber's network
+// at once, and the proxy refuses the subscriber's reconnections from then
+// on. When die, the handlers' context is canceled, as for a process that
+// died, and the held one does not commit; otherwise it goes on and commits,
+// as a process that lost its network and not its database would, and the
+// subscriber's ack cannot reach the broker. ok is false when no handler
+// came within wait: nothing happened. The crashed subscriber is left to
+// abandon.
+func (c *chaosSub) crash(where int32, die bool, wait time.Duration) (sc subCrash, ok bool) {
+	c.hold.Store(where)
+	select {
+	case <-c.inside:
+	case <-time.After(wait):
+		if c.hold.CompareAndSwap(where, holdNone) {
+			return subCrash{}, false
+		}
+		<-c.inside // taken meanwhile
+	}
+	c.proxy.kill()
+	if die {
+		c.hcancel()
+	}
+	close(c.release)
+	return subCrash{beforeCommit: where == holdBeforeCommit, die: die, msgID: c.held}, true
+}
+
+// abandon lets a crashed subscriber's Run go: after a while, as the rest of
+// a process goes down some time after its network, its context ends; Run
+// is given 30s to return. gone is closed when Run returned or the 30s are
+// over; until then the proxy refuses the subscriber's reconnections.
+func (c *chaosSub) abandon(t *testing.T, after time.Duration) (gone chan struct{}) {
+	gone = make(chan struct{})
+	go func() {
+		defer close(gone)
+		time.Sleep(after)
+		c.cancel()
+		select {
+		case err := <-c.done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Logf("crashed subscriber's Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("a crashed subscriber's Run did not return within 30s of its context's end")
+			return
+		}
+		if cl, ok := c.s.(interface{ Close() error }); ok {
+			_ = cl.Close()
+		}
+		c.hcancel()
+	}()
+	return gone
 }
 
 // chaosProduce commits business transactions through tx until ctx ends,

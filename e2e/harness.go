@@ -766,6 +766,11 @@ func (p *refusingPublisher) Publish(ctx context.Context, msgs []outbox.Message) 
 	return nil
 }
 
+// beforeCommitKey keys, in a handler's context, a function that the
+// consumer's transaction calls after its inbox record and its change, just
+// before its commit: the chaos run's crash of the subscriber waits there.
+type beforeCommitKey struct{}
+
 // faultyInbox is the consumer's driver, except that the transaction that
 // records the first delivery of every 25th message from failCommitAt fails
 // at its commit, after the inbox record and the change were written: both
@@ -793,6 +798,9 @@ func (d *faultyInbox) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msg
 func (d *faultyInbox) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
 	return d.Driver.RunInTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := fn(ctx, tx)
+		if hook, ok := ctx.Value(beforeCommitKey{}).(func()); ok && err == nil {
+			hook()
+		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		id, ok := d.pending[tx]
