@@ -166,7 +166,9 @@ func TestChaos(t *testing.T) {
 		case a >= 85 && a < 95: // the subscriber crashes in the middle of a handler
 			crashSub()
 		}
-		if len(subCrashes) == 0 && time.Now().After(quarter) {
+		// At least two crashes: one in which the handlers die, one in
+		// which they finish.
+		if len(subCrashes) == 0 && time.Now().After(quarter) || len(subCrashes) == 1 && time.Now().After(half) {
 			crashSub()
 		}
 		if dupRounds == 0 && time.Now().After(half) {
@@ -201,8 +203,8 @@ func TestChaos(t *testing.T) {
 		<-gone
 	}
 	h.check(t, committed)
-	if len(subCrashes) == 0 && *chaosDuration >= 30*time.Second {
-		t.Errorf("the subscriber never crashed in the middle of a handler, so that check was not made")
+	if len(subCrashes) < 2 && *chaosDuration >= 30*time.Second {
+		t.Errorf("the subscriber crashed %d times in the middle of a handler, not at least twice (handlers dying, and finishing), so that check was not made", len(subCrashes))
 	}
 	// What the relays logged (warnings and errors: the chaos causes many).
 	for _, r := range relays {
