@@ -394,20 +394,38 @@ func (c *chaosSub) wait(msgID string) {
 
 func (c *chaosSub) stop(t *testing.T) {
 	t.Helper()
+	switch returned, err := c.endRun(); {
+	case !returned:
+		t.Errorf("subscriber did not stop within 30s")
+	case err != nil:
+		t.Errorf("subscriber: %v", err)
+	}
+	c.closeSub()
+	c.proxy.close()
+}
+
+// endRun ends Run's context and waits up to 30s for Run to return; err is
+// what Run returned, nil for context.Canceled.
+func (c *chaosSub) endRun() (returned bool, err error) {
 	c.cancel()
 	select {
 	case err := <-c.done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("subscriber: %v", err)
+		if errors.Is(err, context.Canceled) {
+			err = nil
 		}
+		return true, err
 	case <-time.After(30 * time.Second):
-		t.Errorf("subscriber did not stop within 30s")
+		return false, nil
 	}
+}
+
+// closeSub closes the subscriber, when it has a Close, and ends its
+// handlers' context.
+func (c *chaosSub) closeSub() {
 	if cl, ok := c.s.(interface{ Close() error }); ok {
 		_ = cl.Close()
 	}
 	c.hcancel()
-	c.proxy.close()
 }
 
 // subCrash is how one crash of the subscriber went.
@@ -453,20 +471,15 @@ func (c *chaosSub) abandon(t *testing.T, after time.Duration) (gone chan struct{
 	go func() {
 		defer close(gone)
 		time.Sleep(after)
-		c.cancel()
-		select {
-		case err := <-c.done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Logf("crashed subscriber's Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
+		returned, err := c.endRun()
+		if !returned {
 			t.Errorf("a crashed subscriber's Run did not return within 30s of its context's end")
 			return
 		}
-		if cl, ok := c.s.(interface{ Close() error }); ok {
-			_ = cl.Close()
+		if err != nil {
+			t.Logf("crashed subscriber's Run: %v", err)
 		}
-		c.hcancel()
+		c.closeSub()
 	}()
 	return gone
 }
