@@ -699,30 +699,21 @@ func (s *suite) testStoppedBeforeSuccess(t *testing.T) {
 	b := s.env.Setup(t)
 	msgs := messages(b.Topic, "unacked", 5, 1) // one key: one partition, in order
 	recA, recB := newRecorder(), newRecorder()
-	entered := make(chan struct{})
-	cutOff := make(chan struct{})
-	var once sync.Once
-	recA.block = func(outbox.Message) {
-		once.Do(func() { close(entered) })
-		<-cutOff
-	}
+	entered, cutOff := holdHandler(recA)
 	recA.fail = func(outbox.Message, int) error { return errStopped }
 	subA := s.subscriber(t, b, "unacked")
 	a := s.start(t, subA, recA.handler())
 	t.Cleanup(func() { a.cancel(); _ = a.wait() })
+	t.Cleanup(cutOff)
 	s.publish(t, b.Publisher, msgs)
-	select {
-	case <-entered:
-	case <-time.After(s.env.Timeout):
-		t.Fatal("no message reached the first subscriber's handler")
-	}
+	s.waitEntered(t, entered)
 	if s.env.Features.HandOver {
 		s.run(t, s.subscriber(t, b, "unacked"), recB.handler())
 	}
 	// The stop first, then the handler's failure: a subscriber that tried
 	// X again would find its context ended.
 	a.cancel()
-	close(cutOff)
+	cutOff()
 	if err := a.wait(); err != nil {
 		t.Errorf("subscriber Run returned %v after its context ended, want nil", err)
 	}
@@ -733,6 +724,30 @@ func (s *suite) testStoppedBeforeSuccess(t *testing.T) {
 	recA.mu.Lock()
 	defer recA.mu.Unlock()
 	t.Logf("the stopped subscriber's handler was called %d times", sum(recA.deliveries))
+}
+
+// holdHandler makes rec's handler wait, from its first call on, until
+// release is called (once, or more: later calls do nothing); entered is
+// closed at that first call.
+func holdHandler(rec *recorder) (entered <-chan struct{}, release func()) {
+	in := make(chan struct{})
+	out := make(chan struct{})
+	var once sync.Once
+	rec.block = func(outbox.Message) {
+		once.Do(func() { close(in) })
+		<-out
+	}
+	return in, sync.OnceFunc(func() { close(out) })
+}
+
+// waitEntered waits until a handler held by holdHandler was called.
+func (s *suite) waitEntered(t *testing.T, entered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(s.env.Timeout):
+		t.Fatal("no message reached the first subscriber's handler")
+	}
 }
 
 func sum(m map[string]int) int {
@@ -755,26 +770,15 @@ func (s *suite) testKilledBeforeSuccess(t *testing.T) {
 	}
 	msgs := messages(b.Topic, "killed", 5, 1)
 	recA, recB := newRecorder(), newRecorder()
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	var once sync.Once
-	recA.block = func(outbox.Message) {
-		once.Do(func() { close(entered) })
-		<-release
-	}
+	entered, released := holdHandler(recA)
 	subA := s.fastSubscriber(t, b, "killed")
 	a := s.start(t, subA, recA.handler())
 	// The killed subscriber's Run may return an error; it must return once
 	// its handler does.
 	t.Cleanup(func() { a.cancel(); _ = a.wait() })
-	released := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(released)
 	s.publish(t, b.Publisher, msgs)
-	select {
-	case <-entered:
-	case <-time.After(s.env.Timeout):
-		t.Fatal("no message reached the first subscriber's handler")
-	}
+	s.waitEntered(t, entered)
 	b.Kill(subA)
 	s.run(t, s.fastSubscriber(t, b, "killed"), recB.handler())
 	recB.waitSucceeded(t, s.env.Timeout, msgs)

@@ -190,7 +190,7 @@ type harness struct {
 	rolledBack map[string]bool
 	expected   map[string]transfer // what each committed transaction's effect must be
 	sent       []outbox.Message    // delivered messages, for duplicates
-	refusedAt  map[string]bool     // messages the broker refused once (refusingPublisher)
+	refusals   firstTimes          // messages the broker refused once (refusingPublisher)
 
 	// cleaned is how many SENT rows an operator's cleanup deleted (chaos).
 	cleaned int64
@@ -264,8 +264,7 @@ func countOutboxSQL(notSent bool) string {
 // own with the inbox and the effects table.
 func newConsumerHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	t.Helper()
-	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}, expected: map[string]transfer{},
-		refusedAt: map[string]bool{}}
+	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}, expected: map[string]transfer{}}
 	var err error
 
 	// Consumer: a SQLite file, its own database.
@@ -424,44 +423,34 @@ func msgNumber(msgID string) int {
 	return n
 }
 
-// firstTime reports whether msgID is due for the fault injected at every
-// 25th message from at, and marks it done in seen (under h.mu).
-func (h *harness) firstTime(seen map[string]bool, msgID string, at int) bool {
-	if msgNumber(msgID)%25 != at {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if seen[msgID] {
-		return false
-	}
-	seen[msgID] = true
-	return true
-}
-
 // handler applies a transfer through the inbox: the credit and the inbox
 // record commit together. The first delivery of every 25th message fails
 // before the inbox, so the broker's redelivery is part of every run; the
 // change of another fails after its insert, inside the inbox's transaction,
 // and the transaction of another fails at its commit (faultyInbox): the
 // inbox must leave no record of either, so that the redelivery applies it.
-// firstTimes answers, for each msg_id, true the first time it is asked and
-// false after: a failure is injected into a message's first delivery only.
+// firstTimes decides which deliveries get an injected fault: the first
+// delivery, or publish, of every 25th message from at.
 type firstTimes struct {
 	mu   sync.Mutex
 	seen map[string]bool
 }
 
-func (f *firstTimes) first(id string) bool {
+// due reports whether msgID is due for the fault injected at every 25th
+// message from at, and marks it done: it is due once.
+func (f *firstTimes) due(msgID string, at int) bool {
+	if msgNumber(msgID)%25 != at {
+		return false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.seen[id] {
+	if f.seen[msgID] {
 		return false
 	}
 	if f.seen == nil {
 		f.seen = map[string]bool{}
 	}
-	f.seen[id] = true
+	f.seen[msgID] = true
 	return true
 }
 
@@ -469,7 +458,7 @@ func (h *harness) handler() outbox.Handler {
 	var handlerFailed, changeFailed firstTimes
 	return func(ctx context.Context, m outbox.Message) error {
 		h.deliveries.Add(1)
-		if msgNumber(m.MsgID)%25 == failHandlerAt && handlerFailed.first(m.MsgID) {
+		if handlerFailed.due(m.MsgID, failHandlerAt) {
 			h.failed.Add(1)
 			return errors.New("e2e: injected handler failure")
 		}
@@ -479,7 +468,7 @@ func (h *harness) handler() outbox.Handler {
 		}
 		applied, err := h.inbox.Process(ctx, group, m.MsgID, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO effects (msg_id, account, amount) VALUES (?, ?, ?)`, m.MsgID, tr.Account, tr.Amount)
-			if err == nil && msgNumber(m.MsgID)%25 == failChangeAt && changeFailed.first(m.MsgID) {
+			if err == nil && changeFailed.due(m.MsgID, failChangeAt) {
 				h.fnFailed.Add(1)
 				return errors.New("e2e: injected failure of the change, after its insert")
 			}
@@ -741,7 +730,7 @@ func (p *refusingPublisher) Publish(ctx context.Context, msgs []outbox.Message) 
 			errs[i] = fmt.Errorf("%w (msg_id %q was refused first)", outbox.ErrHeldBack, first)
 			continue
 		}
-		if p.h.firstTime(p.h.refusedAt, m.MsgID, refuseAt) {
+		if p.h.refusals.due(m.MsgID, refuseAt) {
 			p.refused.Add(1)
 			errs[i] = errors.New("e2e: injected refusal by the broker")
 			if failedKeys == nil {

@@ -299,7 +299,7 @@ type waiter struct {
 	mu         sync.Mutex
 	errs       []error // final errors, classified
 	topics     []string
-	partitions []int32 // where franz-go put each record, -1 if it did not
+	partitions []int32 // where franz-go put each record; -1 for a result Publish decided itself
 	finished   []bool
 	pending    int
 	failed     bool
@@ -310,14 +310,10 @@ type waiter struct {
 }
 
 func newWaiter(n int, state *connState, known *topicCache) *waiter {
-	w := &waiter{state: state, known: known,
+	return &waiter{state: state, known: known,
 		errs: make([]error, n), topics: make([]string, n), partitions: make([]int32, n), finished: make([]bool, n),
 		pending: n, done: make(chan struct{}),
 	}
-	for i := range w.partitions {
-		w.partitions[i] = -1
-	}
-	return w
 }
 
 // finish records franz-go's result for message i, produced to partition.

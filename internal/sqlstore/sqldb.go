@@ -11,52 +11,54 @@ import (
 )
 
 // SQLDB adapts a *sql.DB to DB.
-func SQLDB(db *sql.DB) DB { return sqlDB{db} }
+func SQLDB(db *sql.DB) DB { return sqlDB{sqlQueries[*sql.DB]{db}} }
 
 // SQLTx adapts a caller's *sql.Tx to Querier.
-func SQLTx(tx *sql.Tx) Querier { return sqlTx{tx} }
+func SQLTx(tx *sql.Tx) Querier { return sqlTx{sqlQueries[*sql.Tx]{tx}} }
 
-type sqlDB struct{ db *sql.DB }
+// sqlQueries is Querier for what *sql.DB, *sql.Conn and *sql.Tx share. It
+// holds one pointer, so that wrapping one in an interface allocates nothing.
+type sqlQueries[T interface {
+	*sql.DB | *sql.Conn | *sql.Tx
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}] struct{ r T }
 
-func (d sqlDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	return execResult(d.db.ExecContext(ctx, q, args...))
+func (q sqlQueries[T]) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return execResult(q.r.ExecContext(ctx, query, args...))
 }
 
-func (d sqlDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	return d.db.QueryContext(ctx, q, args...) //nolint:rowserrcheck // the caller iterates and checks Err
+func (q sqlQueries[T]) Query(ctx context.Context, query string, args ...any) (Rows, error) {
+	return q.r.QueryContext(ctx, query, args...) //nolint:rowserrcheck // the caller iterates and checks Err
 }
 
-func (d sqlDB) Begin(ctx context.Context) (Tx, error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+// beginOn begins a transaction on a *sql.DB or a *sql.Conn.
+func beginOn(ctx context.Context, b interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, opts *sql.TxOptions,
+) (Tx, error) {
+	tx, err := b.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return sqlTx{tx}, nil
+	return sqlTx{sqlQueries[*sql.Tx]{tx}}, nil
 }
+
+type sqlDB struct{ sqlQueries[*sql.DB] }
+
+func (d sqlDB) Begin(ctx context.Context) (Tx, error) { return beginOn(ctx, d.r, nil) }
 
 // BeginReadCommitted implements readCommittedDB.
 func (d sqlDB) BeginReadCommitted(ctx context.Context) (Tx, error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return nil, err
-	}
-	return sqlTx{tx}, nil
+	return beginOn(ctx, d.r, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 }
 
-type sqlTx struct{ tx *sql.Tx }
+type sqlTx struct{ sqlQueries[*sql.Tx] }
 
-func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	return execResult(t.tx.ExecContext(ctx, q, args...))
-}
-
-func (t sqlTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	return t.tx.QueryContext(ctx, q, args...) //nolint:rowserrcheck // the caller iterates and checks Err
-}
-
-func (t sqlTx) Commit(context.Context) error { return t.tx.Commit() }
+func (t sqlTx) Commit(context.Context) error { return t.r.Commit() }
 
 func (t sqlTx) Rollback(context.Context) error {
-	err := t.tx.Rollback()
+	err := t.r.Rollback()
 	if errors.Is(err, sql.ErrTxDone) {
 		return nil
 	}
@@ -126,38 +128,24 @@ func (d *SQLDriver) SQLDB() *sql.DB { return d.db }
 // Session implements sessionDB: one connection of the pool, held until
 // Close or Discard.
 func (d sqlDB) Session(ctx context.Context) (session, error) {
-	c, err := d.db.Conn(ctx)
+	c, err := d.r.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return sqlConn{c}, nil
+	return sqlConn{sqlQueries[*sql.Conn]{c}}, nil
 }
 
-type sqlConn struct{ c *sql.Conn }
-
-func (c sqlConn) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	return execResult(c.c.ExecContext(ctx, q, args...))
-}
-
-func (c sqlConn) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	return c.c.QueryContext(ctx, q, args...) //nolint:rowserrcheck // the caller iterates and checks Err
-}
+type sqlConn struct{ sqlQueries[*sql.Conn] }
 
 // Begin begins a transaction on the held connection. When ctx ends,
 // database/sql rolls the transaction back, and the connection stays held.
-func (c sqlConn) Begin(ctx context.Context) (Tx, error) {
-	tx, err := c.c.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	return sqlTx{tx}, nil
-}
+func (c sqlConn) Begin(ctx context.Context) (Tx, error) { return beginOn(ctx, c.r, nil) }
 
-func (c sqlConn) Close() error { return c.c.Close() }
+func (c sqlConn) Close() error { return c.r.Close() }
 
 // Discard closes the connection: database/sql drops a connection for which
 // Raw reports driver.ErrBadConn.
 func (c sqlConn) Discard() error {
-	_ = c.c.Raw(func(any) error { return driver.ErrBadConn })
-	return c.c.Close()
+	_ = c.r.Raw(func(any) error { return driver.ErrBadConn })
+	return c.r.Close()
 }
