@@ -86,6 +86,14 @@ type dialect struct {
 	markSent                               string // args: JSON array of ids (lock-select and lease modes)
 	markOthers                             string // args: JSON array of {id, k, d, e}; k is 1 retry or 2 dead (PostgreSQL also 3 release)
 
+	// backlog counts the NEW rows and reads the oldest one's created_at and
+	// the database's clock, through an index, never the SENT history (see
+	// outbox.BacklogReader); backlogSetup, when set, runs first in its
+	// transaction (PostgreSQL: planner settings that keep it on its
+	// indexes). deadCount counts the DEAD rows, where an index finds them
+	// (MySQL); empty elsewhere.
+	backlog, backlogSetup, deadCount string
+
 	stats      string
 	list       string // args: status, topic, after id, limit
 	get        string // args: msg_id
@@ -141,7 +149,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.list, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

@@ -59,6 +59,14 @@ WHERE o.id IN ({{ids}}) AND o.status = 0`,
 	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 
+	// backlog and deadCount walk the pending index (status, id) for their
+	// status only, never the SENT history. On a small table the optimizer
+	// would rather scan it all than look up each pending row's created_at:
+	// FORCE INDEX keeps the cost with the backlog when the table grows.
+	backlog: `SELECT count(*), min(created_at), UTC_TIMESTAMP(6)
+FROM {{outbox}} FORCE INDEX ({{outbox_pending_idx}}) WHERE status = 0`,
+	deadCount: `SELECT count(*) FROM {{outbox}} WHERE status = 2`,
+
 	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE status = ? AND topic = COALESCE(NULLIF(?, ''), topic) AND id > ?

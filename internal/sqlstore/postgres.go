@@ -224,6 +224,24 @@ FROM {{horizon}} AS h`,
 	stats: `SELECT topic, status, count(*), min(created_at), now()
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 
+	// backlog reads the NEW rows the way the rescan finds them (the stats'
+	// GROUP BY reads the whole table, SENT history included, since no index
+	// mentions status): those at or below the low-water mark from the
+	// requeued index, the others from the primary key past the mark. The
+	// mark is 0 after the identity was restarted, as in sweepCheck. Its cost
+	// grows with the rows past the mark and the requeued ones, as the
+	// rescans' does. backlogSetup keeps the plan on the indexes (the planner
+	// cannot know the mark) and in one process. DEAD rows are in no index:
+	// deadCount is empty.
+	backlogSetup: `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off`,
+	backlog: `SELECT count(*), min(p.created_at), now() FROM (
+  SELECT o.created_at FROM {{outbox}} AS o
+  WHERE o.next_retry_at > o.created_at AND o.status = 0 AND o.id <= (` + backlogMark + `)
+  UNION ALL
+  SELECT o.created_at FROM {{outbox}} AS o
+  WHERE o.id > (` + backlogMark + `) AND o.status = 0
+) AS p`,
+
 	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE status = $1 AND topic = COALESCE(NULLIF($2, ''), topic) AND id > $3
@@ -260,6 +278,10 @@ WHERE status = 2
 	recordVersion:  `INSERT INTO {{migrations}} (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 	lockMigrations: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 }
+
+// backlogMark is the low-water mark, or 0 when the id sequence has a new
+// relfilenode (see sweepCheck).
+const backlogMark = `SELECT CASE WHEN h.seq_node = s.node THEN h.lwm ELSE 0 END FROM {{horizon}} AS h, (` + seqNode + `) AS s`
 
 // seqNode is the relfilenode of the outbox's id sequence (NULL if the id has
 // none). Restarting the identity (TRUNCATE ... RESTART IDENTITY, ALTER TABLE

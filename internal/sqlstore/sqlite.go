@@ -52,6 +52,10 @@ WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0`,
 	stats: `SELECT topic, status, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now')
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 
+	// backlog walks the partial pending index. DEAD rows are in no index:
+	// deadCount is empty.
+	backlog: `SELECT count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now') FROM {{outbox}} WHERE status = 0`,
+
 	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE status = ?1 AND topic = COALESCE(NULLIF(?2, ''), topic) AND id > ?3

@@ -565,6 +565,47 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	return st, nil
 }
 
+var _ outbox.BacklogReader = (*Store)(nil)
+
+// Backlog implements outbox.BacklogReader: it reads the NEW rows, and the
+// DEAD rows where an index finds them.
+func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
+	var b outbox.Backlog
+	q, done, err := s.backlogQuerier(ctx)
+	if err != nil {
+		return b, s.wrap("backlog", err)
+	}
+	defer done()
+	var oldest, now lenientTime
+	if _, err := queryRow(ctx, q, s.c.backlog, nil, &b.Pending, &oldest, &now); err != nil {
+		return b, s.wrap("backlog", err)
+	}
+	if b.Pending > 0 && oldest.Valid && now.Valid {
+		b.OldestPendingAge = max(now.Time.Sub(oldest.Time), 0)
+	}
+	if s.c.deadCount != "" {
+		if _, err := queryRow(ctx, q, s.c.deadCount, nil, &b.Dead); err != nil {
+			return b, s.wrap("backlog", err)
+		}
+		b.DeadCounted = true
+	}
+	return b, nil
+}
+
+// backlogQuerier is where Backlog's statements run: a transaction that
+// begins with the dialect's backlogSetup (rolled back by done), or else the
+// pool, since a transaction would take SQLite's write lock at its start.
+func (s *Store) backlogQuerier(ctx context.Context) (q Querier, done func(), err error) {
+	if s.c.backlogSetup == "" {
+		return s.db, func() {}, nil
+	}
+	tx, err := s.beginRetrying(ctx, s.beginWith(s.c.backlogSetup))
+	if err != nil {
+		return nil, nil, err
+	}
+	return tx, func() { tx.Rollback(context.WithoutCancel(ctx)) }, nil
+}
+
 // ListMessages implements outbox.Store.
 func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox.Message, error) {
 	if f.Limit <= 0 {
@@ -673,24 +714,52 @@ func (s *Store) ExplainClaim(ctx context.Context) (string, error) {
 		if i > 0 {
 			plan.WriteString("-- from a cursor\n")
 		}
-		rows, err := tx.Query(ctx, s.c.explain+q, int64(i), 500)
-		if err != nil {
-			return "", s.wrap("explain claim", err)
-		}
-		for rows.Next() {
-			cols, err := rowStrings(rows)
-			if err != nil {
-				rows.Close()
-				return "", s.wrap("explain claim", err)
-			}
-			plan.WriteString(strings.Join(cols, " ") + "\n")
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := s.explainInto(ctx, tx, &plan, q, int64(i), 500); err != nil {
 			return "", s.wrap("explain claim", err)
 		}
 	}
 	return plan.String(), nil
+}
+
+// ExplainBacklog returns the database's plans for Backlog's statements, one
+// line per plan line, the dead count's (where the dialect has one) after a
+// line "-- dead". The backlog's setup runs first.
+func (s *Store) ExplainBacklog(ctx context.Context) (string, error) {
+	q, done, err := s.backlogQuerier(ctx)
+	if err != nil {
+		return "", s.wrap("explain backlog", err)
+	}
+	defer done()
+	var plan strings.Builder
+	for i, stmt := range []string{s.c.backlog, s.c.deadCount} {
+		if stmt == "" {
+			continue
+		}
+		if i > 0 {
+			plan.WriteString("-- dead\n")
+		}
+		if err := s.explainInto(ctx, q, &plan, stmt); err != nil {
+			return "", s.wrap("explain backlog", err)
+		}
+	}
+	return plan.String(), nil
+}
+
+// explainInto writes the plan of stmt to plan, one line per plan line.
+func (s *Store) explainInto(ctx context.Context, q Querier, plan *strings.Builder, stmt string, args ...any) error {
+	rows, err := q.Query(ctx, s.c.explain+stmt, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		cols, err := rowStrings(rows)
+		if err != nil {
+			return err
+		}
+		plan.WriteString(strings.Join(cols, " ") + "\n")
+	}
+	return rows.Err()
 }
 
 // Truncate deletes every row of the outbox table, whatever its status. It is

@@ -1,0 +1,129 @@
+package drivertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+// testBacklog checks outbox.BacklogReader against Stats: the NEW rows below
+// PostgreSQL's low-water mark (a retry waiting out its backoff) and above it
+// (rows written since), the DEAD rows where the store counts them, and a
+// plan that reads no SENT history.
+func (s suite[TTx]) testBacklog(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	br, ok := env.Driver.(outbox.BacklogReader)
+	if !ok {
+		t.Fatalf("driver %T is no outbox.BacklogReader", env.Driver)
+	}
+	b, err := br.Backlog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Pending != 0 || b.OldestPendingAge != 0 || b.Dead != 0 {
+		t.Fatalf("backlog of an empty table = %+v", b)
+	}
+
+	s.write(t, env, manyMsgs("bl-sent", 300)...)
+	s.write(t, env, outbox.Message{MsgID: "bl-dead-1", Topic: "t", Payload: json.RawMessage(`1`)},
+		outbox.Message{MsgID: "bl-dead-2", Topic: "t", Payload: json.RawMessage(`2`)})
+	refuse := func(prefix string) outbox.Publisher {
+		return outbox.PublishFunc(func(_ context.Context, m outbox.Message) error {
+			if strings.HasPrefix(m.MsgID, prefix) {
+				return errors.New("refused by test")
+			}
+			return nil
+		})
+	}
+	drain(t, newRelay(t, env.Driver, refuse("bl-dead"), outbox.RelayConfig{MaxRetries: 1}))
+	s.write(t, env, outbox.Message{MsgID: "bl-retry", Topic: "t", Payload: json.RawMessage(`3`)})
+	// The retry waits an hour: NEW, not due.
+	drain(t, newRelay(t, env.Driver, refuse("bl-retry"), outbox.RelayConfig{RetryBase: time.Hour, RetryMax: time.Hour}))
+	// More rescans let PostgreSQL's sweep move the low-water mark past the
+	// retry, which then is found through the requeued index.
+	retry, err := env.Driver.GetMessage(ctx, "bl-retry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{})
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if _, err := r.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if env.Driver.Dialect() != "postgres" {
+			break
+		}
+		lwm, err := env.QueryInt(ctx, "SELECT lwm FROM outbox_horizon")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lwm >= retry.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the low-water mark stays at %d, below the retry's id %d", lwm, retry.ID)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	s.write(t, env, manyMsgs("bl-new", 2)...)
+
+	b, err = br.Backlog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := env.Driver.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Pending != 3 || st.Pending != 3 {
+		t.Fatalf("pending: backlog %d, stats %d, want 3 (the retry %d and two new rows)", b.Pending, st.Pending, retry.ID)
+	}
+	if b.OldestPendingAge < 20*time.Millisecond || b.OldestPendingAge > time.Minute {
+		t.Fatalf("oldest pending age %s, want the retry's age (stats: %s)", b.OldestPendingAge, st.OldestPendingAge)
+	}
+	wantCounted := env.Driver.Dialect() == "mysql"
+	if b.DeadCounted != wantCounted || (b.DeadCounted && b.Dead != 2) || (!b.DeadCounted && b.Dead != 0) {
+		t.Fatalf("dead: %d counted %v on %s, want 2 counted only on mysql (stats: %d)", b.Dead, b.DeadCounted, env.Driver.Dialect(), st.Dead)
+	}
+
+	ex, ok := env.Driver.(interface {
+		ExplainBacklog(context.Context) (string, error)
+	})
+	if !ok {
+		t.Fatalf("driver %T cannot explain its backlog", env.Driver)
+	}
+	plan, err := ex.ExplainBacklog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	bad := []string{"Seq Scan on outbox ", "Bitmap", "Parallel"}
+	switch env.Driver.Dialect() {
+	case "postgres":
+		want = []string{"outbox_pkey", "outbox_requeued_idx"}
+	case "mysql":
+		want = []string{"outbox_pending_idx"}
+		bad = append(bad, " ALL ")
+	default:
+		want = []string{"outbox_pending_idx"}
+		bad = append(bad, "SCAN outbox\n")
+	}
+	for _, w := range want {
+		if !strings.Contains(plan, w) {
+			t.Errorf("the backlog does not use %s:\n%s", w, plan)
+		}
+	}
+	for _, w := range bad {
+		if strings.Contains(plan, w) {
+			t.Errorf("the backlog plan has %q:\n%s", w, plan)
+		}
+	}
+}
