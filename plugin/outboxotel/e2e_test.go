@@ -1,0 +1,275 @@
+package outboxotel_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/broker/outboxnats"
+	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/plugin/outboxotel"
+)
+
+func postgresDSN() string {
+	if d := os.Getenv("OUTBOX_PG_DSN"); d != "" {
+		return d
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+func natsURL() string {
+	if u := os.Getenv("OUTBOX_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func uniqueID(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// pgSchema makes a schema of the test's own on PostgreSQL and returns a
+// pool whose search_path is that schema. It fails the test when PostgreSQL
+// is not there.
+func pgSchema(ctx context.Context, t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	admin, err := pgxpool.New(ctx, postgresDSN())
+	if err == nil {
+		err = admin.Ping(ctx)
+	}
+	if err != nil {
+		t.Fatalf("PostgreSQL at %s is required (set OUTBOX_PG_DSN): %v", postgresDSN(), err)
+	}
+	t.Cleanup(admin.Close)
+	schema := "otel_" + uniqueID(t)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	cfg, err := pgxpool.ParseConfig(postgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// natsStreams returns a broker URL with a stream, subjects and dead-letter
+// stream of the test's own, deleted when it ends. It fails the test when
+// the NATS server is not there.
+func natsStreams(t *testing.T) string {
+	t.Helper()
+	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("the NATS server with JetStream at %s is required (set OUTBOX_NATS_URL): %v", natsURL(), err)
+	}
+	nc.Close()
+	id := uniqueID(t)
+	t.Cleanup(func() {
+		nc, err := nats.Connect(natsURL(), nats.Timeout(time.Second))
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(ctx, "OTEL_"+id)
+		_ = js.DeleteStream(ctx, "OTEL_"+id+"_DEAD")
+	})
+	return fmt.Sprintf("%s?subject=otel%s.{topic}&stream=OTEL_%s&dead=otel%sdead.{group}&dead_stream=OTEL_%s_DEAD&storage=memory",
+		natsURL(), id, id, id, id)
+}
+
+// TestEndToEndPostgresNATS follows two messages from a business transaction
+// on PostgreSQL through a real Relay and NATS JetStream to a subscriber:
+// one written with Inject inside the producer's span, one with the Writer's
+// create span. The consumer's process span must be the child of the
+// context the message carried, in the producer's trace, and the relay's
+// batch span must link to it.
+func TestEndToEndPostgresNATS(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := setup(t)
+	pool := pgSchema(ctx, t)
+	brokerURL := natsStreams(t)
+
+	drv, err := outboxpgx.New(pool, outbox.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE orders (id int PRIMARY KEY, status text NOT NULL); INSERT INTO orders VALUES (42, 'new'), (43, 'new')`); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ow := outboxotel.NewWriter(w, append(b.opts, outboxotel.WithSystem("nats"))...)
+
+	// The subscriber first, so that its group exists before anything is published.
+	sub, err := outboxnats.NewSubscriber(ctx, outboxnats.SubscriberConfig{URL: brokerURL, Group: "billing", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Close() }()
+	pub, err := outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: brokerURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pub.Close() }()
+
+	// A trace state from upstream, with a space in a value, which NATS
+	// headers carry only percent-encoded.
+	ts, err := trace.ParseTraceState("vendor=a b,rojo=00f067aa0ba902b7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xab, 1}, SpanID: trace.SpanID{0xcd, 2},
+		TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true})
+	pctx, producer := b.tp.Tracer("shop").Start(trace.ContextWithRemoteSpanContext(ctx, upstream), "checkout")
+	injected := outbox.Message{MsgID: "order-42:OrderPaid", Topic: "order.paid", Key: "order-42",
+		Payload: []byte(`{"order":42}`), Headers: map[string]string{"tenant": "eu1"}}
+	outboxotel.Inject(pctx, &injected, b.opts...)
+	err = pgx.BeginFunc(pctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(pctx, `UPDATE orders SET status = 'paid' WHERE id = 42`); err != nil {
+			return err
+		}
+		if err := w.Write(pctx, tx, injected); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(pctx, `UPDATE orders SET status = 'paid' WHERE id = 43`); err != nil {
+			return err
+		}
+		return ow.Write(pctx, tx, outbox.Message{MsgID: "order-43:OrderPaid", Topic: "order.paid", Payload: []byte(`{"order":43}`)})
+	})
+	producer.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := b.span(t, "create order.paid")
+	want := map[string]trace.SpanContext{
+		"order-42:OrderPaid": producer.SpanContext(),
+		"order-43:OrderPaid": create.SpanContext(),
+	}
+
+	hook := outboxotel.NewHook(append(b.opts, outboxotel.WithSystem("nats"))...)
+	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Interval: 20 * time.Millisecond, Hooks: []any{hook}, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopRelay := context.WithCancel(ctx)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(rctx) }()
+	defer stopRelay()
+
+	var mu sync.Mutex
+	received := map[string]outbox.Message{}
+	inside := map[string]trace.SpanContext{}
+	sctx, stopSub := context.WithCancel(ctx)
+	err = sub.Run(sctx, outboxotel.Handler(func(ctx context.Context, m outbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		received[m.MsgID] = m
+		inside[m.MsgID] = trace.SpanContextFromContext(ctx)
+		if len(received) == len(want) {
+			stopSub()
+		}
+		return nil
+	}, append(b.opts, outboxotel.WithSystem("nats"), outboxotel.WithConsumerGroup("billing"))...))
+	stopSub()
+	if err != nil {
+		t.Fatalf("sub.Run: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("timed out with %d of %d messages received", len(received), len(want))
+	}
+
+	// Run finishes and marks the batch in flight, and calls the hooks, before it returns.
+	stopRelay()
+	if err := <-relayDone; err != nil {
+		t.Fatalf("relay.Run: %v", err)
+	}
+
+	// The headers came back as they left.
+	if got := received["order-42:OrderPaid"].Headers; got["traceparent"] != injected.Headers["traceparent"] ||
+		got["tracestate"] != ts.String() || got["tenant"] != "eu1" {
+		t.Errorf("received headers %v, want those written %v", got, injected.Headers)
+	}
+
+	// The relay's batch spans link to every producer context.
+	linked := map[trace.SpanID]string{}
+	for _, s := range b.rec.Ended() {
+		if s.Name() != "send order.paid" {
+			continue
+		}
+		if s.SpanKind() != trace.SpanKindClient || attr(s, "messaging.system").AsString() != "nats" {
+			t.Errorf("batch span: kind %v, system %q", s.SpanKind(), attr(s, "messaging.system").AsString())
+		}
+		for _, l := range s.Links() {
+			linked[l.SpanContext.SpanID()] = l.Attributes[0].Value.AsString()
+		}
+	}
+
+	for id, sc := range want {
+		if linked[sc.SpanID()] != id {
+			t.Errorf("%s: no relay batch span links to its producer span %v (links: %v)", id, sc.SpanID(), linked)
+		}
+		got := inside[id]
+		proc := b.byID(got.SpanID())
+		if proc == nil || proc.Name() != "process order.paid" || proc.SpanKind() != trace.SpanKindConsumer {
+			t.Errorf("%s: the handler did not run in a process span", id)
+			continue
+		}
+		ps := proc.Parent()
+		if len(proc.Links()) != 1 || proc.Links()[0].SpanContext.SpanID() != sc.SpanID() {
+			t.Errorf("%s: process span links %v, want one to %v", id, proc.Links(), sc.SpanID())
+		}
+		if got.TraceID() != sc.TraceID() || ps.SpanID() != sc.SpanID() {
+			t.Errorf("%s: process span in trace %v with parent %v, want trace %v, parent %v", id, got.TraceID(), ps.SpanID(), sc.TraceID(), sc.SpanID())
+		}
+		if id == "order-42:OrderPaid" && (got.TraceID() != upstream.TraceID() || got.TraceState().String() != ts.String()) {
+			t.Errorf("%s: process span trace %v state %q, want the upstream's %v %q", id, got.TraceID(), got.TraceState(), upstream.TraceID(), ts)
+		}
+	}
+}
+
+// byID returns the ended span with span id id, nil when there is none.
+func (b *bundle) byID(id trace.SpanID) sdktrace.ReadOnlySpan {
+	for _, s := range b.rec.Ended() {
+		if s.SpanContext().SpanID() == id {
+			return s
+		}
+	}
+	return nil
+}
