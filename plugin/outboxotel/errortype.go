@@ -22,6 +22,9 @@ const (
 	// ErrorTypePermanent: the error was marked outbox.Permanent: the
 	// subscriber dead-letters the message, or the relay makes it DEAD.
 	ErrorTypePermanent = "outbox.permanent"
+	// ErrorTypePanic: the handler that Handler wraps panicked; the panic
+	// goes on after the span has ended.
+	ErrorTypePanic = "panic"
 	// ErrorTypeOther: any other error.
 	ErrorTypeOther = "_OTHER"
 )

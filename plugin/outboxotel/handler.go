@@ -60,7 +60,7 @@ func Handler(h outbox.Handler, opts ...Opt) outbox.Handler {
 		sctx, span := tracer.Start(pctx, "process "+m.Topic, sopts...)
 		defer func() {
 			if p := recover(); p != nil {
-				span.SetAttributes(semconv.ErrorTypeKey.String("panic"))
+				span.SetAttributes(semconv.ErrorTypeKey.String(ErrorTypePanic))
 				span.SetStatus(codes.Error, "handler panicked")
 				span.End()
 				panic(p)
