@@ -1,7 +1,7 @@
 # Every target loops over the modules of the workspace (go.work).
 MODULES := . driver/outboxpgx driver/outboxmysql driver/outboxsqlite \
            broker/outboxkafka broker/outboxamqp broker/outboxnats broker/outboxredis broker/outboxmqtt \
-           cmd/outbox e2e plugin/outboxotel
+           cmd/outbox e2e plugin/outboxotel plugin/outboxprom
 GO      ?= go
 PG      ?= postgres://postgres@127.0.0.1:5432/test
 BENCH_MESSAGES ?= 100000
