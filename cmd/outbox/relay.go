@@ -29,6 +29,7 @@ type relayOptions struct {
 	logLevel       string
 	statsInterval  time.Duration
 	workers        int
+	metricsAddr    string
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -58,6 +59,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
 	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
 	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, unless the DSN sets pool_max_conns)")
+	f.stringVar(&o.metricsAddr, "metrics-addr", "", "ADDR",
+		"serve Prometheus metrics at http://ADDR/metrics while the relay runs, off unless set; ADDR is HOST:PORT or :PORT "+
+			"(port 0 takes a free one, which the log names): messages by topic and outcome, batch durations, "+
+			"the table's pending messages and the oldest one's age, Go runtime and process")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
@@ -77,6 +82,13 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "%v", err)
 	}
 	slog.SetDefault(log)
+	var metrics *metricsServer
+	if o.metricsAddr != "" {
+		if metrics, err = listenMetrics(ctx, o.metricsAddr); err != nil {
+			return err
+		}
+		defer metrics.close()
+	}
 
 	popts := publisherOptions{
 		Source: o.source, WebhookSecret: o.webhookSecret, WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
@@ -114,6 +126,14 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	totals := &relayTotals{}
+	hooks := []any{&batchLogger{log: log, totals: totals}}
+	if metrics != nil {
+		m, err := metrics.serve(d.Store, log)
+		if err != nil {
+			return err
+		}
+		hooks = append(hooks, m)
+	}
 	relays := make([]*outbox.Relay, o.workers)
 	for i := range relays {
 		r, err := outbox.NewRelay(d.Store, pubs[i%len(pubs)], outbox.RelayConfig{
@@ -124,7 +144,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			RetryMax:       o.retryMax,
 			PublishTimeout: o.publishTimeout,
 			Logger:         log,
-			Hooks:          []any{&batchLogger{log: log, totals: totals}},
+			Hooks:          hooks,
 		})
 		if err != nil {
 			return err
@@ -161,6 +181,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	close(done)
+	if metrics != nil {
+		metrics.close()
+	}
 	if err != nil {
 		return err
 	}
@@ -203,6 +226,10 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--workers %d is out of range; use 1..64", o.workers)
 	case o.statsInterval < 0:
 		return bad("--stats-interval %s must not be negative (0 turns it off)", o.statsInterval)
+	case o.metricsAddr != "":
+		if err := checkMetricsAddr(o.metricsAddr); err != nil {
+			return bad("%v", err)
+		}
 	}
 	return nil
 }
