@@ -193,6 +193,10 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 		err = db.QueryRowContext(ctx, countOutboxSQL(notSent)).Scan(&n)
 		return n, err
 	}
+	h.countLastError = func(ctx context.Context, like string) (n int, err error) {
+		err = db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE last_error LIKE ?`, like).Scan(&n)
+		return n, err
+	}
 	return &chaosStore{
 		relayDSN: relayDSN,
 		tx: func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
@@ -223,6 +227,7 @@ type chaosBroker struct {
 	what       string // for the log
 	restart    func(t *testing.T)
 	restartGap time.Duration // the least time between two restarts
+	refusal    *refusal      // how the broker refuses every publish for a while
 }
 
 func newChaosBroker(t *testing.T, name string) *chaosBroker {
@@ -235,24 +240,28 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 		cb.newBroker = natsBroker
 		cb.what = "a private nats-server at " + srv.addr() + ", SIGKILLed and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.refusal = natsRefusal(srv.addr(), "CHAOS")
 	case "amqp":
 		node := rabbittest.Start(t)
 		cb.url = node.URL + "?exchange=chaos&reconnect_delay=1s"
 		cb.newBroker = amqpBroker
 		cb.what = "a private RabbitMQ node, stopped and started again"
 		cb.restart, cb.restartGap = func(t *testing.T) { node.Restart(t) }, 20*time.Second
+		cb.refusal = amqpRefusal(node.URL, "chaos")
 	case "redis":
 		srv := startPrivate(t, redisSpec)
 		cb.url = "redis://" + srv.addr() + "/0?stream=chaos:{topic}&minidle=200ms"
 		cb.newBroker = redisBroker
 		cb.what = "a private redis-server at " + srv.addr() + " (append-only file fsynced on every write), stopped and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.refusal = redisRefusal(srv.addr())
 	case "mqtt":
 		srv := startPrivate(t, mosquittoSpec)
 		cb.url = "mqtt://" + srv.addr() + "?topic=chaos/{topic}"
 		cb.newBroker = mqttBroker
 		cb.what = "a private mosquitto at " + srv.addr() + " (persistence on), stopped and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.refusal = mqttRefusal(srv)
 	default:
 		t.Fatalf("-chaos.broker=%q: want nats, amqp, redis or mqtt", name)
 	}

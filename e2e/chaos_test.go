@@ -95,7 +95,8 @@ func TestChaos(t *testing.T) {
 
 	// The chaos.
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) //nolint:gosec // chaos, not secrets
-	var kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, dupRounds, cleanups int
+	var kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, dupRounds, cleanups, refusals int
+	refusedRows := 0 // the most rows a refusal was seen to have met
 	var cleaned int64
 	var subCrashes []subCrash
 	var idleCrashes int     // crashes called off: no message came
@@ -114,7 +115,30 @@ func TestChaos(t *testing.T) {
 		sub = startChaosSubscriber(ctx, t, cb, h)
 		subCrashes = append(subCrashes, sc)
 	}
+	// refuse has the broker refuse every publish for 0.5-2 s, or longer, up
+	// to 10 s, until a relay has met the refusal (the relays may be pausing
+	// after a broker restart).
+	refuse := func() {
+		count := func() int {
+			n, err := h.countLastError(ctx, cb.refusal.like)
+			if err != nil {
+				t.Fatalf("counting the rows the refusal met: %v", err)
+			}
+			return n
+		}
+		before := count()
+		restore := cb.refusal.start(t, sub.s)
+		sleepCtx(ctx, time.Duration(500+rnd.IntN(1500))*time.Millisecond)
+		n := count()
+		for deadline := time.Now().Add(10 * time.Second); n <= before && time.Now().Before(deadline); n = count() {
+			sleepCtx(ctx, 200*time.Millisecond)
+		}
+		restore()
+		refusals++
+		refusedRows = max(refusedRows, n)
+	}
 	lastBrokerKill := time.Now()
+	third := time.Now().Add(*chaosDuration / 3)
 	quarter, half := time.Now().Add(*chaosDuration/4), time.Now().Add(*chaosDuration/2)
 	for prodCtx.Err() == nil {
 		sleepCtx(prodCtx, time.Duration(300+rnd.IntN(1200))*time.Millisecond)
@@ -165,6 +189,11 @@ func TestChaos(t *testing.T) {
 			brokerKills++
 		case a >= 85 && a < 95: // the subscriber crashes in the middle of a handler
 			crashSub()
+		case a >= 95: // the broker refuses every publish for a while
+			refuse()
+		}
+		if refusals == 0 && time.Now().After(third) {
+			refuse()
 		}
 		// At least two crashes: one in which the handlers die, one in
 		// which they finish.
@@ -184,6 +213,8 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts; %d cleanups deleted %d SENT rows",
 		*chaosDuration, produced.Load()+late.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, cleanups, cleaned)
 	logSubCrashes(t, subCrashes, idleCrashes)
+	t.Logf("chaos: the broker refused every publish %d times for 0.5-10 s (%s); at most %d rows were seen with that refusal as their last error",
+		refusals, cb.refusal.what, refusedRows)
 	h.cleaned = cleaned
 	if st.lateTx != nil {
 		t.Logf("chaos: %d of those held their outbox row's id for 0.1-3 s before committing or rolling back", late.Load())
@@ -203,6 +234,9 @@ func TestChaos(t *testing.T) {
 		<-gone
 	}
 	h.check(t, committed)
+	if refusedRows == 0 && *chaosDuration >= 30*time.Second {
+		t.Errorf("the broker refused every publish %d times, yet no row had that refusal (%s) as its last error: the relays never met it, so it was not tested", refusals, cb.refusal.like)
+	}
 	if len(subCrashes) < 2 && *chaosDuration >= 30*time.Second {
 		t.Errorf("the subscriber crashed %d times in the middle of a handler, not at least twice (handlers dying, and finishing), so that check was not made", len(subCrashes))
 	}

@@ -22,13 +22,10 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
@@ -64,8 +61,11 @@ require github.com/outbox-go/outbox/broker/outboxnats v0.0.0-00010101000000-0000
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
+	github.com/nats-io/nats.go v1.55.0
 	github.com/outbox-go/outbox/broker/outboxredis v0.0.0-00010101000000-000000000000
 	github.com/outbox-go/outbox/driver/outboxmysql v0.0.0-00010101000000-000000000000
+	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

@@ -184,6 +184,9 @@ type harness struct {
 	inbox    *outbox.Inbox[*sql.Tx]
 	// countOutbox counts the producer's outbox rows, or only those not SENT.
 	countOutbox func(ctx context.Context, notSent bool) (int, error)
+	// countLastError counts the producer's outbox rows whose last_error is
+	// LIKE like.
+	countLastError func(ctx context.Context, like string) (int, error)
 
 	mu         sync.Mutex
 	committed  map[string]bool
@@ -247,6 +250,10 @@ func newHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	}
 	h.countOutbox = func(ctx context.Context, notSent bool) (n int, err error) {
 		err = h.pool.QueryRow(ctx, countOutboxSQL(notSent)).Scan(&n)
+		return n, err
+	}
+	h.countLastError = func(ctx context.Context, like string) (n int, err error) {
+		err = h.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE last_error LIKE $1`, like).Scan(&n)
 		return n, err
 	}
 	return h

@@ -72,9 +72,14 @@ var mosquittoSpec = privateSpec{
 		// max_queued_messages 0: mosquitto otherwise drops, after acking them,
 		// the messages of a subscriber more than 1000 behind (see the
 		// outboxmqtt package documentation).
-		conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nuser root\npersistence true\npersistence_location %s/\nset_tcp_nodelay true\nmax_queued_messages 0\nlog_dest file %s\n",
-			port, dir, filepath.Join(dir, "mosquitto.log"))
+		// acl_file: every client may read and write every topic; the chaos
+		// run takes writing away for a while (mqttRefusal).
+		conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nuser root\npersistence true\npersistence_location %s/\nset_tcp_nodelay true\nmax_queued_messages 0\nlog_dest file %s\nacl_file %s\n",
+			port, dir, filepath.Join(dir, "mosquitto.log"), filepath.Join(dir, "acl"))
 		if err := os.WriteFile(filepath.Join(dir, "m.conf"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "acl"), []byte("topic readwrite #\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	},
