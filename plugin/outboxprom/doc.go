@@ -33,7 +33,9 @@
 // Stats counts every row, SENT history included, which on PostgreSQL (whose
 // claim keeps status out of every index) reads the whole table. The
 // backlog read walks only the NEW rows through an index, so its cost grows
-// with the backlog, not with the table. A slow or failing database never
+// with the backlog, not with the table (on PostgreSQL, with the rows past
+// the relays' low-water mark, the walk their rescans make: a running relay
+// keeps the mark near the newest row). A slow or failing database never
 // holds up or fails a scrape: after BacklogTimeout the scrape answers
 // outbox_backlog_up 0 and the relay's series as usual.
 //
