@@ -2,21 +2,10 @@ module github.com/outbox-go/outbox/plugin/outboxotel
 
 go 1.26.0
 
-replace (
-	github.com/outbox-go/outbox => ../..
-	github.com/outbox-go/outbox/broker/outboxnats => ../../broker/outboxnats
-	github.com/outbox-go/outbox/broker/outboxredis => ../../broker/outboxredis
-	github.com/outbox-go/outbox/driver/outboxpgx => ../../driver/outboxpgx
-)
+replace github.com/outbox-go/outbox => ../..
 
 require (
-	github.com/jackc/pgx/v5 v5.13.0
-	github.com/nats-io/nats.go v1.55.0
 	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
-	github.com/outbox-go/outbox/broker/outboxnats v0.0.0-00010101000000-000000000000
-	github.com/outbox-go/outbox/broker/outboxredis v0.0.0-00010101000000-000000000000
-	github.com/outbox-go/outbox/driver/outboxpgx v0.0.0-00010101000000-000000000000
-	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -27,18 +16,8 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jackc/pgpassfile v1.0.0 // indirect
-	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/klauspost/compress v1.20.0 // indirect
-	github.com/nats-io/nkeys v0.4.16 // indirect
-	github.com/nats-io/nuid v1.0.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
 )

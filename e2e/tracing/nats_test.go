@@ -1,22 +1,12 @@
-package outboxotel_test
+package tracing
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outbox-go/outbox"
@@ -24,88 +14,6 @@ import (
 	"github.com/outbox-go/outbox/driver/outboxpgx"
 	"github.com/outbox-go/outbox/plugin/outboxotel"
 )
-
-func postgresDSN() string {
-	if d := os.Getenv("OUTBOX_PG_DSN"); d != "" {
-		return d
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-func natsURL() string {
-	if u := os.Getenv("OUTBOX_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func uniqueID(t *testing.T) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// pgSchema makes a schema of the test's own on PostgreSQL and returns a
-// pool whose search_path is that schema. It fails the test when PostgreSQL
-// is not there.
-func pgSchema(ctx context.Context, t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	admin, err := pgxpool.New(ctx, postgresDSN())
-	if err == nil {
-		err = admin.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("PostgreSQL at %s is required (set OUTBOX_PG_DSN): %v", postgresDSN(), err)
-	}
-	t.Cleanup(admin.Close)
-	schema := "otel_" + uniqueID(t)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	cfg, err := pgxpool.ParseConfig(postgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// natsStreams returns a broker URL with a stream, subjects and dead-letter
-// stream of the test's own, deleted when it ends. It fails the test when
-// the NATS server is not there.
-func natsStreams(t *testing.T) string {
-	t.Helper()
-	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
-	if err != nil {
-		t.Fatalf("the NATS server with JetStream at %s is required (set OUTBOX_NATS_URL): %v", natsURL(), err)
-	}
-	nc.Close()
-	id := uniqueID(t)
-	t.Cleanup(func() {
-		nc, err := nats.Connect(natsURL(), nats.Timeout(time.Second))
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = js.DeleteStream(ctx, "OTEL_"+id)
-		_ = js.DeleteStream(ctx, "OTEL_"+id+"_DEAD")
-	})
-	return fmt.Sprintf("%s?subject=otel%s.{topic}&stream=OTEL_%s&dead=otel%sdead.{group}&dead_stream=OTEL_%s_DEAD&storage=memory",
-		natsURL(), id, id, id, id)
-}
 
 // TestEndToEndPostgresNATS follows two messages from a business transaction
 // on PostgreSQL through a real Relay and NATS JetStream to a subscriber:
@@ -262,14 +170,4 @@ func TestEndToEndPostgresNATS(t *testing.T) {
 			t.Errorf("%s: process span trace %v state %q, want the upstream's %v %q", id, got.TraceID(), got.TraceState(), upstream.TraceID(), ts)
 		}
 	}
-}
-
-// byID returns the ended span with span id id, nil when there is none.
-func (b *bundle) byID(id trace.SpanID) sdktrace.ReadOnlySpan {
-	for _, s := range b.rec.Ended() {
-		if s.SpanContext().SpanID() == id {
-			return s
-		}
-	}
-	return nil
 }
