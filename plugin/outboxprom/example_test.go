@@ -6,9 +6,7 @@ import (
 	"log"
 	"net/http"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/driver/outboxpgx"
 	"github.com/outbox-go/outbox/plugin/outboxprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -53,18 +51,17 @@ func Example() {
 	// outbox_relay_messages_total outcome=sent topic=order.paid: 2
 }
 
-// A relay on PostgreSQL with its metrics, and the backlog of its table, on
-// :9090/metrics.
+// A relay with its metrics, and the backlog of its table, on :9090/metrics.
 func Example_relay() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://app@db:5432/shop")
-	if err != nil {
-		log.Fatal(err)
+	// drv is an outbox driver (outboxpgx.New, outboxmysql.New,
+	// outboxsqlite.New): every one is a BacklogReader too.
+	var drv interface {
+		outbox.Store
+		outbox.BacklogReader
 	}
-	drv, err := outboxpgx.New(pool, outbox.Tables{})
-	if err != nil {
-		log.Fatal(err)
-	}
+	var pub outbox.Publisher // a broker adapter: outboxnats, outboxkafka, ...
+
 	m, err := outboxprom.New(outboxprom.Backlog(drv))
 	if err != nil {
 		log.Fatal(err)
@@ -72,7 +69,6 @@ func Example_relay() {
 	prometheus.MustRegister(m)
 	go func() { log.Fatal(http.ListenAndServe(":9090", promhttp.Handler())) }()
 
-	var pub outbox.Publisher // a broker adapter: outboxnats, outboxkafka, ...
 	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Hooks: []any{m}})
 	if err != nil {
 		log.Fatal(err)

@@ -1,9 +1,7 @@
-package outboxprom_test
+package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,45 +20,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// The relay tests run against this machine's PostgreSQL (a schema of their
-// own) and an SQLite file; a database that cannot be reached fails them.
-const pgDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-type store interface {
+// metricsStore is what the relay test needs of a driver.
+type metricsStore interface {
 	outbox.Store
 	outbox.BacklogReader
 }
 
-// writer writes one message in its own transaction.
-type writer func(t *testing.T, msgs ...outbox.Message)
+// metricsWriter writes messages in their own transaction.
+type metricsWriter func(t *testing.T, msgs ...outbox.Message)
 
-func uniqueName() string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "outboxprom_" + hex.EncodeToString(b[:])
-}
-
-func setupPostgres(t *testing.T) (store, writer) {
+// metricsPostgres is a pgx driver on a schema of the test's own.
+func metricsPostgres(t *testing.T) (metricsStore, metricsWriter) {
 	t.Helper()
-	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, pgDSN)
-	if err == nil {
-		err = admin.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("PostgreSQL at 127.0.0.1:5432 (user postgres, database test) is needed by this test: %v", err)
-	}
-	t.Cleanup(admin.Close)
-	schema := uniqueName()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	pool, err := pgxpool.New(ctx, pgDSN+"&search_path="+schema)
+	b := newPostgres(t)
+	pool, err := pgxpool.New(context.Background(), b.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +45,8 @@ func setupPostgres(t *testing.T) (store, writer) {
 	return drv, migrateAndWriter(t, drv)
 }
 
-func setupSQLite(t *testing.T) (store, writer) {
+// metricsSQLite is an SQLite driver on a file of the test's own.
+func metricsSQLite(t *testing.T) (metricsStore, metricsWriter) {
 	t.Helper()
 	db, err := outboxsqlite.Open(filepath.Join(t.TempDir(), "outbox.db"))
 	if err != nil {
@@ -86,7 +60,7 @@ func setupSQLite(t *testing.T) (store, writer) {
 	return drv, migrateAndWriter(t, drv)
 }
 
-func migrateAndWriter[TTx any](t *testing.T, drv outbox.Driver[TTx]) writer {
+func migrateAndWriter[TTx any](t *testing.T, drv outbox.Driver[TTx]) metricsWriter {
 	t.Helper()
 	if err := drv.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
@@ -104,19 +78,20 @@ func migrateAndWriter[TTx any](t *testing.T, drv outbox.Driver[TTx]) writer {
 	}
 }
 
-func msg(id, topic string) outbox.Message {
+func metricsMsg(id, topic string) outbox.Message {
 	return outbox.Message{MsgID: id, Topic: topic, Payload: []byte(`{}`)}
 }
 
-// TestRelay runs a real relay with the hook on each database: a publisher
+// TestRelayHookMetrics runs a real relay (outbox.NewRelay) with the
+// outboxprom hook on PostgreSQL and SQLite: a publisher
 // that refuses some messages, which go DEAD at once (MaxRetries 1) or wait
 // out a retry, and checks the relay's counters and the backlog's gauges.
-func TestRelay(t *testing.T) {
+func TestRelayHookMetrics(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name  string
-		setup func(*testing.T) (store, writer)
-	}{{"postgres", setupPostgres}, {"sqlite", setupSQLite}} {
+		setup func(*testing.T) (metricsStore, metricsWriter)
+	}{{"postgres", metricsPostgres}, {"sqlite", metricsSQLite}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			st, write := c.setup(t)
@@ -128,24 +103,24 @@ func TestRelay(t *testing.T) {
 			reg.MustRegister(m)
 
 			for i := range 10 {
-				write(t, msg(fmt.Sprintf("paid-%d", i), "order.paid"))
+				write(t, metricsMsg(fmt.Sprintf("paid-%d", i), "order.paid"))
 			}
-			write(t, msg("poison-1", "order.created"), msg("poison-2", "order.created"), msg("ok-1", "order.created"))
+			write(t, metricsMsg("poison-1", "order.created"), metricsMsg("poison-2", "order.created"), metricsMsg("ok-1", "order.created"))
 			pub := outbox.PublishFunc(func(_ context.Context, m outbox.Message) error {
 				if strings.HasPrefix(m.MsgID, "poison") {
 					return errors.New("refused by test")
 				}
 				return nil
 			})
-			runUntil(t, st, pub, outbox.RelayConfig{MaxRetries: 1, Hooks: []any{m}}, func() bool {
-				return count(t, reg, "order.created", "dead") == 2
+			runRelayUntil(t, st, pub, outbox.RelayConfig{MaxRetries: 1, Hooks: []any{m}}, func() bool {
+				return messagesTotal(t, reg, "order.created", "dead") == 2
 			})
 
 			// One more message waits out its retry's backoff: pending.
-			write(t, msg("retry-1", "order.paid"))
+			write(t, metricsMsg("retry-1", "order.paid"))
 			pubRetry := outbox.PublishFunc(func(context.Context, outbox.Message) error { return errors.New("not now") })
-			runUntil(t, st, pubRetry, outbox.RelayConfig{RetryBase: time.Hour, RetryMax: time.Hour, Hooks: []any{m}}, func() bool {
-				return count(t, reg, "order.paid", "retried") == 1
+			runRelayUntil(t, st, pubRetry, outbox.RelayConfig{RetryBase: time.Hour, RetryMax: time.Hour, Hooks: []any{m}}, func() bool {
+				return messagesTotal(t, reg, "order.paid", "retried") == 1
 			})
 
 			for _, w := range []struct {
@@ -155,7 +130,7 @@ func TestRelay(t *testing.T) {
 				{"order.paid", "sent", 10}, {"order.paid", "retried", 1}, {"order.paid", "dead", 0},
 				{"order.created", "sent", 1}, {"order.created", "dead", 2}, {"order.created", "retried", 0},
 			} {
-				if got := count(t, reg, w.topic, w.outcome); got != w.n {
+				if got := messagesTotal(t, reg, w.topic, w.outcome); got != w.n {
 					t.Errorf("%s %s: %g, want %g", w.topic, w.outcome, got, w.n)
 				}
 			}
@@ -170,22 +145,22 @@ outbox_pending_messages 1
 			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "outbox_backlog_up", "outbox_pending_messages", "outbox_dead_messages"); err != nil {
 				t.Fatal(err)
 			}
-			age := gauge(t, reg, "outbox_pending_oldest_age_seconds")
+			age := gatherValue(t, reg, "outbox_pending_oldest_age_seconds")
 			if age <= 0 || age > 60 {
 				t.Errorf("oldest pending age %gs", age)
 			}
-			if last := gauge(t, reg, "outbox_relay_last_batch_timestamp_seconds"); time.Since(time.Unix(int64(last), 0)) > time.Minute {
+			if last := gatherValue(t, reg, "outbox_relay_last_batch_timestamp_seconds"); time.Since(time.Unix(int64(last), 0)) > time.Minute {
 				t.Errorf("last batch at %g", last)
 			}
-			if n := gauge(t, reg, "outbox_relay_batches_total"); n < 2 {
+			if n := gatherValue(t, reg, "outbox_relay_batches_total"); n < 2 {
 				t.Errorf("%g batches", n)
 			}
 		})
 	}
 }
 
-// runUntil runs a relay until cond holds (within 30s), then stops it.
-func runUntil(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.RelayConfig, cond func() bool) {
+// runRelayUntil runs a relay until cond holds (within 30s), then stops it.
+func runRelayUntil(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.RelayConfig, cond func() bool) {
 	t.Helper()
 	cfg.Interval = 10 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -209,20 +184,20 @@ func runUntil(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.Re
 	}
 }
 
-// count gathers reg for outbox_relay_messages_total{topic, outcome}.
-func count(t *testing.T, reg *prometheus.Registry, topic, outcome string) float64 {
+// messagesTotal gathers reg for outbox_relay_messages_total{topic, outcome}.
+func messagesTotal(t *testing.T, reg *prometheus.Registry, topic, outcome string) float64 {
 	t.Helper()
-	return value(t, reg, "outbox_relay_messages_total", map[string]string{"topic": topic, "outcome": outcome})
+	return gatherLabeled(t, reg, "outbox_relay_messages_total", map[string]string{"topic": topic, "outcome": outcome})
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	return value(t, reg, name, nil)
+	return gatherLabeled(t, reg, name, nil)
 }
 
-// value gathers reg and returns the value of the series name{labels}, 0 if
+// gatherLabeled gathers reg and returns the value of the series name{labels}, 0 if
 // there is none.
-func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+func gatherLabeled(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
