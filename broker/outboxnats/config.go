@@ -127,7 +127,12 @@ type SubscriberConfig struct {
 	// message in hand is kept in progress: keep Prefetch times the
 	// handler's time well under AckWait, or waiting messages are delivered
 	// again (the inbox absorbs the copy, but each copy counts towards
-	// MaxDeliveries).
+	// MaxDeliveries). At a graceful stop Run hands the fetched messages it
+	// holds back at once (a Nak), but a message the broker was still
+	// sending when the subscription ended is lost on the way and reaches
+	// another subscriber only after AckWait: in the conformance suite about
+	// every other stop leaves one so. Nothing is lost; a rolling restart may
+	// delay up to Prefetch messages by AckWait.
 	Prefetch int
 	// Timeout bounds connecting, each JetStream API call, each confirmed ack
 	// and each dead-letter publish. Defaults to 5s.

@@ -35,6 +35,11 @@ func TestConformance(t *testing.T) {
 	requireShared(t)
 	brokertest.Run(t, brokertest.Env{
 		Features: features,
+		// Longer than the default AckWait of 30s: a message the broker was
+		// still sending when a subscriber stopped reaches the group again
+		// only after AckWait (see Prefetch), and StoppedBeforeSuccess's wait
+		// for it starts a little after that message was sent.
+		Timeout: 45 * time.Second,
 		Setup: func(t *testing.T) *brokertest.Bundle {
 			return newBundle(t, sharedURL())
 		},
