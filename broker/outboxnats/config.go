@@ -131,8 +131,9 @@ type SubscriberConfig struct {
 	// holds back at once (a Nak), but a message the broker was still
 	// sending when the subscription ended is lost on the way and reaches
 	// another subscriber only after AckWait: in the conformance suite about
-	// every other stop leaves one so. Nothing is lost; a rolling restart may
-	// delay up to Prefetch messages by AckWait.
+	// every other stop leaves one so. The client cannot withdraw a pull
+	// request it has sent (nats-io/nats.go#2103). Nothing is lost; a rolling
+	// restart may delay up to Prefetch messages by AckWait.
 	Prefetch int
 	// Timeout bounds connecting, each JetStream API call, each confirmed ack
 	// and each dead-letter publish. Defaults to 5s.
