@@ -90,12 +90,15 @@ type dialect struct {
 	// the database's clock, through an index, never the SENT history (see
 	// outbox.BacklogReader); backlogSetup, when set, runs first in its
 	// transaction (PostgreSQL: planner settings that keep it on its
-	// indexes). deadCount counts the DEAD rows, where an index finds them
-	// (MySQL); empty elsewhere.
+	// indexes). deadCount counts the DEAD rows through an index.
 	backlog, backlogSetup, deadCount string
 
-	stats      string
-	list       string // args: status, topic, after id, limit
+	stats string
+	list  string // args: status, topic, after id, limit
+	// listDead, when set, is list for the DEAD rows (args: topic, after id,
+	// limit): it names the condition of the dialect's DEAD index literally,
+	// which list's "status = $1" cannot.
+	listDead   string
 	get        string // args: msg_id
 	retryDead  string // args: note, JSON array of msg_ids, all, topic
 	dropDead   string // args: JSON array of msg_ids, all, topic
@@ -143,13 +146,15 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 		"{{outbox_msg_id_key}}", d.quote(t.Outbox+"_msg_id_key"),
 		"{{outbox_pending_idx}}", d.quote(t.Outbox+"_pending_idx"),
 		"{{outbox_requeued_idx}}", d.quote(t.Outbox+"_requeued_idx"),
+		"{{outbox_dead_idx}}", d.quote(t.Outbox+"_dead_idx"),
+		"{{outbox_dead_at}}", d.quote(t.Outbox+"_dead_at"),
 		"{{horizon}}", d.quote(t.Outbox+"_horizon"),
 		"{{outbox_status_check}}", d.quote(t.Outbox+"_status_check"),
 		"{{outbox_msg_id_check}}", d.quote(t.Outbox+"_msg_id_check"),
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

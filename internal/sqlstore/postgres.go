@@ -231,8 +231,8 @@ FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 	// mark is 0 after the identity was restarted, as in sweepCheck. Its cost
 	// grows with the rows past the mark and the requeued ones, as the
 	// rescans' does. backlogSetup keeps the plan on the indexes (the planner
-	// cannot know the mark) and in one process. DEAD rows are in no index:
-	// deadCount is empty.
+	// cannot know the mark) and in one process. deadCount walks the DEAD
+	// index (see deadRows).
 	backlogSetup: `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off`,
 	backlog: `SELECT count(*), min(p.created_at), now() FROM (
   SELECT o.created_at FROM {{outbox}} AS o
@@ -241,11 +241,16 @@ FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
   SELECT o.created_at FROM {{outbox}} AS o
   WHERE o.id > (` + backlogMark + `) AND o.status = 0
 ) AS p`,
+	deadCount: `SELECT count(*) FROM {{outbox}} WHERE ` + deadRows,
 
 	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE status = $1 AND topic = COALESCE(NULLIF($2, ''), topic) AND id > $3
 ORDER BY id LIMIT $4`,
+	listDead: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
+FROM {{outbox}}
+WHERE ` + deadRows + ` AND topic = COALESCE(NULLIF($1, ''), topic) AND id > $2
+ORDER BY id LIMIT $3`,
 
 	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}} WHERE msg_id = $1`,
@@ -253,12 +258,12 @@ FROM {{outbox}} WHERE msg_id = $1`,
 	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, dead_at = NULL,
   next_retry_at = greatest(now(), created_at + interval '1 microsecond'),
   last_error = $1 || coalesce(last_error, '')
-WHERE status = 2
+WHERE ` + deadRows + `
   AND (msg_id IN (SELECT jsonb_array_elements_text($2::jsonb)) OR $3)
   AND topic = COALESCE(NULLIF($4, ''), topic)`,
 
 	dropDead: `DELETE FROM {{outbox}}
-WHERE status = 2
+WHERE ` + deadRows + `
   AND (msg_id IN (SELECT jsonb_array_elements_text($1::jsonb)) OR $2)
   AND topic = COALESCE(NULLIF($3, ''), topic)`,
 
@@ -278,6 +283,20 @@ WHERE status = 2
 	recordVersion:  `INSERT INTO {{migrations}} (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 	lockMigrations: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 }
+
+// deadRows is how every statement on the DEAD rows names them, so that the
+// planner can use the DEAD index ({{outbox_dead_idx}}, WHERE dead_at IS NOT
+// NULL; schema version 5). No index may name status, whose change is the
+// SENT update (HOT only while no index names a column it changes), so the
+// index names dead_at, and "status = 2" alone would not match its
+// predicate. Every DEAD row has a dead_at: markOthers sets it with status 2,
+// dead retry clears it with status 0, migrations 004 and 005 gave one to the
+// rows already DEAD, and the trigger {{outbox_dead_at}} (005) gives one to a
+// row that someone else's UPDATE sets to 2 without it. A row inserted with
+// status 2 and no dead_at (no statement of the outbox does that) is not
+// found here, only by Stats. "status = 2" stays: a row set back from DEAD by
+// hand may keep its dead_at.
+const deadRows = `dead_at IS NOT NULL AND status = 2`
 
 // backlogMark is the low-water mark, or 0 when the id sequence has a new
 // relfilenode (see sweepCheck).

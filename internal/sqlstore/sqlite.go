@@ -52,14 +52,20 @@ WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0`,
 	stats: `SELECT topic, status, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now')
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 
-	// backlog walks the partial pending index. DEAD rows are in no index:
-	// deadCount is empty.
-	backlog: `SELECT count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now') FROM {{outbox}} WHERE status = 0`,
+	// backlog walks the partial pending index, deadCount the partial DEAD
+	// index (schema version 3). Every statement on the DEAD rows says
+	// "status = 2" as a literal, for that index.
+	backlog:   `SELECT count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now') FROM {{outbox}} WHERE status = 0`,
+	deadCount: `SELECT count(*) FROM {{outbox}} WHERE status = 2`,
 
 	list: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE status = ?1 AND topic = COALESCE(NULLIF(?2, ''), topic) AND id > ?3
 ORDER BY id LIMIT ?4`,
+	listDead: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
+FROM {{outbox}}
+WHERE status = 2 AND topic = COALESCE(NULLIF(?1, ''), topic) AND id > ?2
+ORDER BY id LIMIT ?3`,
 
 	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}} WHERE msg_id = ?`,

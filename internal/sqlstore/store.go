@@ -567,8 +567,8 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 
 var _ outbox.BacklogReader = (*Store)(nil)
 
-// Backlog implements outbox.BacklogReader: it reads the NEW rows, and the
-// DEAD rows where an index finds them.
+// Backlog implements outbox.BacklogReader: it reads the NEW rows and the
+// DEAD rows, each through an index.
 func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	var b outbox.Backlog
 	q, done, err := s.backlogQuerier(ctx)
@@ -611,7 +611,11 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	rows, err := s.db.Query(ctx, s.c.list, int(f.Status), f.Topic, f.AfterID, f.Limit)
+	stmt, args := s.c.list, []any{int(f.Status), f.Topic, f.AfterID, f.Limit}
+	if f.Status == outbox.StatusDead && s.c.listDead != "" {
+		stmt, args = s.c.listDead, args[1:]
+	}
+	rows, err := s.db.Query(ctx, stmt, args...)
 	if err != nil {
 		return nil, s.wrap("list messages", err)
 	}
@@ -740,6 +744,40 @@ func (s *Store) ExplainBacklog(ctx context.Context) (string, error) {
 		}
 		if err := s.explainInto(ctx, q, &plan, stmt); err != nil {
 			return "", s.wrap("explain backlog", err)
+		}
+	}
+	return plan.String(), nil
+}
+
+// ExplainDead returns the database's plans for the statements on the DEAD
+// rows, as ListMessages, Backlog, RetryDead and DropDead run them (the last
+// two for every DEAD row), one line per plan line, each after a line "--
+// list", "-- count", "-- retry" or "-- drop". Nothing is changed.
+func (s *Store) ExplainDead(ctx context.Context) (string, error) {
+	list, listArgs := s.c.list, []any{int(outbox.StatusDead), "", int64(0), 100}
+	if s.c.listDead != "" {
+		list, listArgs = s.c.listDead, listArgs[1:]
+	}
+	q, done, err := s.backlogQuerier(ctx)
+	if err != nil {
+		return "", s.wrap("explain dead", err)
+	}
+	defer done()
+	var plan strings.Builder
+	for _, e := range []struct {
+		name string
+		q    Querier
+		stmt string
+		args []any
+	}{
+		{"list", s.db, list, listArgs},
+		{"count", q, s.c.deadCount, nil},
+		{"retry", s.db, s.c.retryDead, []any{"", "[]", true, ""}},
+		{"drop", s.db, s.c.dropDead, []any{"[]", true, ""}},
+	} {
+		plan.WriteString("-- " + e.name + "\n")
+		if err := s.explainInto(ctx, e.q, &plan, e.stmt, e.args...); err != nil {
+			return "", s.wrap("explain dead: "+e.name, err)
 		}
 	}
 	return plan.String(), nil
