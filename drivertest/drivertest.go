@@ -66,6 +66,8 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("InboxConcurrent", s.testInboxConcurrent)
 	t.Run("Admin", s.testAdmin)
 	t.Run("Backlog", s.testBacklog)
+	t.Run("DeadRows", s.testDeadRows)
+	t.Run("MigrateDeadIndex", s.testMigrateDeadIndex)
 	t.Run("Cleanup", s.testCleanup)
 	t.Run("InboxHandler", s.testInboxHandler)
 	t.Run("IdempotencyUniqueKey", s.testUniqueKey)
