@@ -16,9 +16,11 @@ type Backlog struct {
 	// Dead is the number of DEAD messages, when DeadCounted.
 	Dead int64
 	// DeadCounted reports whether the store counted the DEAD messages. A
-	// store that has no index to find them (PostgreSQL, whose HOT claim
-	// keeps status out of every index; SQLite) leaves them uncounted rather
-	// than read the whole table.
+	// store that has no index to find them leaves them uncounted rather than
+	// read the whole table. The SQL stores count them on every dialect
+	// (PostgreSQL since schema version 5, through an index on dead_at, since
+	// its HOT claim keeps status out of every index; SQLite since version 3;
+	// MariaDB/MySQL through the pending index).
 	DeadCounted bool
 }
 

@@ -42,7 +42,7 @@ func newBacklog(c cfg) *backlog {
 		reader: c.backlog, interval: c.backlogInterval, timeout: c.backlogTimeout,
 		pending: desc("pending_messages", "NEW messages in the outbox table, due or waiting for a retry."),
 		oldest:  desc("pending_oldest_age_seconds", "Age of the oldest NEW message in the outbox table (0 when none): how far the relay is behind."),
-		dead:    desc("dead_messages", "DEAD messages in the outbox table, waiting for an operator (reported only where the store counts them through an index: MySQL)."),
+		dead:    desc("dead_messages", "DEAD messages in the outbox table, waiting for an operator (reported where the store counts them through an index: every SQL dialect at its latest schema)."),
 		up:      desc("backlog_up", "1 when the last read of the outbox table's backlog succeeded, 0 when it failed or timed out."),
 		took:    desc("backlog_read_duration_seconds", "How long the last read of the outbox table's backlog took."),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{

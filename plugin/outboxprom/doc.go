@@ -24,7 +24,7 @@
 //
 //	outbox_pending_messages                         gauge: NEW messages, due or waiting for a retry
 //	outbox_pending_oldest_age_seconds               gauge: age of the oldest NEW message (0 when none)
-//	outbox_dead_messages                            gauge: DEAD messages, where the store counts them (MySQL)
+//	outbox_dead_messages                            gauge: DEAD messages, where the store counts them through an index
 //	outbox_backlog_up                               gauge: 1 when the last read succeeded, else 0
 //	outbox_backlog_read_duration_seconds            gauge: how long the last read took
 //	outbox_backlog_read_failures_total              counter
@@ -32,7 +32,7 @@
 // The backlog comes from [outbox.BacklogReader], never from [outbox.Store.Stats]:
 // Stats counts every row, SENT history included, which on PostgreSQL (whose
 // claim keeps status out of every index) reads the whole table. The
-// backlog read walks only the NEW rows through an index, so its cost grows
+// backlog read walks only the NEW and DEAD rows through indexes, so its cost grows
 // with the backlog, not with the table (on PostgreSQL, with the rows past
 // the relays' low-water mark, the walk their rescans make: a running relay
 // keeps the mark near the newest row). A slow or failing database never

@@ -213,7 +213,7 @@ func TestBacklogGauges(t *testing.T) {
 	f := &fakeBacklog{backlog: outbox.Backlog{Pending: 7, OldestPendingAge: 90 * time.Second, Dead: 3, DeadCounted: true}}
 	_, reg := newMetrics(t, Backlog(f), BacklogInterval(time.Hour))
 	want := fmt.Sprintf(backlogHelp, 1) + `
-# HELP outbox_dead_messages DEAD messages in the outbox table, waiting for an operator (reported only where the store counts them through an index: MySQL).
+# HELP outbox_dead_messages DEAD messages in the outbox table, waiting for an operator (reported where the store counts them through an index: every SQL dialect at its latest schema).
 # TYPE outbox_dead_messages gauge
 outbox_dead_messages 3
 # HELP outbox_pending_messages NEW messages in the outbox table, due or waiting for a retry.
