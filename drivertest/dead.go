@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox"
 )
@@ -39,18 +40,36 @@ func analyze(ctx context.Context, dialect string, exec func(context.Context, str
 
 // checkDeadPlans fails t unless every statement on the DEAD rows walks the
 // dialect's DEAD index and none reads the table through (which would read
-// the SENT history).
+// the SENT history). On PostgreSQL an index built over HOT chains that it
+// breaks (rows whose dead_at a HOT update set, as the migration's own
+// backfill does) serves only transactions that begin after every older one
+// has ended; other tests' transactions may hold it back a while, so the
+// plans are read again until then.
 func checkDeadPlans(t *testing.T, ctx context.Context, d any, dialect string) {
 	t.Helper()
 	ex, ok := d.(deadExplainer)
 	if !ok {
 		t.Fatalf("driver %T cannot explain its DEAD statements", d)
 	}
-	plan, err := ex.ExplainDead(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var plan string
+	var problems []string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if plan, err = ex.ExplainDead(ctx); err != nil {
+			t.Fatal(err)
+		}
+		problems = deadPlanProblems(plan, dialect)
+		if len(problems) == 0 || dialect != "postgres" || time.Now().After(deadline) {
+			break
+		}
 	}
-	t.Logf("DEAD plans:\n%s", plan)
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// deadPlanProblems lists what is wrong with the plans ExplainDead gave.
+func deadPlanProblems(plan, dialect string) (problems []string) {
 	bad := []string{"Seq Scan on outbox", "Parallel"}
 	switch dialect {
 	case "mysql":
@@ -62,19 +81,20 @@ func checkDeadPlans(t *testing.T, ctx context.Context, d any, dialect string) {
 	}
 	parts := strings.Split(plan, "-- ")[1:]
 	if len(parts) != 4 {
-		t.Fatalf("ExplainDead gave %d plans, want 4:\n%s", len(parts), plan)
+		return []string{fmt.Sprintf("ExplainDead gave %d plans, want 4:\n%s", len(parts), plan)}
 	}
 	for _, p := range parts {
 		name, body, _ := strings.Cut(p, "\n")
 		if !strings.Contains(body, deadIndex[dialect]) {
-			t.Errorf("the DEAD %s does not use %s:\n%s", name, deadIndex[dialect], body)
+			problems = append(problems, fmt.Sprintf("the DEAD %s does not use %s:\n%s", name, deadIndex[dialect], body))
 		}
 		for _, b := range bad {
 			if strings.Contains(body, b) {
-				t.Errorf("the DEAD %s plan has %q:\n%s", name, b, body)
+				problems = append(problems, fmt.Sprintf("the DEAD %s plan has %q:\n%s", name, b, body))
 			}
 		}
 	}
+	return problems
 }
 
 // testDeadRows checks the statements on the DEAD rows (dead list, the
@@ -203,8 +223,8 @@ func (s suite[TTx]) testMigrateDeadIndex(t *testing.T) {
 		t.Fatalf("schema version after the downgrade = %d, %v; want %d", v, err, version-1)
 	}
 
-	s.write(t, env, manyMsgs("md-sent", 500)...)
-	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{BatchSize: 500}))
+	s.write(t, env, manyMsgs("md-sent", 2000)...)
+	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{BatchSize: 1000}))
 	s.write(t, env, manyMsgs("md-dead", 3)...)
 	refuse := outbox.PublishFunc(func(_ context.Context, m outbox.Message) error {
 		if strings.HasPrefix(m.MsgID, "md-dead") {
@@ -227,8 +247,8 @@ func (s suite[TTx]) testMigrateDeadIndex(t *testing.T) {
 	if n := s.count(t, env, "status = 0"); n != 2 {
 		t.Fatalf("%d NEW rows after the migration, want 2", n)
 	}
-	if n := s.count(t, env, "status = 1"); n != 499 {
-		t.Fatalf("%d SENT rows after the migration, want 499", n)
+	if n := s.count(t, env, "status = 1"); n != 1999 {
+		t.Fatalf("%d SENT rows after the migration, want 1999", n)
 	}
 	list, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead})
 	if err != nil || len(list) != 4 {

