@@ -138,6 +138,9 @@ func TestRelayHookMetrics(t *testing.T) {
 # HELP outbox_backlog_up 1 when the last read of the outbox table's backlog succeeded, 0 when it failed or timed out.
 # TYPE outbox_backlog_up gauge
 outbox_backlog_up 1
+# HELP outbox_dead_messages DEAD messages in the outbox table, waiting for an operator (reported where the store counts them through an index: every SQL dialect at its latest schema).
+# TYPE outbox_dead_messages gauge
+outbox_dead_messages 2
 # HELP outbox_pending_messages NEW messages in the outbox table, due or waiting for a retry.
 # TYPE outbox_pending_messages gauge
 outbox_pending_messages 1
