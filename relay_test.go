@@ -360,7 +360,7 @@ func TestTablesValidate(t *testing.T) {
 	// SQLite "ob_claims" passed, the migration skipped the claims table,
 	// and every claim failed; on PostgreSQL "ob_migrations" passed, and the
 	// inbox was missing.
-	for _, inbox := range []string{"ob", "ob_claims", "ob_migrations", "ob_horizon", "ob_pending_idx", "ob_requeued_idx", "ob_msg_id_key", "ob_pkey", "ob_id_seq"} {
+	for _, inbox := range []string{"ob", "ob_claims", "ob_migrations", "ob_horizon", "ob_pending_idx", "ob_requeued_idx", "ob_dead_idx", "ob_msg_id_key", "ob_pkey", "ob_id_seq"} {
 		if err := (Tables{Outbox: "ob", Inbox: inbox}).Validate(); !errors.Is(err, ErrInvalidIdentifier) {
 			t.Errorf("outbox ob, inbox %q: %v", inbox, err)
 		}
