@@ -583,12 +583,10 @@ func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	if b.Pending > 0 && oldest.Valid && now.Valid {
 		b.OldestPendingAge = max(now.Time.Sub(oldest.Time), 0)
 	}
-	if s.c.deadCount != "" {
-		if _, err := queryRow(ctx, q, s.c.deadCount, nil, &b.Dead); err != nil {
-			return b, s.wrap("backlog", err)
-		}
-		b.DeadCounted = true
+	if _, err := queryRow(ctx, q, s.c.deadCount, nil, &b.Dead); err != nil {
+		return b, s.wrap("backlog", err)
 	}
+	b.DeadCounted = true
 	return b, nil
 }
 
@@ -606,15 +604,22 @@ func (s *Store) backlogQuerier(ctx context.Context) (q Querier, done func(), err
 	return tx, func() { tx.Rollback(context.WithoutCancel(ctx)) }, nil
 }
 
+// listQuery is the statement that lists f's messages, and its arguments:
+// the dialect's DEAD list, which names its DEAD index's condition, for the
+// DEAD ones where it has one.
+func (s *Store) listQuery(f outbox.ListFilter) (string, []any) {
+	if f.Status == outbox.StatusDead && s.c.listDead != "" {
+		return s.c.listDead, []any{f.Topic, f.AfterID, f.Limit}
+	}
+	return s.c.list, []any{int(f.Status), f.Topic, f.AfterID, f.Limit}
+}
+
 // ListMessages implements outbox.Store.
 func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox.Message, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	stmt, args := s.c.list, []any{int(f.Status), f.Topic, f.AfterID, f.Limit}
-	if f.Status == outbox.StatusDead && s.c.listDead != "" {
-		stmt, args = s.c.listDead, args[1:]
-	}
+	stmt, args := s.listQuery(f)
 	rows, err := s.db.Query(ctx, stmt, args...)
 	if err != nil {
 		return nil, s.wrap("list messages", err)
@@ -726,8 +731,8 @@ func (s *Store) ExplainClaim(ctx context.Context) (string, error) {
 }
 
 // ExplainBacklog returns the database's plans for Backlog's statements, one
-// line per plan line, the dead count's (where the dialect has one) after a
-// line "-- dead". The backlog's setup runs first.
+// line per plan line, the dead count's after a line "-- dead". The
+// backlog's setup runs first.
 func (s *Store) ExplainBacklog(ctx context.Context) (string, error) {
 	q, done, err := s.backlogQuerier(ctx)
 	if err != nil {
@@ -736,9 +741,6 @@ func (s *Store) ExplainBacklog(ctx context.Context) (string, error) {
 	defer done()
 	var plan strings.Builder
 	for i, stmt := range []string{s.c.backlog, s.c.deadCount} {
-		if stmt == "" {
-			continue
-		}
 		if i > 0 {
 			plan.WriteString("-- dead\n")
 		}
@@ -754,10 +756,7 @@ func (s *Store) ExplainBacklog(ctx context.Context) (string, error) {
 // two for every DEAD row), one line per plan line, each after a line "--
 // list", "-- count", "-- retry" or "-- drop". Nothing is changed.
 func (s *Store) ExplainDead(ctx context.Context) (string, error) {
-	list, listArgs := s.c.list, []any{int(outbox.StatusDead), "", int64(0), 100}
-	if s.c.listDead != "" {
-		list, listArgs = s.c.listDead, listArgs[1:]
-	}
+	list, listArgs := s.listQuery(outbox.ListFilter{Status: outbox.StatusDead, Limit: 100})
 	q, done, err := s.backlogQuerier(ctx)
 	if err != nil {
 		return "", s.wrap("explain dead", err)
