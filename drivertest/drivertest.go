@@ -65,6 +65,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("Inbox", s.testInbox)
 	t.Run("InboxConcurrent", s.testInboxConcurrent)
 	t.Run("Admin", s.testAdmin)
+	t.Run("AdminHTTP", s.testAdminHTTP)
 	t.Run("Backlog", s.testBacklog)
 	t.Run("DeadRows", s.testDeadRows)
 	t.Run("MigrateDeadIndex", s.testMigrateDeadIndex)

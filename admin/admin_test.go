@@ -1,0 +1,273 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+// fakeStore answers the admin calls from memory, for the handler's own
+// logic: request checks, status codes, paging. drivertest's AdminHTTP runs
+// the handler against every real database.
+type fakeStore struct {
+	outbox.Store // nil: a call the handler should not make panics
+	msgs         []outbox.Message
+	err          error
+	lastFilter   outbox.ListFilter
+	lastDead     outbox.DeadFilter
+	lastNote     string
+}
+
+func (f *fakeStore) Tables() outbox.Tables { return outbox.Tables{}.WithDefaults() }
+
+func (f *fakeStore) Stats(context.Context) (outbox.Stats, error) {
+	return outbox.Stats{Pending: 1, Dead: 2, Topics: []outbox.TopicStats{{Topic: "t", Pending: 1, Dead: 2}}}, f.err
+}
+
+func (f *fakeStore) ListMessages(_ context.Context, lf outbox.ListFilter) ([]outbox.Message, error) {
+	f.lastFilter = lf
+	var out []outbox.Message
+	for _, m := range f.msgs {
+		if m.ID > lf.AfterID && len(out) < lf.Limit {
+			out = append(out, m)
+		}
+	}
+	return out, f.err
+}
+
+func (f *fakeStore) GetMessage(_ context.Context, id string) (outbox.Message, error) {
+	for _, m := range f.msgs {
+		if m.MsgID == id {
+			return m, f.err
+		}
+	}
+	return outbox.Message{}, outbox.ErrNotFound
+}
+
+func (f *fakeStore) RetryDead(_ context.Context, df outbox.DeadFilter, note string) (int64, error) {
+	f.lastDead, f.lastNote = df, note
+	return 1, f.err
+}
+
+func (f *fakeStore) DropDead(_ context.Context, df outbox.DeadFilter) (int64, error) {
+	f.lastDead = df
+	return 1, f.err
+}
+
+func newTestHandler(t *testing.T, st outbox.Store, cfg Config) http.Handler {
+	t.Helper()
+	cfg.Store = st
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// do sends a request and returns the status and the body; every answer,
+// success or not, must be JSON.
+func do(t *testing.T, h http.Handler, method, target, body string, hdr ...string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, target, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if method != http.MethodHead {
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json; charset=utf-8" {
+			t.Errorf("%s %s: Content-Type %q", method, target, ct)
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Errorf("%s %s: body is not JSON: %q", method, target, rec.Body.String())
+		}
+	}
+	return rec.Code, rec.Body.String()
+}
+
+func TestNewHandlerConfig(t *testing.T) {
+	if _, err := NewHandler(Config{}); err == nil || !strings.Contains(err.Error(), "Store") {
+		t.Fatalf("no store: %v", err)
+	}
+	if _, err := NewHandler(Config{Store: &fakeStore{}, Timeout: -time.Second}); err == nil {
+		t.Fatal("a negative timeout was taken")
+	}
+}
+
+func TestToken(t *testing.T) {
+	h := newTestHandler(t, &fakeStore{}, Config{Token: "s3cret"})
+	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "bearer s3cret"} {
+		if code, body := do(t, h, "GET", "/stats", "", "Authorization", auth); code != http.StatusUnauthorized || !strings.Contains(body, "token") {
+			t.Errorf("Authorization %q: %d %s", auth, code, body)
+		}
+	}
+	if code, body := do(t, h, "GET", "/stats", "", "Authorization", "Bearer s3cret"); code != http.StatusOK {
+		t.Fatalf("right token: %d %s", code, body)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	st := &fakeStore{}
+	h := newTestHandler(t, st, Config{})
+	for _, path := range []string{"/dead/retry", "/dead/drop"} {
+		if code, body := do(t, h, "POST", path, `{"msg_ids":["a"]}`); code != http.StatusForbidden || !strings.Contains(body, "read-only") {
+			t.Errorf("POST %s on a read-only handler: %d %s", path, code, body)
+		}
+	}
+	if st.lastDead.MsgIDs != nil {
+		t.Fatal("a read-only handler called the store")
+	}
+}
+
+func TestRoutesAndMethods(t *testing.T) {
+	h := newTestHandler(t, &fakeStore{}, Config{Writable: true})
+	for _, c := range []struct {
+		method, path string
+		code         int
+	}{
+		{"GET", "/stats", 200},
+		{"HEAD", "/stats", 200},
+		{"POST", "/stats", 405},
+		{"GET", "/dead/retry", 405},
+		{"DELETE", "/messages/x", 405},
+		{"GET", "/nope", 404},
+		{"GET", "/stats?x=1", 400},
+		{"GET", "/backlog", 501}, // the fake store reads no backlog
+	} {
+		code, body := do(t, h, c.method, c.path, "")
+		if code != c.code {
+			t.Errorf("%s %s: %d, want %d (%s)", c.method, c.path, code, c.code, body)
+		}
+	}
+	req := httptest.NewRequest("PUT", "/dead/drop", nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Header().Get("Allow") != "POST" {
+		t.Fatalf("405 without Allow: %v", rec.Header())
+	}
+}
+
+func TestList(t *testing.T) {
+	st := &fakeStore{}
+	for i := range 5 {
+		st.msgs = append(st.msgs, outbox.Message{ID: int64(i + 1), MsgID: "m" + string(rune('a'+i)), Topic: "t",
+			Status: outbox.StatusDead, Payload: json.RawMessage(`{"big":true}`)})
+	}
+	h := newTestHandler(t, st, Config{})
+	code, body := do(t, h, "GET", "/messages?limit=2&topic=t&status=DEAD", "")
+	var page MessageList
+	if err := json.Unmarshal([]byte(body), &page); err != nil || code != 200 {
+		t.Fatalf("%d %s %v", code, body, err)
+	}
+	if len(page.Messages) != 2 || page.NextAfterID == nil || *page.NextAfterID != 2 || page.Messages[0].Payload != nil {
+		t.Fatalf("first page: %s", body)
+	}
+	if st.lastFilter != (outbox.ListFilter{Status: outbox.StatusDead, Topic: "t", Limit: 2}) {
+		t.Fatalf("filter %+v", st.lastFilter)
+	}
+	_, body = do(t, h, "GET", "/messages?limit=2&after_id=4", "")
+	page = MessageList{}
+	if err := json.Unmarshal([]byte(body), &page); err != nil || len(page.Messages) != 1 || page.NextAfterID != nil {
+		t.Fatalf("last page: %s", body)
+	}
+	if _, body = do(t, h, "GET", "/messages?status=new", ""); st.lastFilter.Status != outbox.StatusNew || st.lastFilter.Limit != DefaultListLimit {
+		t.Fatalf("status=new: %+v %s", st.lastFilter, body)
+	}
+	for _, q := range []string{"status=gone", "limit=0", "limit=10001", "limit=x", "after_id=-1", "after_id=x",
+		"statsu=dead", "topic=a&topic=b"} {
+		if code, body := do(t, h, "GET", "/messages?"+q, ""); code != 400 || !strings.Contains(body, "error") {
+			t.Errorf("?%s: %d %s", q, code, body)
+		}
+	}
+}
+
+func TestShow(t *testing.T) {
+	st := &fakeStore{msgs: []outbox.Message{
+		{ID: 1, MsgID: "order/42", Topic: "t", Payload: json.RawMessage(`{"a":1}`), Headers: map[string]string{"h": "v"}},
+		{ID: 2, MsgID: "raw", Topic: "t", Payload: json.RawMessage(`not json`)},
+	}}
+	h := newTestHandler(t, st, Config{})
+	code, body := do(t, h, "GET", "/messages/order%2F42", "")
+	var m Message
+	if err := json.Unmarshal([]byte(body), &m); err != nil || code != 200 || m.MsgID != "order/42" ||
+		string(m.Payload) != `{"a":1}` || m.Headers["h"] != "v" || m.Status != "NEW" {
+		t.Fatalf("%d %s", code, body)
+	}
+	if _, body := do(t, h, "GET", "/messages/raw", ""); !strings.Contains(body, `"payload":"not json"`) {
+		t.Fatalf("a payload that is not JSON: %s", body)
+	}
+	if code, body := do(t, h, "GET", "/messages/none", ""); code != 404 || !strings.Contains(body, `none`) {
+		t.Fatalf("unknown: %d %s", code, body)
+	}
+}
+
+func TestSelection(t *testing.T) {
+	st := &fakeStore{}
+	h := newTestHandler(t, st, Config{Writable: true})
+	for _, c := range []struct{ path, body, want string }{
+		{"/dead/retry", `{}`, "give the msg_ids"},
+		{"/dead/retry", `{"msg_ids":["a"],"all":true}`, "not both"},
+		{"/dead/retry", `{"msgids":["a"]}`, "unknown field"},
+		{"/dead/retry", `{"msg_ids":["a"]} {"all":true}`, "more than one"},
+		{"/dead/retry", `{"msg_ids":[""]}`, "empty msg_id"},
+		{"/dead/retry", `[1]`, "not a selection"},
+		{"/dead/drop", `{"all":true,"topic":"t"}`, `yes`},
+		{"/dead/drop", `{"msg_ids":` + strings.Repeat(`["x"],`, 0) + `[` + strings.TrimSuffix(strings.Repeat(`"x",`, MaxSelection+1), ",") + `]}`, "send them in parts"},
+	} {
+		code, body := do(t, h, "POST", c.path, c.body)
+		if code != http.StatusBadRequest || !strings.Contains(body, c.want) {
+			t.Errorf("POST %s %.60s: %d %s", c.path, c.body, code, body)
+		}
+	}
+	if st.lastDead.MsgIDs != nil || st.lastDead.All {
+		t.Fatalf("a refused request reached the store: %+v", st.lastDead)
+	}
+	// A body that is not JSON by its Content-Type, as a form a browser sends.
+	req := httptest.NewRequest("POST", "/dead/drop", strings.NewReader(`{"all":true,"yes":true}`))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnsupportedMediaType || st.lastDead.All {
+		t.Fatalf("a form body: %d %s", rec.Code, rec.Body)
+	}
+
+	code, body := do(t, h, "POST", "/dead/retry", `{"msg_ids":["a","b","c"],"topic":"t"}`)
+	if code != 200 || body != `{"retried":1,"unmatched":2}`+"\n" {
+		t.Fatalf("retry: %d %s", code, body)
+	}
+	if st.lastDead.Topic != "t" || len(st.lastDead.MsgIDs) != 3 || !strings.Contains(st.lastNote, "via the admin handler") {
+		t.Fatalf("retry reached the store as %+v, note %q", st.lastDead, st.lastNote)
+	}
+	if code, body := do(t, h, "POST", "/dead/drop", `{"all":true,"yes":true}`); code != 200 || body != `{"dropped":1}`+"\n" || !st.lastDead.All {
+		t.Fatalf("drop all: %d %s %+v", code, body, st.lastDead)
+	}
+}
+
+func TestStoreErrors(t *testing.T) {
+	st := &fakeStore{err: errors.New("connection refused")}
+	h := newTestHandler(t, st, Config{Writable: true})
+	if code, body := do(t, h, "GET", "/stats", ""); code != 500 || !strings.Contains(body, "connection refused") {
+		t.Fatalf("%d %s", code, body)
+	}
+	st.err = context.DeadlineExceeded
+	if code, body := do(t, h, "POST", "/dead/retry", `{"all":true}`); code != http.StatusGatewayTimeout {
+		t.Fatalf("%d %s", code, body)
+	}
+}
