@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/admin"
 )
 
 // latestSchema is each dialect's newest schema version. PostgreSQL 2: the
@@ -404,7 +406,7 @@ func TestDead(t *testing.T) {
 			t.Errorf("dead list --topic y:\n%s", r.stdout)
 		}
 		r = mustRun(t, append([]string{"dead", "list", "--json"}, db...)...)
-		var listed []messageJSON
+		var listed []admin.Message
 		if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || len(listed) != 3 {
 			t.Fatalf("dead list --json (%v):\n%s", err, r.stdout)
 		}
@@ -430,7 +432,7 @@ func TestDead(t *testing.T) {
 			}
 		}
 		r = mustRun(t, append([]string{"dead", "show", "n1", "--json"}, db...)...)
-		var shown messageJSON
+		var shown admin.Message
 		if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || shown.Status != "NEW" || !strings.Contains(string(shown.Payload), `"n1"`) {
 			t.Errorf("dead show n1 --json (%v):\n%s", err, r.stdout)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/admin"
 )
 
 var deadCommands = []command{
@@ -96,9 +97,9 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("list dead messages in %s: %w", d.where, err)
 	}
 	if asJSON {
-		out := make([]messageJSON, 0, len(msgs))
+		out := make([]admin.Message, 0, len(msgs))
 		for _, m := range msgs {
-			out = append(out, toJSON(m))
+			out = append(out, admin.MessageOf(m))
 		}
 		return writeJSON(stdout, out)
 	}
@@ -153,7 +154,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		return fmt.Errorf("show message %q in %s: %w", pos[0], d.where, err)
 	}
 	if asJSON {
-		return writeJSON(stdout, toJSON(m))
+		return writeJSON(stdout, admin.MessageOf(m))
 	}
 	const layout = "2006-01-02T15:04:05.000Z07:00"
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', 0)
@@ -300,44 +301,6 @@ func runDeadDrop(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	}
 	fmt.Fprintln(stdout, sel.describe(n, "dropped", pos))
 	return nil
-}
-
-// messageJSON is a message as "dead list --json" and "dead show --json" print it.
-type messageJSON struct {
-	ID          int64             `json:"id"`
-	MsgID       string            `json:"msg_id"`
-	Topic       string            `json:"topic"`
-	Key         string            `json:"key,omitempty"`
-	Status      string            `json:"status"`
-	Retries     int               `json:"retries"`
-	CreatedAt   *time.Time        `json:"created_at,omitempty"`
-	NextRetryAt *time.Time        `json:"next_retry_at,omitempty"`
-	SentAt      *time.Time        `json:"sent_at,omitempty"`
-	DeadAt      *time.Time        `json:"dead_at,omitempty"`
-	LastError   string            `json:"last_error,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	Payload     json.RawMessage   `json:"payload,omitempty"`
-}
-
-func toJSON(m outbox.Message) messageJSON {
-	t := func(v time.Time) *time.Time {
-		if v.IsZero() {
-			return nil
-		}
-		v = v.UTC()
-		return &v
-	}
-	out := messageJSON{ID: m.ID, MsgID: m.MsgID, Topic: m.Topic, Key: m.Key, Status: m.Status.String(),
-		Retries: m.Retries, CreatedAt: t(m.CreatedAt), NextRetryAt: t(m.NextRetryAt), SentAt: t(m.SentAt),
-		DeadAt: t(m.DeadAt), LastError: m.LastError, Headers: m.Headers}
-	if len(m.Payload) > 0 {
-		if json.Valid(m.Payload) {
-			out.Payload = m.Payload
-		} else {
-			out.Payload, _ = json.Marshal(string(m.Payload))
-		}
-	}
-	return out
 }
 
 func formatTime(t time.Time, layout string) string {

@@ -30,6 +30,9 @@ type relayOptions struct {
 	statsInterval  time.Duration
 	workers        int
 	metricsAddr    string
+	adminAddr      string
+	adminToken     string
+	adminWritable  bool
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -63,6 +66,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"serve Prometheus metrics at http://ADDR/metrics while the relay runs, off unless set; ADDR is HOST:PORT or :PORT "+
 			"(port 0 takes a free one, which the log names): messages by topic and outcome, batch durations, "+
 			"the table's pending messages and the oldest one's age, Go runtime and process")
+	f.stringVar(&o.adminAddr, "admin-addr", "", "ADDR",
+		"serve the admin API at http://ADDR/admin/ while the relay runs, off unless set: JSON stats, backlog, "+
+			"messages, and with --admin-writable retry and drop of DEAD messages (README, Admin API)")
+	f.stringVar(&o.adminToken, "admin-token", "", "TOKEN",
+		"require 'Authorization: Bearer TOKEN' on every admin request; prefer the variable, which ps does not show")
+	f.boolVar(&o.adminWritable, "admin-writable", "let the admin API retry and drop DEAD messages (POST /admin/dead/retry, /admin/dead/drop); needs --admin-token")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
@@ -82,12 +91,18 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "%v", err)
 	}
 	slog.SetDefault(log)
-	var metrics *metricsServer
+	var metrics, adminSrv *httpServer
 	if o.metricsAddr != "" {
-		if metrics, err = listenMetrics(ctx, o.metricsAddr); err != nil {
+		if metrics, err = listenHTTP(ctx, "metrics-addr", o.metricsAddr); err != nil {
 			return err
 		}
 		defer metrics.close()
+	}
+	if o.adminAddr != "" {
+		if adminSrv, err = listenHTTP(ctx, "admin-addr", o.adminAddr); err != nil {
+			return err
+		}
+		defer adminSrv.close()
 	}
 
 	popts := publisherOptions{
@@ -128,11 +143,16 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	totals := &relayTotals{}
 	hooks := []any{&batchLogger{log: log, totals: totals}}
 	if metrics != nil {
-		m, err := metrics.serve(d.Store, log)
+		m, err := serveMetrics(metrics, d.Store, log)
 		if err != nil {
 			return err
 		}
 		hooks = append(hooks, m)
+	}
+	if adminSrv != nil {
+		if err := serveAdmin(adminSrv, d.Store, &o, log); err != nil {
+			return err
+		}
 	}
 	relays := make([]*outbox.Relay, o.workers)
 	for i := range relays {
@@ -181,8 +201,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	close(done)
-	if metrics != nil {
-		metrics.close()
+	for _, srv := range []*httpServer{metrics, adminSrv} {
+		if srv != nil {
+			srv.close()
+		}
 	}
 	if err != nil {
 		return err
@@ -226,8 +248,18 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--workers %d is out of range; use 1..64", o.workers)
 	case o.statsInterval < 0:
 		return bad("--stats-interval %s must not be negative (0 turns it off)", o.statsInterval)
-	case o.metricsAddr != "":
-		if err := checkMetricsAddr(o.metricsAddr); err != nil {
+	case o.adminAddr == "" && (o.adminToken != "" || o.adminWritable):
+		return bad("--admin-token and --admin-writable need --admin-addr")
+	case o.adminWritable && o.adminToken == "":
+		return bad("--admin-writable lets any caller delete DEAD messages; give --admin-token (or OUTBOX_ADMIN_TOKEN) as well")
+	case o.adminAddr != "" && o.adminAddr == o.metricsAddr:
+		return bad("--admin-addr and --metrics-addr are both %s; give each its own port", o.adminAddr)
+	}
+	for _, a := range [][2]string{{"metrics-addr", o.metricsAddr}, {"admin-addr", o.adminAddr}} {
+		if a[1] == "" {
+			continue
+		}
+		if err := checkAddr(a[0], a[1]); err != nil {
 			return bad("%v", err)
 		}
 	}

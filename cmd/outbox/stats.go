@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/admin"
 	"github.com/outbox-go/outbox/internal/sqlstore"
 )
 
@@ -52,7 +52,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 	}
 	if asJSON {
-		out := statsJSON(d.Store.Tables().Outbox, st)
+		out := statsOutput{Stats: admin.StatsOf(d.Store.Tables().Outbox, st)}
 		if mark != nil {
 			out.RescanMark = &rescanMarkJSON{ID: mark.ID, NewestID: mark.NewestID, BehindSeconds: mark.Behind.Seconds()}
 		}
@@ -92,21 +92,10 @@ func age(d time.Duration, pending int64) string {
 	return d.Round(time.Second).String()
 }
 
-type topicStatsJSON struct {
-	Topic                   string  `json:"topic"`
-	Pending                 int64   `json:"pending"`
-	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
-	Sent                    int64   `json:"sent"`
-	Dead                    int64   `json:"dead"`
-}
-
+// statsOutput is what "outbox stats --json" prints: the admin API's Stats
+// and, on PostgreSQL, the rescans' low-water mark.
 type statsOutput struct {
-	Table                   string           `json:"table"`
-	Pending                 int64            `json:"pending"`
-	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
-	Sent                    int64            `json:"sent"`
-	Dead                    int64            `json:"dead"`
-	Topics                  []topicStatsJSON `json:"topics"`
+	admin.Stats
 	// RescanMark is PostgreSQL's low-water mark (absent elsewhere).
 	RescanMark *rescanMarkJSON `json:"rescan_mark,omitempty"`
 }
@@ -115,16 +104,6 @@ type rescanMarkJSON struct {
 	ID            int64   `json:"id"`
 	NewestID      int64   `json:"newest_id"`
 	BehindSeconds float64 `json:"behind_seconds"`
-}
-
-func statsJSON(table string, st outbox.Stats) statsOutput {
-	out := statsOutput{Table: table, Pending: st.Pending, Sent: st.Sent, Dead: st.Dead,
-		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(), Topics: []topicStatsJSON{}}
-	for _, t := range st.Topics {
-		out.Topics = append(out.Topics, topicStatsJSON{Topic: t.Topic, Pending: t.Pending, Sent: t.Sent, Dead: t.Dead,
-			OldestPendingAgeSeconds: t.OldestPendingAge.Seconds()})
-	}
-	return out
 }
 
 func writeJSON(w io.Writer, v any) error {
