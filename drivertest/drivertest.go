@@ -70,6 +70,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("DeadRows", s.testDeadRows)
 	t.Run("MigrateDeadIndex", s.testMigrateDeadIndex)
 	t.Run("Cleanup", s.testCleanup)
+	t.Run("Cleaner", s.testCleaner)
 	t.Run("InboxHandler", s.testInboxHandler)
 	t.Run("IdempotencyUniqueKey", s.testUniqueKey)
 }

@@ -1,0 +1,119 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// deleteStore counts DeleteSent calls and answers from a script; the
+// drivertest suite's Cleaner runs the cleaner against every real database.
+type deleteStore struct {
+	Store // nil: any other call panics
+	mu    sync.Mutex
+	calls int
+	left  int64 // rows old enough
+	fail  error
+}
+
+func (s *deleteStore) Tables() Tables { return Tables{}.WithDefaults() }
+
+func (s *deleteStore) DeleteSent(_ context.Context, olderThan time.Duration, limit int) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.fail != nil {
+		return 0, s.fail
+	}
+	n := min(s.left, int64(limit))
+	s.left -= n
+	return n, nil
+}
+
+func TestNewCleanerConfig(t *testing.T) {
+	st := &deleteStore{}
+	for _, c := range []struct {
+		cfg  CleanerConfig
+		want string
+	}{
+		{CleanerConfig{}, "OlderThan"},
+		{CleanerConfig{OlderThan: -time.Hour}, "OlderThan"},
+		{CleanerConfig{OlderThan: time.Hour, Interval: -1}, "Interval"},
+		{CleanerConfig{OlderThan: time.Hour, BatchSize: -1}, "BatchSize"},
+		{CleanerConfig{OlderThan: time.Hour, BatchSize: 100001}, "BatchSize"},
+		{CleanerConfig{OlderThan: time.Hour, MaxBatches: -1}, "MaxBatches"},
+	} {
+		if _, err := NewCleaner(st, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error about %s", c.cfg, err, c.want)
+		}
+	}
+	if _, err := NewCleaner(nil, CleanerConfig{OlderThan: time.Hour}); err == nil {
+		t.Error("a nil store was taken")
+	}
+	c, err := NewCleaner(st, CleanerConfig{OlderThan: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Config(); got.Interval != 10*time.Minute || got.BatchSize != 1000 || got.MaxBatches != 100 || got.Logger == nil {
+		t.Fatalf("defaults: %+v", got)
+	}
+}
+
+func TestCleanerRounds(t *testing.T) {
+	st := &deleteStore{left: 2500}
+	c, err := NewCleaner(st, CleanerConfig{OlderThan: time.Hour, BatchSize: 1000, MaxBatches: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MaxBatches bounds a round; a batch that is not full ends it.
+	if n, err := c.RunOnce(context.Background()); n != 2000 || err != nil || st.calls != 2 {
+		t.Fatalf("first round: %d, %v after %d calls", n, err, st.calls)
+	}
+	if n, err := c.RunOnce(context.Background()); n != 500 || err != nil || st.calls != 3 {
+		t.Fatalf("second round: %d, %v after %d calls", n, err, st.calls)
+	}
+	st.fail = errors.New("connection refused")
+	if _, err := c.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("a failing store: %v", err)
+	}
+}
+
+func TestCleanerRunOutlivesFailures(t *testing.T) {
+	st := &deleteStore{fail: errors.New("connection refused")}
+	var logs logBuffer
+	c, err := NewCleaner(st, CleanerConfig{OlderThan: time.Hour, Interval: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st.mu.Lock()
+		calls := st.calls
+		st.mu.Unlock()
+		if calls >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st.mu.Lock()
+	st.fail, st.left = nil, 10
+	st.mu.Unlock()
+	for !strings.Contains(logs.String(), "deleted=10") && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "round failed") || !strings.Contains(out, "deleted=10") {
+		t.Fatalf("logs:\n%s", out)
+	}
+}
