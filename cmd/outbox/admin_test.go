@@ -146,7 +146,7 @@ func TestRelayAdminReadOnly(t *testing.T) {
 	}
 }
 
-func TestRelayAdminFlagErrors(t *testing.T) {
+func TestRelayAdminAndCleanupFlagErrors(t *testing.T) {
 	t.Parallel()
 	sqlite := "sqlite:" + t.TempDir() + "/outbox.db"
 	relay := []string{"relay", "--db", sqlite, "--broker", "discard:"}
@@ -164,10 +164,39 @@ func TestRelayAdminFlagErrors(t *testing.T) {
 			[]string{"both 127.0.0.1:9999", "its own port"}},
 		{"no port", nil, append(relay, "--admin-addr", "localhost"),
 			[]string{`--admin-addr "localhost"`, "use HOST:PORT or :PORT"}},
+		{"a negative cleanup age", nil, append(relay, "--cleanup-older-than", "-1h"),
+			[]string{"--cleanup-older-than -1h0m0s is negative"}},
+		{"no cleanup interval", nil, append(relay, "--cleanup-interval", "0s"),
+			[]string{"--cleanup-interval 0s must be positive"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			checkError(t, runCLI(t, c.env, c.args...), 2, c.want...)
 		})
 	}
+}
+
+// TestRelayCleanup: with --cleanup-older-than the relay deletes the SENT
+// rows once they are old enough, and leaves the DEAD one.
+func TestRelayCleanup(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		for _, id := range []string{"a", "b", "c", "parked"} {
+			b.insert(t, id, "order.paid", `{}`)
+		}
+		b.exec(t, "UPDATE outbox SET status = 2 WHERE msg_id = 'parked'")
+		var stderr func() string
+		stop := startRelayLogged(t, &stderr, []string{"OUTBOX_CLEANUP_OLDER_THAN=1s"},
+			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms", "--cleanup-interval", "200ms")
+		waitFor(t, "the SENT rows deleted", 30*time.Second, func() bool { return b.count(t, "1 = 1") == 1 })
+		if b.status(t, "parked") != 2 {
+			t.Fatal("the DEAD row is gone")
+		}
+		if !strings.Contains(stderr(), "deleted SENT messages") || !strings.Contains(stderr(), "deleted=3") {
+			t.Errorf("the cleanup was not logged:\n%s", stderr())
+		}
+		if r := stop(); r.code != 0 {
+			t.Fatalf("relay after SIGTERM: %s", r)
+		}
+	})
 }

@@ -33,6 +33,8 @@ type relayOptions struct {
 	adminAddr      string
 	adminToken     string
 	adminWritable  bool
+	cleanupAge     time.Duration
+	cleanupEvery   time.Duration
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,6 +73,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"messages, and with --admin-writable retry and drop of DEAD messages (README, Admin API)")
 	f.stringVar(&o.adminToken, "admin-token", "", "TOKEN",
 		"require 'Authorization: Bearer TOKEN' on every admin request; prefer the variable, which ps does not show")
+	f.durationVar(&o.cleanupAge, "cleanup-older-than", 0,
+		"delete SENT messages older than this while the relay runs, as 'outbox cleanup' does, e.g. 168h; 0 (the default) leaves them")
+	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute, "wait between two rounds of --cleanup-older-than (each deletes at most 100,000 rows)")
 	f.boolVar(&o.adminWritable, "admin-writable", "let the admin API retry and drop DEAD messages (POST /admin/dead/retry, /admin/dead/drop); needs --admin-token")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
@@ -190,6 +195,20 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}()
 	}
+	// The cleaner stops with the relays, before the database closes.
+	cleaned := make(chan struct{})
+	if o.cleanupAge > 0 {
+		c, err := outbox.NewCleaner(d.Store, outbox.CleanerConfig{OlderThan: o.cleanupAge, Interval: o.cleanupEvery, Logger: log})
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer close(cleaned)
+			_ = c.Run(ctx) // it logs its failures and returns nil when ctx ends
+		}()
+	} else {
+		close(cleaned)
+	}
 	// Each worker finishes and marks its batch in flight when ctx ends.
 	errs := make(chan error, len(relays))
 	for _, r := range relays {
@@ -201,6 +220,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	close(done)
+	<-cleaned
 	for _, srv := range []*httpServer{metrics, adminSrv} {
 		if srv != nil {
 			srv.close()
@@ -248,6 +268,10 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--workers %d is out of range; use 1..64", o.workers)
 	case o.statsInterval < 0:
 		return bad("--stats-interval %s must not be negative (0 turns it off)", o.statsInterval)
+	case o.cleanupAge < 0:
+		return bad("--cleanup-older-than %s is negative; give an age such as 168h, or 0 to leave SENT messages", o.cleanupAge)
+	case o.cleanupEvery <= 0:
+		return bad("--cleanup-interval %s must be positive", o.cleanupEvery)
 	case o.adminAddr == "" && (o.adminToken != "" || o.adminWritable):
 		return bad("--admin-token and --admin-writable need --admin-addr")
 	case o.adminWritable && o.adminToken == "":
