@@ -19,8 +19,8 @@ type CleanerConfig struct {
 	// BatchSize is the most rows one DELETE statement removes, so that no
 	// statement holds its locks for long. Defaults to 1000.
 	BatchSize int
-	// MaxBatches bounds one round; what is left waits for the next round.
-	// Defaults to 100 (100,000 rows a round with the default BatchSize).
+	// MaxBatches, when set, bounds one round; what is left waits for the
+	// next round. Defaults to 0: a round goes on until no old row is left.
 	MaxBatches int
 	// Logger gets a line for each round that deleted rows, and for failures.
 	// Defaults to slog.Default().
@@ -59,9 +59,6 @@ func NewCleaner(store Store, cfg CleanerConfig) (*Cleaner, error) {
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = 1000
 	}
-	if cfg.MaxBatches == 0 {
-		cfg.MaxBatches = 100
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -99,11 +96,17 @@ func (c *Cleaner) Run(ctx context.Context) error {
 }
 
 // RunOnce runs one round: it deletes SENT messages older than OlderThan,
-// BatchSize at a time, until a batch is not full or MaxBatches have run. It
-// returns how many it deleted, also when it fails part-way.
+// BatchSize at a time, until a batch is not full, MaxBatches (when set) have
+// run or ctx ends. It returns how many it deleted, also when it fails
+// part-way.
+//
+// The statement finds the old rows in id order. On PostgreSQL, whose claim
+// keeps status out of every index, the last batch of a round, the one that
+// finds no more, reads the whole table: 0.37 s for a million rows here.
+// Choose Interval with that in mind.
 func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 	var total int64
-	for range c.cfg.MaxBatches {
+	for batches := 1; c.cfg.MaxBatches == 0 || batches <= c.cfg.MaxBatches; batches++ {
 		n, err := c.store.DeleteSent(ctx, c.cfg.OlderThan, c.cfg.BatchSize)
 		total += n
 		if err != nil {

@@ -58,7 +58,7 @@ func TestNewCleanerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Config(); got.Interval != 10*time.Minute || got.BatchSize != 1000 || got.MaxBatches != 100 || got.Logger == nil {
+	if got := c.Config(); got.Interval != 10*time.Minute || got.BatchSize != 1000 || got.MaxBatches != 0 || got.Logger == nil {
 		t.Fatalf("defaults: %+v", got)
 	}
 }
@@ -79,6 +79,12 @@ func TestCleanerRounds(t *testing.T) {
 	st.fail = errors.New("connection refused")
 	if _, err := c.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("a failing store: %v", err)
+	}
+	// Without MaxBatches a round goes on until a batch is not full.
+	st.fail, st.left, st.calls = nil, 5500, 0
+	c, _ = NewCleaner(st, CleanerConfig{OlderThan: time.Hour, BatchSize: 1000})
+	if n, err := c.RunOnce(context.Background()); n != 5500 || err != nil || st.calls != 6 {
+		t.Fatalf("an unbounded round: %d, %v after %d calls", n, err, st.calls)
 	}
 }
 

@@ -75,7 +75,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"require 'Authorization: Bearer TOKEN' on every admin request; prefer the variable, which ps does not show")
 	f.durationVar(&o.cleanupAge, "cleanup-older-than", 0,
 		"delete SENT messages older than this while the relay runs, as 'outbox cleanup' does, e.g. 168h; 0 (the default) leaves them")
-	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute, "wait between two rounds of --cleanup-older-than (each deletes at most 100,000 rows)")
+	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute, "wait between two rounds of --cleanup-older-than; on PostgreSQL each round reads the whole table once")
 	f.boolVar(&o.adminWritable, "admin-writable", "let the admin API retry and drop DEAD messages (POST /admin/dead/retry, /admin/dead/drop); needs --admin-token")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
