@@ -103,7 +103,9 @@ func (h *handler) route(path, method string, fn func(http.ResponseWriter, *http.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if h.cfg.Token != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// The scheme's name is case-insensitive (RFC 9110, 11.1).
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer")
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], h.token[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="outbox admin"`)

@@ -113,13 +113,15 @@ func TestNewHandlerConfig(t *testing.T) {
 
 func TestToken(t *testing.T) {
 	h := newTestHandler(t, &fakeStore{}, Config{Token: "s3cret"})
-	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "bearer s3cret"} {
+	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "Bearer  s3cret"} {
 		if code, body := do(t, h, "GET", "/stats", "", "Authorization", auth); code != http.StatusUnauthorized || !strings.Contains(body, "token") {
 			t.Errorf("Authorization %q: %d %s", auth, code, body)
 		}
 	}
-	if code, body := do(t, h, "GET", "/stats", "", "Authorization", "Bearer s3cret"); code != http.StatusOK {
-		t.Fatalf("right token: %d %s", code, body)
+	for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "BEARER s3cret"} {
+		if code, body := do(t, h, "GET", "/stats", "", "Authorization", auth); code != http.StatusOK {
+			t.Fatalf("Authorization %q: %d %s", auth, code, body)
+		}
 	}
 }
 
