@@ -73,10 +73,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"messages, and with --admin-writable retry and drop of DEAD messages (README, Admin API)")
 	f.stringVar(&o.adminToken, "admin-token", "", "TOKEN",
 		"require 'Authorization: Bearer TOKEN' on every admin request; prefer the variable, which ps does not show")
+	f.boolVar(&o.adminWritable, "admin-writable", "let the admin API retry and drop DEAD messages (POST /admin/dead/retry, /admin/dead/drop); needs --admin-token")
 	f.durationVar(&o.cleanupAge, "cleanup-older-than", 0,
 		"delete SENT messages older than this while the relay runs, as 'outbox cleanup' does, e.g. 168h; 0 (the default) leaves them")
 	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute, "wait between two rounds of --cleanup-older-than; on PostgreSQL each round reads the whole table once")
-	f.boolVar(&o.adminWritable, "admin-writable", "let the admin API retry and drop DEAD messages (POST /admin/dead/retry, /admin/dead/drop); needs --admin-token")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
@@ -276,7 +276,7 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--admin-token and --admin-writable need --admin-addr")
 	case o.adminWritable && o.adminToken == "":
 		return bad("--admin-writable lets any caller delete DEAD messages; give --admin-token (or OUTBOX_ADMIN_TOKEN) as well")
-	case o.adminAddr != "" && o.adminAddr == o.metricsAddr:
+	case o.adminAddr != "" && o.adminAddr == o.metricsAddr && !strings.HasSuffix(o.adminAddr, ":0"):
 		return bad("--admin-addr and --metrics-addr are both %s; give each its own port", o.adminAddr)
 	}
 	for _, a := range [][2]string{{"metrics-addr", o.metricsAddr}, {"admin-addr", o.adminAddr}} {
