@@ -11,9 +11,18 @@ import (
 // CleanerConfig configures a Cleaner.
 type CleanerConfig struct {
 	// OlderThan is the age past which a SENT message is deleted: its sent_at
-	// is older than the database clock minus OlderThan. Required; keep it
-	// longer than any consumer could need the row (a week: 168h).
+	// is older than the database clock minus OlderThan. Keep it longer than
+	// anyone could need the row (a week: 168h). Defaults to 0: SENT messages
+	// stay. OlderThan or InboxOlderThan is required.
 	OlderThan time.Duration
+	// InboxOlderThan is the age past which a record of the inbox table
+	// (consumed_msg: which consumer group applied which msg_id) is deleted,
+	// for every group. A message that arrives again after its record is
+	// gone is applied again: keep the records longer than any message can
+	// be delivered again (the broker's redelivery and retention, an
+	// operator's `outbox dead retry` of a message that was published before
+	// it went DEAD). Defaults to 0: records stay.
+	InboxOlderThan time.Duration
 	// Interval is the wait between two rounds. Defaults to 10m.
 	Interval time.Duration
 	// BatchSize is the most rows one DELETE statement removes, so that no
@@ -27,25 +36,28 @@ type CleanerConfig struct {
 	Logger *slog.Logger
 }
 
-// Cleaner deletes old SENT messages from an outbox table, round after round,
-// as `outbox cleanup` does once: the maintenance that keeps the table from
-// growing for ever. NEW and DEAD messages are never deleted. Several
-// cleaners on one table are safe; one is enough.
+// Cleaner deletes old SENT messages from an outbox table, and old records
+// from the inbox table beside it, round after round, as `outbox cleanup` does
+// once: the maintenance that keeps the tables from growing for ever. NEW and
+// DEAD messages are never deleted. Several cleaners on one table are safe;
+// one is enough.
 type Cleaner struct {
 	store Store
 	cfg   CleanerConfig
 }
 
-// NewCleaner returns a Cleaner of store's outbox table. It refuses a config
-// it cannot run: a missing or negative OlderThan, a negative Interval,
+// NewCleaner returns a Cleaner of store's tables. It refuses a config it
+// cannot run: neither OlderThan nor InboxOlderThan, a negative age, Interval,
 // BatchSize or MaxBatches.
 func NewCleaner(store Store, cfg CleanerConfig) (*Cleaner, error) {
 	if store == nil {
 		return nil, errors.New("outbox: NewCleaner: store is nil")
 	}
 	switch {
-	case cfg.OlderThan <= 0:
-		return nil, fmt.Errorf("outbox: CleanerConfig.OlderThan %v: give the age past which SENT messages are deleted, such as 168h", cfg.OlderThan)
+	case cfg.OlderThan < 0 || cfg.InboxOlderThan < 0:
+		return nil, fmt.Errorf("outbox: CleanerConfig.OlderThan %v or InboxOlderThan %v is negative", cfg.OlderThan, cfg.InboxOlderThan)
+	case cfg.OlderThan == 0 && cfg.InboxOlderThan == 0:
+		return nil, errors.New("outbox: CleanerConfig: give OlderThan, the age past which SENT messages are deleted (such as 168h), InboxOlderThan, the same for inbox records, or both")
 	case cfg.Interval < 0:
 		return nil, fmt.Errorf("outbox: CleanerConfig.Interval %v is negative", cfg.Interval)
 	case cfg.BatchSize < 0 || cfg.BatchSize > 100000:
@@ -80,37 +92,67 @@ func (c *Cleaner) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		n, err := c.RunOnce(ctx)
+		rep, err := c.RunOnce(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
 			c.cfg.Logger.Warn("outbox cleaner: round failed; trying again after the interval",
-				"error", err, "deleted", n, "interval", c.cfg.Interval)
-		case n > 0:
-			c.cfg.Logger.Info("outbox cleaner: deleted SENT messages", "deleted", n,
-				"older_than", c.cfg.OlderThan, "table", c.store.Tables().Outbox)
+				"error", err, "deleted_sent", rep.Sent, "deleted_consumed", rep.Consumed, "interval", c.cfg.Interval)
+		case rep.Sent > 0 || rep.Consumed > 0:
+			tables := c.store.Tables()
+			c.cfg.Logger.Info("outbox cleaner: deleted old rows", "sent", rep.Sent, "table", tables.Outbox,
+				"consumed", rep.Consumed, "inbox_table", tables.Inbox)
 		}
 		t.Reset(c.cfg.Interval)
 	}
 }
 
+// CleanerReport is what one round of a Cleaner deleted.
+type CleanerReport struct {
+	// Sent is the number of SENT messages deleted from the outbox table.
+	Sent int64
+	// Consumed is the number of records deleted from the inbox table.
+	Consumed int64
+}
+
 // RunOnce runs one round: it deletes SENT messages older than OlderThan,
-// BatchSize at a time, until a batch is not full, MaxBatches (when set) have
-// run or ctx ends. It returns how many it deleted, also when it fails
-// part-way.
+// then inbox records older than InboxOlderThan (each when set), BatchSize
+// at a time, until a batch is not full, MaxBatches (when set) have run or
+// ctx ends. It returns how many it deleted, also when it fails part-way.
 //
-// The statement finds the old rows in id order. On PostgreSQL, whose claim
-// keeps status out of every index, the last batch of a round, the one that
-// finds no more, reads the whole table: 0.37 s for a million rows here.
+// The statements find the old rows without an index on their age: on
+// PostgreSQL, whose claim keeps status out of every index, the outbox's last
+// batch of a round, the one that finds no more, reads the whole table (0.37 s
+// for a million rows here), and so does the inbox's on every database.
 // Choose Interval with that in mind.
-func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
+func (c *Cleaner) RunOnce(ctx context.Context) (CleanerReport, error) {
+	var rep CleanerReport
+	var err error
+	if c.cfg.OlderThan > 0 {
+		rep.Sent, err = c.drain(ctx, c.store.DeleteSent, c.cfg.OlderThan)
+		if err != nil {
+			return rep, fmt.Errorf("outbox cleaner: %w", err)
+		}
+	}
+	if c.cfg.InboxOlderThan > 0 {
+		rep.Consumed, err = c.drain(ctx, c.store.DeleteConsumed, c.cfg.InboxOlderThan)
+		if err != nil {
+			return rep, fmt.Errorf("outbox cleaner: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+// drain runs del, BatchSize rows at a time, until a batch is not full,
+// MaxBatches have run or ctx ends, and returns how many it deleted.
+func (c *Cleaner) drain(ctx context.Context, del func(context.Context, time.Duration, int) (int64, error), age time.Duration) (int64, error) {
 	var total int64
 	for batches := 1; c.cfg.MaxBatches == 0 || batches <= c.cfg.MaxBatches; batches++ {
-		n, err := c.store.DeleteSent(ctx, c.cfg.OlderThan, c.cfg.BatchSize)
+		n, err := del(ctx, age, c.cfg.BatchSize)
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("outbox cleaner: %w", err)
+			return total, err
 		}
 		if n < int64(c.cfg.BatchSize) || ctx.Err() != nil {
 			break

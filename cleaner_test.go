@@ -17,7 +17,20 @@ type deleteStore struct {
 	mu    sync.Mutex
 	calls int
 	left  int64 // rows old enough
+	inbox int64 // inbox records old enough
 	fail  error
+}
+
+func (s *deleteStore) DeleteConsumed(_ context.Context, olderThan time.Duration, limit int) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.fail != nil {
+		return 0, s.fail
+	}
+	n := min(s.inbox, int64(limit))
+	s.inbox -= n
+	return n, nil
 }
 
 func (s *deleteStore) Tables() Tables { return Tables{}.WithDefaults() }
@@ -40,8 +53,9 @@ func TestNewCleanerConfig(t *testing.T) {
 		cfg  CleanerConfig
 		want string
 	}{
-		{CleanerConfig{}, "OlderThan"},
-		{CleanerConfig{OlderThan: -time.Hour}, "OlderThan"},
+		{CleanerConfig{}, "InboxOlderThan"},
+		{CleanerConfig{OlderThan: -time.Hour}, "negative"},
+		{CleanerConfig{InboxOlderThan: -time.Hour}, "negative"},
 		{CleanerConfig{OlderThan: time.Hour, Interval: -1}, "Interval"},
 		{CleanerConfig{OlderThan: time.Hour, BatchSize: -1}, "BatchSize"},
 		{CleanerConfig{OlderThan: time.Hour, BatchSize: 100001}, "BatchSize"},
@@ -70,11 +84,11 @@ func TestCleanerRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// MaxBatches bounds a round; a batch that is not full ends it.
-	if n, err := c.RunOnce(context.Background()); n != 2000 || err != nil || st.calls != 2 {
-		t.Fatalf("first round: %d, %v after %d calls", n, err, st.calls)
+	if rep, err := c.RunOnce(context.Background()); rep != (CleanerReport{Sent: 2000}) || err != nil || st.calls != 2 {
+		t.Fatalf("first round: %+v, %v after %d calls", rep, err, st.calls)
 	}
-	if n, err := c.RunOnce(context.Background()); n != 500 || err != nil || st.calls != 3 {
-		t.Fatalf("second round: %d, %v after %d calls", n, err, st.calls)
+	if rep, err := c.RunOnce(context.Background()); rep != (CleanerReport{Sent: 500}) || err != nil || st.calls != 3 {
+		t.Fatalf("second round: %+v, %v after %d calls", rep, err, st.calls)
 	}
 	st.fail = errors.New("connection refused")
 	if _, err := c.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "connection refused") {
@@ -83,8 +97,19 @@ func TestCleanerRounds(t *testing.T) {
 	// Without MaxBatches a round goes on until a batch is not full.
 	st.fail, st.left, st.calls = nil, 5500, 0
 	c, _ = NewCleaner(st, CleanerConfig{OlderThan: time.Hour, BatchSize: 1000})
-	if n, err := c.RunOnce(context.Background()); n != 5500 || err != nil || st.calls != 6 {
-		t.Fatalf("an unbounded round: %d, %v after %d calls", n, err, st.calls)
+	if rep, err := c.RunOnce(context.Background()); rep.Sent != 5500 || err != nil || st.calls != 6 {
+		t.Fatalf("an unbounded round: %+v, %v after %d calls", rep, err, st.calls)
+	}
+	// The inbox only, or both.
+	st.left, st.inbox, st.calls = 10, 1500, 0
+	c, _ = NewCleaner(st, CleanerConfig{InboxOlderThan: time.Hour, BatchSize: 1000})
+	if rep, err := c.RunOnce(context.Background()); rep != (CleanerReport{Consumed: 1500}) || err != nil || st.calls != 2 {
+		t.Fatalf("the inbox only: %+v, %v after %d calls", rep, err, st.calls)
+	}
+	st.inbox = 20
+	c, _ = NewCleaner(st, CleanerConfig{OlderThan: time.Hour, InboxOlderThan: time.Hour})
+	if rep, err := c.RunOnce(context.Background()); rep != (CleanerReport{Sent: 10, Consumed: 20}) || err != nil {
+		t.Fatalf("both: %+v, %v", rep, err)
 	}
 }
 
@@ -111,7 +136,7 @@ func TestCleanerRunOutlivesFailures(t *testing.T) {
 	st.mu.Lock()
 	st.fail, st.left = nil, 10
 	st.mu.Unlock()
-	for !strings.Contains(logs.String(), "deleted=10") && time.Now().Before(deadline) {
+	for !strings.Contains(logs.String(), "sent=10") && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
@@ -119,7 +144,7 @@ func TestCleanerRunOutlivesFailures(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	out := logs.String()
-	if !strings.Contains(out, "round failed") || !strings.Contains(out, "deleted=10") {
+	if !strings.Contains(out, "round failed") || !strings.Contains(out, "sent=10 table=outbox consumed=0") {
 		t.Fatalf("logs:\n%s", out)
 	}
 }

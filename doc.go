@@ -72,8 +72,10 @@
 // the relay's [Store.Claim] it has the calls for operators and programs that
 // look after the table: [Store.Migrate] and [Store.SchemaVersion],
 // [Store.Stats], [Store.ListMessages], [Store.GetMessage], [Store.RetryDead],
-// [Store.DropDead] and [Store.DeleteSent]. The outbox command line (module
-// github.com/outbox-go/outbox/cmd/outbox) is built on these calls.
+// [Store.DropDead], [Store.DeleteSent] and [Store.DeleteConsumed]. The
+// outbox command line (module github.com/outbox-go/outbox/cmd/outbox) is
+// built on these calls; a [Cleaner] runs the last two round after round, and
+// package [github.com/outbox-go/outbox/admin] serves the others over HTTP.
 //
 // A [Driver] is the seam between this package and one database library. Each
 // driver is a module of its own, so that an application compiles only the

@@ -65,6 +65,12 @@ type Store interface {
 	// DeleteSent deletes at most limit SENT messages sent before the cutoff
 	// (database clock minus olderThan) and returns how many.
 	DeleteSent(ctx context.Context, olderThan time.Duration, limit int) (int64, error)
+	// DeleteConsumed deletes at most limit records of the inbox table
+	// consumed before the cutoff (database clock minus olderThan), of every
+	// consumer group, and returns how many. A duplicate of a message whose
+	// record is gone is no longer recognised: keep records longer than any
+	// message can arrive again.
+	DeleteConsumed(ctx context.Context, olderThan time.Duration, limit int) (int64, error)
 }
 
 // ClaimParams says what to claim.

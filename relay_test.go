@@ -76,6 +76,9 @@ func (s *fakeStore) DropDead(context.Context, DeadFilter) (int64, error) { retur
 func (s *fakeStore) DeleteSent(context.Context, time.Duration, int) (int64, error) {
 	return 0, nil
 }
+func (s *fakeStore) DeleteConsumed(context.Context, time.Duration, int) (int64, error) {
+	return 0, nil
+}
 
 func (s *fakeStore) Claim(_ context.Context, p ClaimParams) (Claim, error) {
 	start := time.Now()

@@ -26,12 +26,12 @@ func (s suite[TTx]) testCleaner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.RunOnce(ctx); err != nil || n != 0 {
-		t.Fatalf("a round over fresh rows: %d, %v", n, err)
+	if rep, err := c.RunOnce(ctx); err != nil || rep != (outbox.CleanerReport{}) {
+		t.Fatalf("a round over fresh rows: %+v, %v", rep, err)
 	}
 	time.Sleep(400 * time.Millisecond)
-	if n, err := c.RunOnce(ctx); err != nil || n != 14 {
-		t.Fatalf("a round of 2 batches of 7: %d, %v", n, err)
+	if rep, err := c.RunOnce(ctx); err != nil || rep != (outbox.CleanerReport{Sent: 14}) {
+		t.Fatalf("a round of 2 batches of 7: %+v, %v", rep, err)
 	}
 	// Run deletes the other 16 in rounds and leaves the NEW and DEAD rows.
 	rctx, cancel := context.WithCancel(ctx)

@@ -71,6 +71,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("MigrateDeadIndex", s.testMigrateDeadIndex)
 	t.Run("Cleanup", s.testCleanup)
 	t.Run("Cleaner", s.testCleaner)
+	t.Run("InboxCleanup", s.testInboxCleanup)
 	t.Run("InboxHandler", s.testInboxHandler)
 	t.Run("IdempotencyUniqueKey", s.testUniqueKey)
 }

@@ -76,6 +76,9 @@ func (s *memStore) DropDead(context.Context, outbox.DeadFilter) (int64, error) {
 func (s *memStore) DeleteSent(context.Context, time.Duration, int) (int64, error) {
 	return 0, nil
 }
+func (s *memStore) DeleteConsumed(context.Context, time.Duration, int) (int64, error) {
+	return 0, nil
+}
 
 func (s *memStore) Claim(_ context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
 	s.mu.Lock()

@@ -166,6 +166,8 @@ func TestRelayAdminAndCleanupFlagErrors(t *testing.T) {
 			[]string{`--admin-addr "localhost"`, "use HOST:PORT or :PORT"}},
 		{"a negative cleanup age", nil, append(relay, "--cleanup-older-than", "-1h"),
 			[]string{"--cleanup-older-than -1h0m0s is negative"}},
+		{"a negative inbox cleanup age", nil, append(relay, "--cleanup-inbox-older-than", "-1s"),
+			[]string{"--cleanup-inbox-older-than -1s is negative"}},
 		{"no cleanup interval", nil, append(relay, "--cleanup-interval", "0s"),
 			[]string{"--cleanup-interval 0s must be positive"}},
 	} {
@@ -177,7 +179,8 @@ func TestRelayAdminAndCleanupFlagErrors(t *testing.T) {
 }
 
 // TestRelayCleanup: with --cleanup-older-than the relay deletes the SENT
-// rows once they are old enough, and leaves the DEAD one.
+// rows once they are old enough, and leaves the DEAD one; with
+// --cleanup-inbox-older-than, the old inbox records.
 func TestRelayCleanup(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, true, func(t *testing.T, b *backend) {
@@ -185,14 +188,22 @@ func TestRelayCleanup(t *testing.T) {
 			b.insert(t, id, "order.paid", `{}`)
 		}
 		b.exec(t, "UPDATE outbox SET status = 2 WHERE msg_id = 'parked'")
+		b.exec(t, "INSERT INTO consumed_msg (consumer_group, msg_id) VALUES ('g', 'old'), ('g', 'recent')")
+		b.exec(t, "UPDATE consumed_msg SET consumed_at = "+b.tenDaysAgo+" WHERE msg_id = 'old'")
 		var stderr func() string
 		stop := startRelayLogged(t, &stderr, []string{"OUTBOX_CLEANUP_OLDER_THAN=1s"},
-			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms", "--cleanup-interval", "200ms")
+			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms", "--cleanup-interval", "200ms", "--cleanup-inbox-older-than", "168h")
 		waitFor(t, "the SENT rows deleted", 30*time.Second, func() bool { return b.count(t, "1 = 1") == 1 })
 		if b.status(t, "parked") != 2 {
 			t.Fatal("the DEAD row is gone")
 		}
-		if !strings.Contains(stderr(), "deleted SENT messages") || !strings.Contains(stderr(), "deleted=3") {
+		waitFor(t, "the old inbox record deleted", 30*time.Second, func() bool {
+			return b.queryInt(t, "SELECT count(*) FROM consumed_msg WHERE msg_id = 'old'") == 0
+		})
+		if n := b.queryInt(t, "SELECT count(*) FROM consumed_msg WHERE msg_id = 'recent'"); n != 1 {
+			t.Fatal("the recent inbox record is gone")
+		}
+		if !strings.Contains(stderr(), "deleted old rows") || !strings.Contains(stderr(), "sent=3") {
 			t.Errorf("the cleanup was not logged:\n%s", stderr())
 		}
 		if r := stop(); r.code != 0 {

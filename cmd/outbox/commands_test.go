@@ -545,6 +545,34 @@ func TestCleanup(t *testing.T) {
 	})
 }
 
+// TestCleanupInbox deletes old inbox records of every group and keeps the
+// recent ones, alone or with the SENT messages.
+func TestCleanupInbox(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		for _, r := range [][2]string{{"billing", "m-1"}, {"billing", "m-2"}, {"audit", "m-1"}, {"billing", "m-3"}} {
+			b.exec(t, "INSERT INTO consumed_msg (consumer_group, msg_id) VALUES (?, ?)", r[0], r[1])
+		}
+		b.exec(t, "UPDATE consumed_msg SET consumed_at = "+b.tenDaysAgo+" WHERE msg_id <> 'm-3'")
+		b.insert(t, "old", "t", `{}`)
+		b.exec(t, "UPDATE outbox SET status = 1, sent_at = "+b.tenDaysAgo)
+		db := []string{"--db", b.dsn}
+		r := mustRun(t, append([]string{"cleanup", "--inbox-older-than", "168h", "--batch", "2"}, db...)...)
+		if r.stdout != "deleted 3 inbox records older than 168h0m0s from table \"consumed_msg\"\n" {
+			t.Errorf("cleanup --inbox-older-than: %s", r)
+		}
+		inbox := b.queryInt(t, "SELECT count(*) FROM consumed_msg")
+		if inbox != 1 || b.count(t, "1 = 1") != 1 {
+			t.Errorf("%d inbox records left (want m-3's), %d outbox rows (want the SENT one, not asked for)", inbox, b.count(t, "1 = 1"))
+		}
+		r = mustRun(t, append([]string{"cleanup", "--older-than", "168h", "--inbox-older-than", "0s"}, db...)...)
+		if r.stdout != "deleted 1 SENT message older than 168h0m0s from table \"outbox\"\n"+
+			"deleted 1 inbox record older than 0s from table \"consumed_msg\"\n" {
+			t.Errorf("cleanup of both: %s", r)
+		}
+	})
+}
+
 // Several workers in one relay process share the table: every message is
 // delivered exactly once in normal operation, and SIGTERM stops them all.
 func TestRelayWorkers(t *testing.T) {

@@ -136,7 +136,8 @@ func TestUsageAndConfigurationErrors(t *testing.T) {
 		{"unknown dead subcommand", nil, []string{"dead", "bury"}, 2, []string{`unknown subcommand "bury"`}},
 		{"missing dead subcommand", nil, []string{"dead"}, 2, []string{"missing subcommand"}},
 		{"dead show without id", nil, []string{"dead", "show", "--db", sqlite}, 2, []string{"missing MSG_ID"}},
-		{"cleanup without older-than", nil, []string{"cleanup", "--db", sqlite}, 2, []string{"missing --older-than"}},
+		{"cleanup without an age", nil, []string{"cleanup", "--db", sqlite}, 2, []string{"give --older-than", "--inbox-older-than"}},
+		{"cleanup, inbox negative", nil, []string{"cleanup", "--db", sqlite, "--inbox-older-than", "-1h"}, 2, []string{"--inbox-older-than -1h0m0s is negative"}},
 		{"cleanup negative", nil, []string{"cleanup", "--db", sqlite, "--older-than", "-1h"}, 2, []string{"negative"}},
 		{"missing sqlite file", nil, []string{"stats", "--db", sqlite}, 1, []string{"does not exist", "outbox migrate"}},
 		{"sqlite in memory", nil, []string{"migrate", "--db", "sqlite::memory:"}, 1, []string{"file path"}},
@@ -191,7 +192,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"dead", "show"}, "Usage: outbox dead show", []string{"MSG_ID", "OUTBOX_DB"}},
 		{[]string{"dead", "retry"}, "Usage: outbox dead retry", []string{"--all", "--topic", "OUTBOX_TOPIC"}},
 		{[]string{"dead", "drop"}, "Usage: outbox dead drop", []string{"--all", "--yes", "command line only"}},
-		{[]string{"cleanup"}, "Usage: outbox cleanup", []string{"--older-than DURATION", "required", "--batch", "--max-batches", "OUTBOX_OLDER_THAN"}},
+		{[]string{"cleanup"}, "Usage: outbox cleanup", []string{"--older-than DURATION", "--inbox-older-than DURATION", "required", "--batch", "--max-batches", "OUTBOX_OLDER_THAN", "OUTBOX_INBOX_OLDER_THAN"}},
 		{[]string{"version"}, "Usage: outbox version", nil},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -34,6 +34,7 @@ type relayOptions struct {
 	adminToken     string
 	adminWritable  bool
 	cleanupAge     time.Duration
+	cleanupInbox   time.Duration
 	cleanupEvery   time.Duration
 }
 
@@ -76,7 +77,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.adminWritable, "admin-writable", "let the admin API retry and drop DEAD messages (POST /admin/dead/retry, /admin/dead/drop); needs --admin-token")
 	f.durationVar(&o.cleanupAge, "cleanup-older-than", 0,
 		"delete SENT messages older than this while the relay runs, as 'outbox cleanup' does, e.g. 168h; 0 (the default) leaves them")
-	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute, "wait between two rounds of --cleanup-older-than; on PostgreSQL each round reads the whole table once")
+	f.durationVar(&o.cleanupInbox, "cleanup-inbox-older-than", 0,
+		"delete inbox records (consumed_msg) older than this while the relay runs, as 'outbox cleanup --inbox-older-than' does; "+
+			"keep them longer than any redelivery; 0 (the default) leaves them")
+	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute,
+		"wait between two rounds of the cleanup flags; each round's last statement reads the whole table (outbox on PostgreSQL, inbox everywhere)")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
@@ -197,8 +202,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	// The cleaner stops with the relays, before the database closes.
 	cleaned := make(chan struct{})
-	if o.cleanupAge > 0 {
-		c, err := outbox.NewCleaner(d.Store, outbox.CleanerConfig{OlderThan: o.cleanupAge, Interval: o.cleanupEvery, Logger: log})
+	if o.cleanupAge > 0 || o.cleanupInbox > 0 {
+		c, err := outbox.NewCleaner(d.Store, outbox.CleanerConfig{OlderThan: o.cleanupAge, InboxOlderThan: o.cleanupInbox,
+			Interval: o.cleanupEvery, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -270,6 +276,8 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--stats-interval %s must not be negative (0 turns it off)", o.statsInterval)
 	case o.cleanupAge < 0:
 		return bad("--cleanup-older-than %s is negative; give an age such as 168h, or 0 to leave SENT messages", o.cleanupAge)
+	case o.cleanupInbox < 0:
+		return bad("--cleanup-inbox-older-than %s is negative; give an age such as 720h, or 0 to leave inbox records", o.cleanupInbox)
 	case o.cleanupEvery <= 0:
 		return bad("--cleanup-interval %s must be positive", o.cleanupEvery)
 	case o.adminAddr == "" && (o.adminToken != "" || o.adminWritable):

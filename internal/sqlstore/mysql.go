@@ -90,6 +90,10 @@ WHERE status = 2
 WHERE status = 1 AND sent_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 ORDER BY id LIMIT ?`,
 
+	deleteConsumed: `DELETE FROM {{inbox}}
+WHERE consumed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+LIMIT ?`,
+
 	explain:  `EXPLAIN `,
 	truncate: `TRUNCATE TABLE {{outbox}}`,
 

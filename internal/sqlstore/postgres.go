@@ -272,6 +272,11 @@ WHERE ` + deadRows + `
   WHERE status = 1 AND sent_at < now() - $1 * interval '1 millisecond'
   ORDER BY id LIMIT $2)`,
 
+	// The rows are found by a scan of the heap and deleted by their ctid,
+	// which the scan read in the same statement.
+	deleteConsumed: `DELETE FROM {{inbox}} WHERE ctid = ANY(ARRAY(
+  SELECT ctid FROM {{inbox}} WHERE consumed_at < now() - $1 * interval '1 millisecond' LIMIT $2))`,
+
 	explain:  `EXPLAIN `,
 	truncate: `TRUNCATE {{outbox}}, {{inbox}}`,
 

@@ -87,6 +87,12 @@ WHERE status = 2
   WHERE status = 1 AND sent_at < strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', -?1 / 1000.0))
   ORDER BY id LIMIT ?2)`,
 
+	// The inbox is WITHOUT ROWID: its rows are found by their primary key.
+	deleteConsumed: `DELETE FROM {{inbox}} WHERE (consumer_group, msg_id) IN (
+  SELECT consumer_group, msg_id FROM {{inbox}}
+  WHERE consumed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', -?1 / 1000.0))
+  LIMIT ?2)`,
+
 	explain:  `EXPLAIN QUERY PLAN `,
 	truncate: `DELETE FROM {{outbox}}`,
 

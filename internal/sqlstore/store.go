@@ -701,6 +701,19 @@ func (s *Store) DeleteSent(ctx context.Context, olderThan time.Duration, limit i
 	return n, s.wrap("delete sent messages", err)
 }
 
+// DeleteConsumed implements outbox.Store.
+func (s *Store) DeleteConsumed(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("outbox: inbox cleanup: older-than %s is negative", olderThan)
+	}
+	arg := any(olderThan.Milliseconds())
+	if s.c.name == "mysql" {
+		arg = olderThan.Microseconds()
+	}
+	n, err := s.db.Exec(ctx, s.c.deleteConsumed, arg, limit)
+	return n, s.wrap("delete inbox records", err)
+}
+
 // ExplainClaim returns the database's plans for the claim's statements, one
 // line per plan line: the rescan (from the first id, or PostgreSQL's
 // low-water mark) and, where the dialect has one, the claim from a cursor,
