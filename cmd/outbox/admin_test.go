@@ -63,14 +63,7 @@ func TestRelayAdmin(t *testing.T) {
 		var stderr func() string
 		stop := startRelayLogged(t, &stderr, []string{"OUTBOX_ADMIN_ADDR=127.0.0.1:0", "OUTBOX_ADMIN_TOKEN=" + token, "OUTBOX_ADMIN_WRITABLE=true"},
 			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms")
-		var base string
-		waitFor(t, "the admin URL in the log", 30*time.Second, func() bool {
-			m := adminURL.FindStringSubmatch(stderr())
-			if m != nil {
-				base = m[1]
-			}
-			return m != nil
-		})
+		base := urlInLog(t, stderr, adminURL)
 		if strings.Contains(stderr(), token) {
 			t.Fatalf("the relay logged the admin token:\n%s", stderr())
 		}
@@ -125,14 +118,7 @@ func TestRelayAdminReadOnly(t *testing.T) {
 	mustRun(t, "migrate", "--db", dsn)
 	var stderr func() string
 	stop := startRelayLogged(t, &stderr, nil, "--db", dsn, "--broker", "discard:", "--admin-addr", "127.0.0.1:0")
-	var base string
-	waitFor(t, "the admin URL in the log", 30*time.Second, func() bool {
-		m := adminURL.FindStringSubmatch(stderr())
-		if m != nil {
-			base = m[1]
-		}
-		return m != nil
-	})
+	base := urlInLog(t, stderr, adminURL)
 	if code, body := adminCall(t, "GET", base+"/backlog", "", ""); code != 200 || !strings.Contains(body, `"pending":0`) {
 		t.Fatalf("GET /admin/backlog: %d %s", code, body)
 	}

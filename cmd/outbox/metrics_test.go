@@ -50,14 +50,7 @@ func TestRelayMetrics(t *testing.T) {
 		var stderr func() string
 		stop := startRelayLogged(t, &stderr, []string{"OUTBOX_METRICS_ADDR=127.0.0.1:0"},
 			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms")
-		var url string
-		waitFor(t, "the metrics URL in the log", 30*time.Second, func() bool {
-			m := metricsURL.FindStringSubmatch(stderr())
-			if m != nil {
-				url = m[1]
-			}
-			return m != nil
-		})
+		url := urlInLog(t, stderr, metricsURL)
 		waitFor(t, "all rows SENT", 30*time.Second, func() bool { return b.count(t, "status = 1") == 6 })
 		var body string
 		waitFor(t, "the counters and an empty backlog", 30*time.Second, func() bool {
@@ -95,6 +88,21 @@ func TestRelayMetrics(t *testing.T) {
 			t.Fatalf("the metrics server still answers after the relay stopped: %s", resp.Status)
 		}
 	})
+}
+
+// urlInLog waits until the relay's log has a line that re matches and
+// returns re's first group: the URL a server of the relay listens at.
+func urlInLog(t *testing.T, stderr func() string, re *regexp.Regexp) string {
+	t.Helper()
+	var url string
+	waitFor(t, "a URL matching "+re.String()+" in the relay's log", 30*time.Second, func() bool {
+		m := re.FindStringSubmatch(stderr())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	return url
 }
 
 // startRelayLogged is startRelay with the relay's stderr readable while it

@@ -690,28 +690,26 @@ func (s *Store) DropDead(ctx context.Context, f outbox.DeadFilter) (int64, error
 
 // DeleteSent implements outbox.Store.
 func (s *Store) DeleteSent(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
-	if olderThan < 0 {
-		return 0, fmt.Errorf("outbox: cleanup: older-than %s is negative", olderThan)
-	}
-	arg := any(olderThan.Milliseconds())
-	if s.c.name == "mysql" {
-		arg = olderThan.Microseconds()
-	}
-	n, err := s.db.Exec(ctx, s.c.deleteSent, arg, limit)
-	return n, s.wrap("delete sent messages", err)
+	return s.deleteOld(ctx, s.c.deleteSent, "delete sent messages", olderThan, limit)
 }
 
 // DeleteConsumed implements outbox.Store.
 func (s *Store) DeleteConsumed(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
+	return s.deleteOld(ctx, s.c.deleteConsumed, "delete inbox records", olderThan, limit)
+}
+
+// deleteOld runs a cleanup statement, whose arguments are the age (in
+// milliseconds, microseconds on MySQL) and the limit.
+func (s *Store) deleteOld(ctx context.Context, stmt, what string, olderThan time.Duration, limit int) (int64, error) {
 	if olderThan < 0 {
-		return 0, fmt.Errorf("outbox: inbox cleanup: older-than %s is negative", olderThan)
+		return 0, fmt.Errorf("outbox: %s: older-than %s is negative", what, olderThan)
 	}
 	arg := any(olderThan.Milliseconds())
 	if s.c.name == "mysql" {
 		arg = olderThan.Microseconds()
 	}
-	n, err := s.db.Exec(ctx, s.c.deleteConsumed, arg, limit)
-	return n, s.wrap("delete inbox records", err)
+	n, err := s.db.Exec(ctx, stmt, arg, limit)
+	return n, s.wrap(what, err)
 }
 
 // ExplainClaim returns the database's plans for the claim's statements, one
