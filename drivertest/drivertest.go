@@ -72,6 +72,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("Cleanup", s.testCleanup)
 	t.Run("Cleaner", s.testCleaner)
 	t.Run("InboxCleanup", s.testInboxCleanup)
+	t.Run("CleanupBesideWriters", s.testCleanupBesideWriters)
 	t.Run("InboxHandler", s.testInboxHandler)
 	t.Run("IdempotencyUniqueKey", s.testUniqueKey)
 }

@@ -74,3 +74,89 @@ func (s suite[TTx]) testInboxCleanup(t *testing.T) {
 		t.Fatal("a negative age was taken")
 	}
 }
+
+// testCleanupBesideWriters: a cleanup of either table does not wait for a
+// business transaction that has written a message and an inbox record and
+// not committed yet, and the writer is not held up by it. Where writers
+// take turns (SQLite), the cleanup waits for the writer and then runs.
+func (s suite[TTx]) testCleanupBesideWriters(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	s.write(t, env, manyMsgs("old", 20)...)
+	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{}))
+	ib := outbox.NewInbox(env.Driver)
+	for i := range 20 {
+		if _, err := ib.Process(ctx, "g", fmt.Sprintf("old-%d", i), func(context.Context, TTx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The old rows are a second old; the cleanup takes what is older than
+	// 600 ms; the open transaction's rows are younger than that.
+	time.Sleep(time.Second)
+
+	w, err := outbox.NewWriter(env.Driver, outbox.WriterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := env.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, tx, msg("open")); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, err := env.Driver.MarkConsumedTx(ctx, tx, "g", "open"); err != nil || !fresh {
+		t.Fatalf("inbox record in the open transaction: %v, %v", fresh, err)
+	}
+	cleaned := make(chan [2]int64, 1)
+	errs := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		sent, err := env.Driver.DeleteSent(cctx, 600*time.Millisecond, 1000)
+		if err != nil {
+			errs <- fmt.Errorf("DeleteSent: %w", err)
+			return
+		}
+		consumed, err := env.Driver.DeleteConsumed(cctx, 600*time.Millisecond, 1000)
+		if err != nil {
+			errs <- fmt.Errorf("DeleteConsumed: %w", err)
+			return
+		}
+		cleaned <- [2]int64{sent, consumed}
+	}()
+	var got [2]int64
+	if env.ConcurrentWriters {
+		select {
+		case got = <-cleaned:
+		case err := <-errs:
+			t.Fatalf("a cleanup beside an open writer: %v", err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the cleanup waited for a business transaction that had not committed")
+		}
+		// The writer goes on and commits.
+		if err := env.ExecTx(ctx, tx, "INSERT INTO consumed_msg (consumer_group, msg_id) VALUES (?, ?)", "g", "open-2"); err != nil {
+			t.Fatalf("the writer after the cleanup: %v", err)
+		}
+		if err := env.Commit(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		time.Sleep(200 * time.Millisecond)
+		if err := env.Commit(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got = <-cleaned:
+		case err := <-errs:
+			t.Fatalf("a cleanup after the writer committed: %v", err)
+		}
+	}
+	if got != [2]int64{20, 20} {
+		t.Fatalf("deleted %d SENT rows and %d inbox records, want 20 and 20", got[0], got[1])
+	}
+	if n := s.count(t, env, "msg_id = 'open'"); n != 1 {
+		t.Fatal("the open transaction's message is gone")
+	}
+}

@@ -102,12 +102,20 @@ type dialect struct {
 	get        string // args: msg_id
 	retryDead  string // args: note, JSON array of msg_ids, all, topic
 	dropDead   string // args: JSON array of msg_ids, all, topic
-	deleteSent string // args: older-than ms, limit
+	deleteSent string // args: older-than ms, limit (see oldSent)
 	// deleteConsumed deletes inbox records consumed before the cutoff, at
 	// most limit of them. No index names consumed_at (one would cost every
 	// consumer's insert), so a statement that finds fewer than limit has
-	// read the whole inbox table. Args: older-than ms (µs on MySQL), limit.
+	// read the whole inbox table. Args: older-than ms, limit; where
+	// oldConsumed is set, the JSON array of the [group, msg_id] pairs it
+	// read, then older-than µs.
 	deleteConsumed string
+	// oldSent and oldConsumed, where set (MySQL), read the keys of at most
+	// limit rows that deleteSent and deleteConsumed are to delete, without
+	// locking anything: the ids of old SENT rows, the [group, msg_id] of old
+	// inbox records. deleteSent then takes the JSON array of the ids and
+	// older-than µs. Args: older-than µs, limit.
+	oldSent, oldConsumed string
 
 	// explain is the prefix that makes the dialect describe a statement's
 	// plan without running it.
@@ -160,7 +168,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
 		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
-		&c.retryDead, &c.dropDead, &c.deleteSent, &c.deleteConsumed, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
+		&c.retryDead, &c.dropDead, &c.deleteSent, &c.deleteConsumed, &c.oldSent, &c.oldConsumed, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}
 	dir := "migrations/" + d.name
