@@ -8,6 +8,18 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
+// sentAndPending fills the table for a cleanup: 30 SENT rows, then 2 NEW
+// rows and a DEAD one.
+func (s suite[TTx]) sentAndPending(t *testing.T, env *Env[TTx]) {
+	t.Helper()
+	s.write(t, env, manyMsgs("old", 30)...)
+	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{}))
+	s.write(t, env, manyMsgs("new", 3)...)
+	if err := env.Exec(ctxT(t), "UPDATE outbox SET status = 2 WHERE msg_id = 'new-00000'"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testCleaner runs outbox.Cleaner against the real store: its rounds stop
 // at MaxBatches, delete only SENT rows past the age, and Run keeps going
 // until its context ends.
@@ -15,12 +27,7 @@ func (s suite[TTx]) testCleaner(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
-	s.write(t, env, manyMsgs("old", 30)...)
-	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{}))
-	s.write(t, env, manyMsgs("new", 3)...)
-	if err := env.Exec(ctx, "UPDATE outbox SET status = 2 WHERE msg_id = 'new-00000'"); err != nil {
-		t.Fatal(err)
-	}
+	s.sentAndPending(t, env)
 	c, err := outbox.NewCleaner(env.Driver, outbox.CleanerConfig{OlderThan: 300 * time.Millisecond, BatchSize: 7, MaxBatches: 2,
 		Interval: 20 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {

@@ -1339,12 +1339,7 @@ func (s suite[TTx]) testCleanup(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
-	s.write(t, env, manyMsgs("old", 30)...)
-	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{}))
-	s.write(t, env, manyMsgs("new", 3)...)
-	if err := env.Exec(ctx, "UPDATE outbox SET status = 2 WHERE msg_id = 'new-00000'"); err != nil {
-		t.Fatal(err)
-	}
+	s.sentAndPending(t, env)
 	// Nothing is old enough yet.
 	if n, err := env.Driver.DeleteSent(ctx, time.Hour, 100); err != nil || n != 0 {
 		t.Fatalf("cleanup of fresh rows: %d, %v", n, err)
