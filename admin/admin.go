@@ -36,6 +36,11 @@ type Config struct {
 	// Logger records every retry and drop, and the database errors behind a
 	// 500. Defaults to slog.Default().
 	Logger *slog.Logger
+	// MaxInFlight bounds the requests that use the database at once, so
+	// that the handler takes at most this many connections from a pool it
+	// shares with relays; the others wait their turn within Timeout, then
+	// get 503. Defaults to 2.
+	MaxInFlight int
 }
 
 // Limits of a request.
@@ -55,6 +60,7 @@ type handler struct {
 	cfg   Config
 	token [sha256.Size]byte
 	mux   *http.ServeMux
+	turns chan struct{} // a token per request allowed at the database
 }
 
 // NewHandler returns an http.Handler that serves cfg.Store's admin calls as
@@ -67,13 +73,20 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("admin: Config.Timeout %v is negative", cfg.Timeout)
 	}
+	if cfg.MaxInFlight < 0 {
+		return nil, fmt.Errorf("admin: Config.MaxInFlight %d is negative", cfg.MaxInFlight)
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 2
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &handler{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux()}
+	h := &handler{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux(),
+		turns: make(chan struct{}, cfg.MaxInFlight)}
 	h.route("/stats", http.MethodGet, h.stats)
 	h.route("/backlog", http.MethodGet, h.backlog)
 	h.route("/messages", http.MethodGet, h.list)
@@ -94,6 +107,18 @@ func (h *handler) route(path, method string, fn func(http.ResponseWriter, *http.
 		if r.Method != method && (method != http.MethodGet || r.Method != http.MethodHead) {
 			w.Header().Set("Allow", method)
 			fail(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method))
+			return
+		}
+		wait := time.NewTimer(h.cfg.Timeout)
+		defer wait.Stop()
+		select {
+		case h.turns <- struct{}{}:
+			defer func() { <-h.turns }()
+		case <-wait.C:
+			w.Header().Set("Retry-After", "1")
+			fail(w, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d requests are at the database already (MaxInFlight); try again", h.cfg.MaxInFlight))
+			return
+		case <-r.Context().Done():
 			return
 		}
 		fn(w, r)

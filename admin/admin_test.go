@@ -273,3 +273,51 @@ func TestStoreErrors(t *testing.T) {
 		t.Fatalf("%d %s", code, body)
 	}
 }
+
+// blockingStore holds Stats until released, to fill the handler's turns.
+type blockingStore struct {
+	fakeStore
+	entered chan struct{}
+	release chan struct{}
+}
+
+// Stats ignores ctx: a slow database that does not heed it.
+func (b *blockingStore) Stats(context.Context) (outbox.Stats, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return outbox.Stats{}, nil
+}
+
+func TestMaxInFlight(t *testing.T) {
+	st := &blockingStore{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	h := newTestHandler(t, st, Config{MaxInFlight: 2, Timeout: 300 * time.Millisecond})
+	done := make(chan int, 2)
+	for range 2 {
+		go func() {
+			code, _ := do(t, h, "GET", "/stats", "")
+			done <- code
+		}()
+	}
+	<-st.entered
+	<-st.entered
+	// A third request waits for a turn, then gets 503; nothing reached the store.
+	code, body := do(t, h, "GET", "/stats", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "MaxInFlight") {
+		t.Fatalf("a third request: %d %s", code, body)
+	}
+	if len(st.entered) != 0 {
+		t.Fatal("the third request reached the store")
+	}
+	close(st.release)
+	for range 2 {
+		if code := <-done; code != http.StatusOK {
+			t.Fatalf("a request in flight: %d", code)
+		}
+	}
+	if code, _ := do(t, h, "GET", "/stats", ""); code != http.StatusOK {
+		t.Fatalf("after the turns came back: %d", code)
+	}
+	if _, err := NewHandler(Config{Store: st, MaxInFlight: -1}); err == nil {
+		t.Fatal("a negative MaxInFlight was taken")
+	}
+}

@@ -26,7 +26,8 @@
 // Every other answer is an Error, {"error": "..."}, with the status that
 // fits: 400 for a request to fix, 401 without the token, 403 for a retry or
 // a drop on a read-only handler, 404, 405, 415, 500 for a database error,
-// 504 when Config.Timeout ran out.
+// 503 when Config.MaxInFlight requests held the database for all of
+// Config.Timeout, 504 when Config.Timeout ran out at the database.
 //
 // # Safety
 //

@@ -8,10 +8,15 @@ import (
 	"github.com/outbox-go/outbox/admin"
 )
 
+// adminInFlight is how many admin requests use the database at once; the
+// relay's pool has that many connections more.
+const adminInFlight = 2
+
 // serveAdmin serves the admin handler (package admin) under /admin/ on s,
 // for outbox relay --admin-addr.
 func serveAdmin(s *httpServer, store outbox.Store, o *relayOptions, log *slog.Logger) error {
-	h, err := admin.NewHandler(admin.Config{Store: store, Writable: o.adminWritable, Token: o.adminToken, Logger: log})
+	h, err := admin.NewHandler(admin.Config{Store: store, Writable: o.adminWritable, Token: o.adminToken, Logger: log,
+		MaxInFlight: adminInFlight})
 	if err != nil {
 		return err
 	}

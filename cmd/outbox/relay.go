@@ -64,7 +64,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
 	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
 	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
-	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, unless the DSN sets pool_max_conns)")
+	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, 2 more with --admin-addr and 1 with a cleanup, unless the DSN sets pool_max_conns)")
 	f.stringVar(&o.metricsAddr, "metrics-addr", "", "ADDR",
 		"serve Prometheus metrics at http://ADDR/metrics while the relay runs, off unless set; ADDR is HOST:PORT or :PORT "+
 			"(port 0 takes a free one, which the log names): messages by topic and outcome, batch durations, "+
@@ -135,7 +135,17 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer closeP()
 		pubs = append(pubs, p)
 	}
-	db.dsn = withPoolSize(db.dsn, 2*o.workers+2) // each relay may hold a claim ahead
+	// Each relay may hold a claim ahead (two connections), with two to
+	// spare; the admin API and the cleaner get their own on top, so that
+	// neither makes a relay wait for a connection.
+	conns := 2*o.workers + 2
+	if o.adminAddr != "" {
+		conns += adminInFlight
+	}
+	if o.cleanupAge > 0 || o.cleanupInbox > 0 {
+		conns++
+	}
+	db.dsn = withPoolSize(db.dsn, conns)
 	d, err := db.open(ctx, true)
 	if err != nil {
 		return startUpFailed(ctx, log, err)
