@@ -321,3 +321,45 @@ func TestMaxInFlight(t *testing.T) {
 		t.Fatal("a negative MaxInFlight was taken")
 	}
 }
+
+// FuzzRequests sends arbitrary queries and bodies: the handler answers each
+// with JSON and a 200, 400, 404 or 415, never panics, and never hands the
+// store a filter outside its bounds.
+func FuzzRequests(f *testing.F) {
+	f.Add("status=dead&limit=10&after_id=3&topic=t", `{"msg_ids":["a"]}`)
+	f.Add("limit=-1", `{"all":true,"yes":true}`)
+	f.Add("status=NEW&status=SENT", `{"msg_ids":[""]}`)
+	f.Add("%zz", `[`)
+	st := &fakeStore{msgs: []outbox.Message{{ID: 1, MsgID: "a", Topic: "t", Status: outbox.StatusDead}}}
+	h, err := NewHandler(Config{Store: st, Writable: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, query, body string) {
+		for _, c := range []struct{ method, target, body string }{
+			{"GET", "/messages?" + query, ""},
+			{"POST", "/dead/retry", body},
+			{"POST", "/dead/drop", body},
+		} {
+			req := httptest.NewRequest(c.method, "/", strings.NewReader(c.body))
+			req.URL.Path, req.URL.RawQuery, _ = strings.Cut(c.target, "?")
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			switch rec.Code {
+			case 200, 400, 404, 415:
+			default:
+				t.Fatalf("%s %s %q: %d %s", c.method, c.target, c.body, rec.Code, rec.Body)
+			}
+			if !json.Valid(rec.Body.Bytes()) {
+				t.Fatalf("%s %s: not JSON: %q", c.method, c.target, rec.Body)
+			}
+			if lf := st.lastFilter; lf.Limit < 0 || lf.Limit > MaxListLimit || lf.AfterID < 0 {
+				t.Fatalf("the store got %+v", lf)
+			}
+			if len(st.lastDead.MsgIDs) > MaxSelection {
+				t.Fatalf("the store got %d msg_ids", len(st.lastDead.MsgIDs))
+			}
+		}
+	})
+}
