@@ -31,7 +31,7 @@ var commands = []command{
 	{"relay", "move messages from the outbox table to a broker until SIGTERM/SIGINT", runRelay},
 	{"stats", "show pending, oldest pending age, sent and dead messages, per topic", runStats},
 	{"dead", "list, show, retry or drop messages that ran out of retries", runDead},
-	{"cleanup", "delete SENT messages older than a given age", runCleanup},
+	{"cleanup", "delete SENT messages and inbox records older than a given age", runCleanup},
 	{"demo", "run the transfer scenario end to end on embedded services, no set-up", runDemo},
 	{"bench", "measure the relay's throughput", runBench},
 	{"version", "print the version of this binary", runVersion},
