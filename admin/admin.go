@@ -288,7 +288,7 @@ func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, "retry dead messages", err)
 		return
 	}
-	h.cfg.Logger.Info("outbox admin: DEAD messages retried", "retried", n, "msg_ids", len(sel.MsgIDs), "all", sel.All,
+	h.cfg.Logger.Info("outbox admin: DEAD messages retried", "retried", n, "msg_ids", logIDs(sel.MsgIDs), "all", sel.All,
 		"topic", sel.Topic, "remote", r.RemoteAddr)
 	reply(w, http.StatusOK, Changed{Retried: &n, Unmatched: unmatched(sel, n)})
 }
@@ -309,7 +309,7 @@ func (h *handler) drop(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, "drop dead messages", err)
 		return
 	}
-	h.cfg.Logger.Info("outbox admin: DEAD messages dropped", "dropped", n, "msg_ids", len(sel.MsgIDs), "all", sel.All,
+	h.cfg.Logger.Info("outbox admin: DEAD messages dropped", "dropped", n, "msg_ids", logIDs(sel.MsgIDs), "all", sel.All,
 		"topic", sel.Topic, "remote", r.RemoteAddr)
 	reply(w, http.StatusOK, Changed{Dropped: &n, Unmatched: unmatched(sel, n)})
 }
@@ -355,6 +355,17 @@ func (h *handler) selection(w http.ResponseWriter, r *http.Request, verb string)
 		}
 	}
 	return sel, outbox.DeadFilter{MsgIDs: sel.MsgIDs, All: sel.All, Topic: sel.Topic}, true
+}
+
+// logIDs is what the log says of the msg_ids a retry or a drop named: the
+// ids themselves, for the record (a dropped row is gone), up to 20, then
+// how many more.
+func logIDs(ids []string) string {
+	const shown = 20
+	if len(ids) <= shown {
+		return strings.Join(ids, ",")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:shown], ","), len(ids)-shown)
 }
 
 func unmatched(sel Selection, n int64) int64 {

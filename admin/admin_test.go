@@ -262,6 +262,19 @@ func TestSelection(t *testing.T) {
 	}
 }
 
+func TestLogIDs(t *testing.T) {
+	if got := logIDs([]string{"a", "b"}); got != "a,b" {
+		t.Fatalf("%q", got)
+	}
+	ids := make([]string, 25)
+	for i := range ids {
+		ids[i] = "m"
+	}
+	if got := logIDs(ids); !strings.HasSuffix(got, "m and 5 more") || strings.Count(got, "m") != 21 {
+		t.Fatalf("%q", got)
+	}
+}
+
 func TestStoreErrors(t *testing.T) {
 	st := &fakeStore{err: errors.New("connection refused")}
 	h := newTestHandler(t, st, Config{Writable: true})

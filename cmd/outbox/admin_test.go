@@ -94,7 +94,7 @@ func TestRelayAdmin(t *testing.T) {
 			!strings.Contains(m.LastError, "via the admin handler") {
 			t.Fatalf("GET /admin/messages/order-3:OrderPaid: %d %s", code, body)
 		}
-		if !strings.Contains(stderr(), "DEAD messages retried") {
+		if !strings.Contains(stderr(), "DEAD messages retried") || !strings.Contains(stderr(), "msg_ids=order-3:OrderPaid") {
 			t.Errorf("the retry was not logged:\n%s", stderr())
 		}
 		if r := stop(); r.code != 0 {
