@@ -34,6 +34,16 @@ type CleanerConfig struct {
 	// Logger gets a line for each round that deleted rows, and for failures.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// Hooks are optional observers (see CleanupHook).
+	Hooks []any
+}
+
+// CleanupHook is an optional hook, called after every round of a Cleaner's
+// Run with what the round deleted and the error that ended it, if any (nil
+// for a round cut short by the end of Run's context). plugin/outboxprom's
+// Metrics is one.
+type CleanupHook interface {
+	OnCleanup(ctx context.Context, report CleanerReport, err error)
 }
 
 // Cleaner deletes old SENT messages from an outbox table, and old records
@@ -44,6 +54,7 @@ type CleanerConfig struct {
 type Cleaner struct {
 	store Store
 	cfg   CleanerConfig
+	hooks []CleanupHook
 }
 
 // NewCleaner returns a Cleaner of store's tables. It refuses a config it
@@ -74,7 +85,15 @@ func NewCleaner(store Store, cfg CleanerConfig) (*Cleaner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Cleaner{store: store, cfg: cfg}, nil
+	c := &Cleaner{store: store, cfg: cfg}
+	for _, h := range cfg.Hooks {
+		ch, ok := h.(CleanupHook)
+		if !ok {
+			return nil, fmt.Errorf("outbox: NewCleaner: hook %T implements no known hook interface", h)
+		}
+		c.hooks = append(c.hooks, ch)
+	}
+	return c, nil
 }
 
 // Config returns the cleaner's configuration with its defaults filled in.
@@ -93,9 +112,17 @@ func (c *Cleaner) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		rep, err := c.RunOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
+		stopping := ctx.Err() != nil
+		if stopping {
+			err = nil // cut short by the stop, not failed: what it deleted still counts
+		}
+		for _, h := range c.hooks {
+			h.OnCleanup(ctx, rep, err)
+		}
+		if stopping {
 			return nil
+		}
+		switch {
 		case err != nil:
 			c.cfg.Logger.Warn("outbox cleaner: round failed; trying again after the interval",
 				"error", err, "deleted_sent", rep.Sent, "deleted_consumed", rep.Consumed, "interval", c.cfg.Interval)

@@ -3,7 +3,9 @@ package outbox
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,5 +148,70 @@ func TestCleanerRunOutlivesFailures(t *testing.T) {
 	out := logs.String()
 	if !strings.Contains(out, "round failed") || !strings.Contains(out, "sent=10 table=outbox consumed=0") {
 		t.Fatalf("logs:\n%s", out)
+	}
+}
+
+// roundHook records what CleanupHook.OnCleanup is given.
+type roundHook struct {
+	mu     sync.Mutex
+	rounds []CleanerReport
+	errs   []error
+}
+
+func (h *roundHook) OnCleanup(_ context.Context, rep CleanerReport, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rounds = append(h.rounds, rep)
+	h.errs = append(h.errs, err)
+}
+
+func TestCleanerHooks(t *testing.T) {
+	if _, err := NewCleaner(&deleteStore{}, CleanerConfig{OlderThan: time.Hour, Hooks: []any{"not a hook"}}); err == nil ||
+		!strings.Contains(err.Error(), "string") {
+		t.Fatalf("a value that is no hook: %v", err)
+	}
+	st := &deleteStore{fail: errors.New("connection refused")}
+	h := &roundHook{}
+	c, err := NewCleaner(st, CleanerConfig{OlderThan: time.Hour, InboxOlderThan: time.Hour, Interval: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Hooks: []any{h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	rounds := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.rounds)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for rounds() < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	st.mu.Lock()
+	st.fail, st.left, st.inbox = nil, 3, 4
+	st.mu.Unlock()
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		found := slices.Contains(h.rounds, CleanerReport{Sent: 3, Consumed: 4})
+		h.mu.Unlock()
+		if found {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.errs[0] == nil || h.rounds[0] != (CleanerReport{}) {
+		t.Fatalf("the failed round: %+v, %v", h.rounds[0], h.errs[0])
+	}
+	i := slices.Index(h.rounds, CleanerReport{Sent: 3, Consumed: 4})
+	if i < 0 || h.errs[i] != nil {
+		t.Fatalf("no round reported 3 and 4 deleted without an error: %+v %v", h.rounds, h.errs)
 	}
 }

@@ -166,7 +166,8 @@ func TestRelayAdminAndCleanupFlagErrors(t *testing.T) {
 
 // TestRelayCleanup: with --cleanup-older-than the relay deletes the SENT
 // rows once they are old enough, and leaves the DEAD one; with
-// --cleanup-inbox-older-than, the old inbox records.
+// --cleanup-inbox-older-than, the old inbox records; --metrics-addr counts
+// them.
 func TestRelayCleanup(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, true, func(t *testing.T, b *backend) {
@@ -178,7 +179,9 @@ func TestRelayCleanup(t *testing.T) {
 		b.exec(t, "UPDATE consumed_msg SET consumed_at = "+b.tenDaysAgo+" WHERE msg_id = 'old'")
 		var stderr func() string
 		stop := startRelayLogged(t, &stderr, []string{"OUTBOX_CLEANUP_OLDER_THAN=1s"},
-			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms", "--cleanup-interval", "200ms", "--cleanup-inbox-older-than", "168h")
+			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms", "--cleanup-interval", "200ms", "--cleanup-inbox-older-than", "168h",
+			"--metrics-addr", "127.0.0.1:0")
+		metrics := urlInLog(t, stderr, metricsURL)
 		waitFor(t, "the SENT rows deleted", 30*time.Second, func() bool { return b.count(t, "1 = 1") == 1 })
 		if b.status(t, "parked") != 2 {
 			t.Fatal("the DEAD row is gone")
@@ -191,6 +194,18 @@ func TestRelayCleanup(t *testing.T) {
 		}
 		if !strings.Contains(stderr(), "deleted old rows") || !strings.Contains(stderr(), "sent=3") {
 			t.Errorf("the cleanup was not logged:\n%s", stderr())
+		}
+		var body string
+		waitFor(t, "the cleanup counted in the metrics", 30*time.Second, func() bool {
+			body = scrape(t, metrics)
+			return strings.Contains(body, `outbox_cleanup_deleted_rows_total{rows="consumed"} 1`) &&
+				strings.Contains(body, `outbox_cleanup_deleted_rows_total{rows="sent"} 3`)
+		})
+		for _, want := range []string{`outbox_cleanup_deleted_rows_total{rows="sent"} 3`, `outbox_cleanup_deleted_rows_total{rows="consumed"} 1`,
+			`outbox_cleanup_rounds_total{result="failed"} 0`, "\noutbox_cleanup_last_success_timestamp_seconds "} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the metrics lack %q:\n%s", want, body)
+			}
 		}
 		if r := stop(); r.code != 0 {
 			t.Fatalf("relay after SIGTERM: %s", r)

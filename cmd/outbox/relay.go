@@ -162,12 +162,14 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	totals := &relayTotals{}
 	hooks := []any{&batchLogger{log: log, totals: totals}}
+	var cleanupHooks []any
 	if metrics != nil {
 		m, err := serveMetrics(metrics, d.Store, log)
 		if err != nil {
 			return err
 		}
 		hooks = append(hooks, m)
+		cleanupHooks = append(cleanupHooks, m)
 	}
 	if adminSrv != nil {
 		if err := serveAdmin(adminSrv, d.Store, &o, log); err != nil {
@@ -214,7 +216,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cleaned := make(chan struct{})
 	if o.cleanupAge > 0 || o.cleanupInbox > 0 {
 		c, err := outbox.NewCleaner(d.Store, outbox.CleanerConfig{OlderThan: o.cleanupAge, InboxOlderThan: o.cleanupInbox,
-			Interval: o.cleanupEvery, Logger: log})
+			Interval: o.cleanupEvery, Logger: log, Hooks: cleanupHooks})
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,14 @@
 //	outbox_relay_stage_duration_seconds{stage}      histogram: stage is claim, publish or mark
 //	outbox_relay_last_batch_timestamp_seconds       gauge: when the last batch finished (unix time)
 //
+// Passed to an [outbox.Cleaner] as well ([outbox.CleanerConfig].Hooks), it
+// counts the cleaner's rounds ([outbox.CleanupHook]); these series appear
+// once a cleaner has reported:
+//
+//	outbox_cleanup_deleted_rows_total{rows}          counter: rows is sent (outbox) or consumed (inbox)
+//	outbox_cleanup_rounds_total{result}              counter: result is ok or failed
+//	outbox_cleanup_last_success_timestamp_seconds    gauge: when a round last finished without an error
+//
 // With [Backlog], each scrape also reads the outbox table's backlog (at most
 // once per [BacklogInterval], each read bounded by [BacklogTimeout]):
 //
@@ -48,7 +56,8 @@
 // outbox_backlog_up == 0. A relay that has work but finishes no batch:
 // time() - outbox_relay_last_batch_timestamp_seconds > 120 and
 // outbox_pending_messages > 0 (a relay that claims nothing, because there is
-// nothing to claim, reports no batch).
+// nothing to claim, reports no batch). The cleanup fails:
+// increase(outbox_cleanup_rounds_total{result="failed"}[1h]) > 0.
 //
 // # Topics
 //

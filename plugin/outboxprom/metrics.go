@@ -24,6 +24,11 @@ type Metrics struct {
 	mark          prometheus.Observer
 	lastBatch     prometheus.Gauge
 
+	// The cleaner's series (CleanupHook), exported once a cleaner reports.
+	cleanupDeleted *prometheus.CounterVec
+	cleanupRounds  *prometheus.CounterVec
+	cleanupLastOK  *prometheus.GaugeVec
+
 	// topics holds the counters of each topic seen, by outcome kind, so that
 	// a batch resolves each of its topics' label values once.
 	mu     sync.RWMutex
@@ -46,6 +51,7 @@ var outcomeNames = [4]string{
 
 var (
 	_ outbox.BatchHook     = (*Metrics)(nil)
+	_ outbox.CleanupHook   = (*Metrics)(nil)
 	_ prometheus.Collector = (*Metrics)(nil)
 )
 
@@ -82,6 +88,18 @@ func New(opts ...Opt) (*Metrics, error) {
 			Namespace: c.namespace, Subsystem: "relay", Name: "last_batch_timestamp_seconds",
 			Help: "When the relay last finished a batch, in seconds since the Unix epoch.",
 		}),
+		cleanupDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: c.namespace, Subsystem: "cleanup", Name: "deleted_rows_total",
+			Help: "Rows an outbox.Cleaner deleted: rows is sent (SENT messages of the outbox table) or consumed (records of the inbox table).",
+		}, []string{"rows"}),
+		cleanupRounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: c.namespace, Subsystem: "cleanup", Name: "rounds_total",
+			Help: "Rounds an outbox.Cleaner ran, by result: ok or failed.",
+		}, []string{"result"}),
+		cleanupLastOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: c.namespace, Subsystem: "cleanup", Name: "last_success_timestamp_seconds",
+			Help: "When an outbox.Cleaner last finished a round without an error, in seconds since the Unix epoch.",
+		}, nil),
 		topics: map[string]*outcomeCounters{},
 	}
 	m.claim = m.stageDuration.WithLabelValues("claim")
@@ -205,9 +223,28 @@ func (m *Metrics) newCounters(label string) *outcomeCounters {
 	return c
 }
 
+// OnCleanup implements outbox.CleanupHook: pass the Metrics to a Cleaner in
+// outbox.CleanerConfig.Hooks too, and it counts the cleaner's rounds and
+// the rows they deleted.
+func (m *Metrics) OnCleanup(_ context.Context, rep outbox.CleanerReport, err error) {
+	m.cleanupDeleted.WithLabelValues("sent").Add(float64(rep.Sent))
+	m.cleanupDeleted.WithLabelValues("consumed").Add(float64(rep.Consumed))
+	if err != nil {
+		m.cleanupRounds.WithLabelValues("ok")
+		m.cleanupRounds.WithLabelValues("failed").Inc()
+		return
+	}
+	m.cleanupRounds.WithLabelValues("failed")
+	m.cleanupRounds.WithLabelValues("ok").Inc()
+	m.cleanupLastOK.WithLabelValues().SetToCurrentTime()
+}
+
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.messages.Describe(ch)
+	m.cleanupDeleted.Describe(ch)
+	m.cleanupRounds.Describe(ch)
+	m.cleanupLastOK.Describe(ch)
 	m.batches.Describe(ch)
 	m.batchDuration.Describe(ch)
 	m.stageDuration.Describe(ch)
@@ -222,6 +259,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // the database up to BacklogTimeout.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.messages.Collect(ch)
+	m.cleanupDeleted.Collect(ch)
+	m.cleanupRounds.Collect(ch)
+	m.cleanupLastOK.Collect(ch)
 	m.batches.Collect(ch)
 	m.batchDuration.Collect(ch)
 	m.stageDuration.Collect(ch)

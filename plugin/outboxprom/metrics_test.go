@@ -104,6 +104,35 @@ outbox_relay_messages_total{outcome="sent",topic="b"} 3
 	}
 }
 
+func TestOnCleanup(t *testing.T) {
+	t.Parallel()
+	m, reg := newMetrics(t)
+	ctx := context.Background()
+	if n := testutil.CollectAndCount(m, "outbox_cleanup_rounds_total", "outbox_cleanup_last_success_timestamp_seconds"); n != 0 {
+		t.Fatalf("%d cleanup series before any cleaner reported, want none", n)
+	}
+	m.OnCleanup(ctx, outbox.CleanerReport{Sent: 1000, Consumed: 20}, nil)
+	m.OnCleanup(ctx, outbox.CleanerReport{Sent: 7}, errors.New("connection refused"))
+	m.OnCleanup(ctx, outbox.CleanerReport{}, nil)
+	want := `
+# HELP outbox_cleanup_deleted_rows_total Rows an outbox.Cleaner deleted: rows is sent (SENT messages of the outbox table) or consumed (records of the inbox table).
+# TYPE outbox_cleanup_deleted_rows_total counter
+outbox_cleanup_deleted_rows_total{rows="consumed"} 20
+outbox_cleanup_deleted_rows_total{rows="sent"} 1007
+# HELP outbox_cleanup_rounds_total Rounds an outbox.Cleaner ran, by result: ok or failed.
+# TYPE outbox_cleanup_rounds_total counter
+outbox_cleanup_rounds_total{result="failed"} 1
+outbox_cleanup_rounds_total{result="ok"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "outbox_cleanup_deleted_rows_total", "outbox_cleanup_rounds_total"); err != nil {
+		t.Fatal(err)
+	}
+	v := testutil.ToFloat64(m.cleanupLastOK.WithLabelValues())
+	if age := time.Since(time.Unix(0, int64(v*1e9))); age < 0 || age > time.Minute {
+		t.Fatalf("last success %g is %s ago", v, age)
+	}
+}
+
 func TestManyTopicsInOneBatch(t *testing.T) {
 	t.Parallel()
 	m, _ := newMetrics(t)
