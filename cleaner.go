@@ -85,15 +85,11 @@ func NewCleaner(store Store, cfg CleanerConfig) (*Cleaner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Cleaner{store: store, cfg: cfg}
-	for _, h := range cfg.Hooks {
-		ch, ok := h.(CleanupHook)
-		if !ok {
-			return nil, fmt.Errorf("outbox: NewCleaner: hook %T implements no known hook interface", h)
-		}
-		c.hooks = append(c.hooks, ch)
+	hooks, err := hooksOf[CleanupHook]("NewCleaner", cfg.Hooks)
+	if err != nil {
+		return nil, err
 	}
-	return c, nil
+	return &Cleaner{store: store, cfg: cfg, hooks: hooks}, nil
 }
 
 // Config returns the cleaner's configuration with its defaults filled in.

@@ -139,14 +139,26 @@ func NewRelay(store Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	}
 	r := &Relay{store: store, pub: pub, cfg: cfg, wake: make(chan struct{}, 1),
 		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
-	for _, h := range cfg.Hooks {
-		bh, ok := h.(BatchHook)
-		if !ok {
-			return nil, fmt.Errorf("outbox: NewRelay: hook %T implements no known hook interface", h)
-		}
-		r.hooks = append(r.hooks, bh)
+	hooks, err := hooksOf[BatchHook]("NewRelay", cfg.Hooks)
+	if err != nil {
+		return nil, err
 	}
+	r.hooks = hooks
 	return r, nil
+}
+
+// hooksOf returns hooks as T, the hook interface of what fn builds, and
+// refuses a value that is not one.
+func hooksOf[T any](fn string, hooks []any) ([]T, error) {
+	var out []T
+	for _, h := range hooks {
+		t, ok := h.(T)
+		if !ok {
+			return nil, fmt.Errorf("outbox: %s: hook %T implements no known hook interface", fn, h)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // Config returns the relay's configuration with defaults applied.

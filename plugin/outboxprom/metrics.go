@@ -241,14 +241,9 @@ func (m *Metrics) OnCleanup(_ context.Context, rep outbox.CleanerReport, err err
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	m.messages.Describe(ch)
-	m.cleanupDeleted.Describe(ch)
-	m.cleanupRounds.Describe(ch)
-	m.cleanupLastOK.Describe(ch)
-	m.batches.Describe(ch)
-	m.batchDuration.Describe(ch)
-	m.stageDuration.Describe(ch)
-	m.lastBatch.Describe(ch)
+	for _, c := range m.own() {
+		c.Describe(ch)
+	}
 	if m.backlog != nil {
 		m.backlog.describe(ch)
 	}
@@ -258,15 +253,16 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // the backlog (see BacklogInterval and BacklogTimeout) and so may wait for
 // the database up to BacklogTimeout.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	m.messages.Collect(ch)
-	m.cleanupDeleted.Collect(ch)
-	m.cleanupRounds.Collect(ch)
-	m.cleanupLastOK.Collect(ch)
-	m.batches.Collect(ch)
-	m.batchDuration.Collect(ch)
-	m.stageDuration.Collect(ch)
-	m.lastBatch.Collect(ch)
+	for _, c := range m.own() {
+		c.Collect(ch)
+	}
 	if m.backlog != nil {
 		m.backlog.collect(ch)
 	}
+}
+
+// own lists the series the hooks count, which Describe and Collect pass on.
+func (m *Metrics) own() []prometheus.Collector {
+	return []prometheus.Collector{m.messages, m.batches, m.batchDuration, m.stageDuration, m.lastBatch,
+		m.cleanupDeleted, m.cleanupRounds, m.cleanupLastOK}
 }
