@@ -36,6 +36,12 @@ var (
 	// count the attempt against the message's retry budget. Wrap with Unavailable.
 	ErrUnavailable = errors.New("outbox: broker unavailable")
 
+	// ErrUndeliverable marks a publish error that means this message can
+	// never be carried by the transport (a field over one of its size limits,
+	// a character it refuses): no retry can help. The relay makes the message
+	// DEAD at once, with the error in last_error. Wrap with Undeliverable.
+	ErrUndeliverable = errors.New("outbox: message cannot be carried by the transport")
+
 	// ErrHeldBack marks a message a publisher did not attempt because an
 	// earlier message with the same key failed in the same batch. The relay
 	// leaves it untouched (no retry spent) and does not pause.
@@ -114,6 +120,27 @@ func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.e
 
 // IsUnavailable reports whether err means the broker could not be reached at all.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// Undeliverable wraps err so that IsUndeliverable reports true: the
+// transport can never carry this message, and the relay makes it DEAD at once
+// instead of retrying it. A publisher returns it for a message it checked
+// before sending (a header over the transport's size limit, a character the
+// transport refuses), never for a message that reached the broker.
+func Undeliverable(err error) error {
+	if err == nil || IsUndeliverable(err) {
+		return err
+	}
+	return &undeliverableError{err: err}
+}
+
+type undeliverableError struct{ err error }
+
+func (e *undeliverableError) Error() string   { return "undeliverable: " + e.err.Error() }
+func (e *undeliverableError) Unwrap() []error { return []error{ErrUndeliverable, e.err} }
+
+// IsUndeliverable reports whether err means the transport can never carry the
+// message.
+func IsUndeliverable(err error) bool { return errors.Is(err, ErrUndeliverable) }
 
 // WithRetryAfter wraps err so that RetryAfter(err) reports d: the broker or
 // endpoint asked not to be sent anything for d (an HTTP Retry-After, a

@@ -635,7 +635,7 @@ func (r *Relay) outcome(m Message, err error) Outcome {
 		return Outcome{Kind: OutcomeRelease}
 	}
 	text := errorText(err)
-	if m.Retries+1 >= r.cfg.MaxRetries {
+	if IsUndeliverable(err) || m.Retries+1 >= r.cfg.MaxRetries {
 		return Outcome{Kind: OutcomeDead, Error: text}
 	}
 	return Outcome{Kind: OutcomeRetry, Error: text, Delay: r.backoff(m.Retries)}
