@@ -27,13 +27,25 @@ type RelayConfig struct {
 	RetryBase time.Duration
 	// RetryMax caps the delay between a message's attempts. Defaults to 10m.
 	RetryMax time.Duration
+	// RetryBudget is the least time for which a refused message is retried:
+	// it becomes DEAD only once it has failed MaxRetries times and
+	// RetryBudget has passed since it was written, so that no outage shorter
+	// than that can kill messages, whatever the broker answered. Its
+	// attempts after the MaxRetries-th come RetryMax apart. A message the
+	// transport can never carry (IsUndeliverable) is DEAD at once. A
+	// negative value turns the budget off. Defaults to 24h.
+	RetryBudget time.Duration
+	// ProbeInterval is how often the relay tries one message while the
+	// broker is down: it resumes within about ProbeInterval of the broker's
+	// return. Defaults to 1s.
+	ProbeInterval time.Duration
 	// PublishTimeout bounds one Publish call. Defaults to 30s.
 	PublishTimeout time.Duration
-	// PauseBase is the first pause when the broker cannot be reached or the
-	// database fails; it doubles up to PauseMax while the trouble lasts.
-	// Defaults to 500ms.
+	// PauseBase is the first pause when the broker is down or the database
+	// fails; it doubles while the trouble lasts, up to ProbeInterval for the
+	// broker and up to PauseMax for the database. Defaults to 500ms.
 	PauseBase time.Duration
-	// PauseMax caps that pause. It also caps the wait a broker asks for with
+	// PauseMax caps the pause after a database failure. It also caps the wait a broker asks for with
 	// an unavailable error (an HTTP Retry-After; see RetryAfter): the relay
 	// pauses for the longer of its own pause and the broker's wait, but never
 	// longer than PauseMax, so that a mistaken or hostile "Retry-After: 86400"
@@ -79,6 +91,8 @@ func (cfg RelayConfig) WithDefaults() RelayConfig {
 	def(&cfg.Interval, 200*time.Millisecond)
 	def(&cfg.RetryBase, time.Second)
 	def(&cfg.RetryMax, 10*time.Minute)
+	def(&cfg.RetryBudget, 24*time.Hour)
+	def(&cfg.ProbeInterval, time.Second)
 	def(&cfg.PublishTimeout, 30*time.Second)
 	def(&cfg.PauseBase, 500*time.Millisecond)
 	def(&cfg.PauseMax, 30*time.Second)
@@ -96,7 +110,7 @@ func (cfg RelayConfig) validate() error {
 		return fmt.Errorf("outbox: relay: BatchSize %d is out of range 1..10000", cfg.BatchSize)
 	case cfg.MaxRetries < 1:
 		return fmt.Errorf("outbox: relay: MaxRetries %d must be at least 1", cfg.MaxRetries)
-	case cfg.Interval < 0, cfg.RetryBase < 0, cfg.PublishTimeout < 0, cfg.PauseBase < 0, cfg.RescanInterval < 0:
+	case cfg.Interval < 0, cfg.RetryBase < 0, cfg.PublishTimeout < 0, cfg.PauseBase < 0, cfg.RescanInterval < 0, cfg.ProbeInterval < 0:
 		return fmt.Errorf("outbox: relay: durations must not be negative")
 	case cfg.RetryMax < cfg.RetryBase:
 		return fmt.Errorf("outbox: relay: RetryMax %s is below RetryBase %s", cfg.RetryMax, cfg.RetryBase)
@@ -117,6 +131,9 @@ type Relay struct {
 	cfg   RelayConfig
 	hooks []BatchHook
 	wake  chan struct{}
+	// health decides how much each batch attempts and tells an outage from
+	// a poison message.
+	health *health
 
 	mu  sync.Mutex
 	rnd *rand.Rand
@@ -137,7 +154,7 @@ func NewRelay(store Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{store: store, pub: pub, cfg: cfg, wake: make(chan struct{}, 1),
+	r := &Relay{store: store, pub: pub, cfg: cfg, wake: make(chan struct{}, 1), health: newHealth(cfg.BatchSize),
 		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 	hooks, err := hooksOf[BatchHook]("NewRelay", cfg.Hooks)
 	if err != nil {
@@ -191,6 +208,12 @@ type BatchReport struct {
 	// batch waited for the batch before it: summed over a run, they tell
 	// whether the database or the broker sets the pace.
 	ClaimDuration, PublishDuration, MarkDuration time.Duration
+
+	// Outage is set when the relay took the batch's failures for an outage
+	// of the broker (unreachable, or many messages refused alike): it then
+	// pauses, probing one message every ProbeInterval, and spends no
+	// retries.
+	Outage error
 
 	// fromCursor: the claim started past the previous batch, so a short
 	// batch does not prove that nothing is due below it.
@@ -275,7 +298,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				}
 			}
 		}
-		if len(b.msgs) >= r.cfg.BatchSize || b.fromCursor {
+		if len(b.msgs) >= b.limit || b.fromCursor {
 			continue // more may be due: a full batch, or rows below the cursor
 		}
 		if !r.sleep(ctx, r.cfg.Interval) {
@@ -394,26 +417,36 @@ func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time
 		}
 		return pause
 	}
-	rep, outcomes := r.publishBatch(ctx, b)
+	rep, outcomes, j := r.publishBatch(ctx, b)
 	endTurn := p.dbTurn()
 	rep, err := r.finishBatch(ctx, b, rep, outcomes)
 	endTurn()
+	// The broker's own word on when to come back (a Retry-After) may
+	// lengthen a pause, not the backoff: the next pause doubles from the
+	// relay's own.
+	asked := min(RetryAfter(j.reason), r.cfg.PauseMax)
 	switch {
 	case err != nil:
 		pause = r.nextPause(pause)
 		p.pauseFor(pause)
 		log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
-	case rep.unavailable() != nil:
-		pause = r.nextPause(pause)
-		// The broker's own word on when to come back (a Retry-After) may
-		// lengthen this pause, not the backoff: the next pause doubles from
-		// the relay's own.
-		wait := max(pause, min(rep.retryAfter(), r.cfg.PauseMax))
-		p.pauseFor(wait)
-		log.Warn("outbox relay: broker unavailable; pausing without spending retries",
-			"released", rep.Released, "error", rep.unavailable(), "pause", wait)
+	case j.verdict == outage:
+		pause = min(r.nextPause(pause), r.cfg.ProbeInterval)
+		p.pauseFor(max(pause, asked))
+		if j.opened {
+			log.Warn("outbox relay: broker outage; pausing without spending retries, probing one message every "+r.cfg.ProbeInterval.String(),
+				"released", rep.Released, "error", j.reason)
+		}
+	case j.verdict == narrow:
+		p.pauseFor(max(narrowPause, asked))
+		log.Info("outbox relay: a batch broke off as unavailable; trying fewer messages to find out whether one of them is the cause",
+			"released", rep.Released, "error", j.reason)
+		pause = 0
 	default:
 		pause = 0
+	}
+	if j.closed {
+		log.Info("outbox relay: broker is back; resuming", "down_for", j.downFor.Round(time.Millisecond), "probes", j.probes)
 	}
 	return pause
 }
@@ -480,6 +513,7 @@ func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 type batch struct {
 	claim      Claim
 	msgs       []Message
+	limit      int // the claim's limit
 	start      time.Time
 	claimTook  time.Duration // how long the store's Claim took
 	fromCursor bool
@@ -492,19 +526,20 @@ type batch struct {
 func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 	start := time.Now()
 	after := r.claimFrom(start)
-	claim, err := r.store.Claim(ctx, ClaimParams{Limit: r.cfg.BatchSize, AfterID: after, Lease: r.cfg.Lease})
+	limit := r.health.claimLimit()
+	claim, err := r.store.Claim(ctx, ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease})
 	if err != nil {
 		r.moveCursor(0)
 		return batch{}, fmt.Errorf("claim: %w", err)
 	}
 	took := time.Since(start)
 	msgs := claim.Messages()
-	if len(msgs) == r.cfg.BatchSize {
+	if len(msgs) == limit {
 		r.moveCursor(msgs[len(msgs)-1].ID)
 	} else {
 		r.moveCursor(0)
 	}
-	return batch{claim: claim, msgs: msgs, start: start, claimTook: took, fromCursor: after > 0}, nil
+	return batch{claim: claim, msgs: msgs, limit: limit, start: start, claimTook: took, fromCursor: after > 0}, nil
 }
 
 // publishWindow is how long batch b may publish from now: PublishTimeout,
@@ -522,28 +557,54 @@ func (r *Relay) publishWindow(b batch) time.Duration {
 // From here on the batch is the relay's: it is finished even if ctx is
 // cancelled.
 func (r *Relay) deliver(ctx context.Context, b batch) (BatchReport, error) {
-	rep, outcomes := r.publishBatch(ctx, b)
+	rep, outcomes, _ := r.publishBatch(ctx, b)
 	return r.finishBatch(ctx, b, rep, outcomes)
 }
 
-// publishBatch publishes a claimed batch and decides every message's outcome.
-func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outcome) {
+// publishBatch publishes a claimed batch as the relay's health plan says
+// and decides every message's outcome: the messages the plan leaves out are
+// released untouched.
+func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outcome, judgement) {
 	msgs := b.msgs
+	pl := r.health.plan(msgs)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.publishWindow(b))
 	pstart := time.Now()
-	errs := r.publish(pctx, msgs)
+	errs := make([]error, len(msgs))
+	for i := range errs {
+		errs[i] = errNotAttempted
+	}
+	first := r.publishSome(pctx, msgs, pl.first, errs)
+	var last *batchResult
+	if pl.last >= 0 && clean(first) {
+		last = &r.publishSome(pctx, msgs, []int{pl.last}, errs)[0]
+	}
 	took := time.Since(pstart)
 	cancel()
+	j := r.health.judge(msgs, pl, first, last, r.cfg.BatchSize)
 
 	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: b.fromCursor,
 		ClaimDuration: b.claimTook, PublishDuration: took}
+	if j.verdict == outage {
+		rep.Outage = j.reason
+	}
 	outcomes := make([]Outcome, len(msgs))
 	for i, m := range msgs {
-		var perr error
-		if errs != nil {
-			perr = errs[i]
+		perr := errs[i]
+		var o Outcome
+		switch {
+		case perr == errNotAttempted:
+			o = Outcome{Kind: OutcomeRelease}
+		case i == j.charge:
+			perr = chargeError(perr)
+			o = r.refusal(m, perr)
+		case j.releaseRefused && perr != nil && !IsUnavailable(perr) && !IsUndeliverable(perr) && !errors.Is(perr, ErrHeldBack):
+			o = Outcome{Kind: OutcomeRelease}
+		default:
+			o = r.outcome(m, perr)
 		}
-		o := r.outcome(m, perr)
+		if perr == errNotAttempted {
+			perr = nil
+		}
 		outcomes[i] = o
 		rep.Results[i] = MessageResult{Message: m, Outcome: o, Err: perr}
 		switch o.Kind {
@@ -557,7 +618,45 @@ func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outco
 			rep.Released++
 		}
 	}
-	return rep, outcomes
+	return rep, outcomes, j
+}
+
+// errNotAttempted marks a message the plan left out of the publish.
+var errNotAttempted = errors.New("outbox: not attempted")
+
+// publishSome publishes msgs[idx...] in one call, records each error in
+// errs and returns the results.
+func (r *Relay) publishSome(ctx context.Context, msgs []Message, idx []int, errs []error) []batchResult {
+	if len(idx) == 0 {
+		return nil
+	}
+	sub := make([]Message, len(idx))
+	for k, i := range idx {
+		sub[k] = msgs[i]
+	}
+	got := r.publish(ctx, sub)
+	out := make([]batchResult, len(idx))
+	for k, i := range idx {
+		var err error
+		if got != nil {
+			err = got[k]
+		}
+		errs[i] = err
+		out[k] = batchResult{idx: i, err: err}
+	}
+	return out
+}
+
+// clean reports whether results hold a message sent and none unavailable.
+func clean(results []batchResult) bool {
+	sent := false
+	for _, res := range results {
+		if IsUnavailable(res.err) {
+			return false
+		}
+		sent = sent || res.err == nil
+	}
+	return sent
 }
 
 // finishBatch records the outcomes of a published batch in one transaction,
@@ -633,12 +732,25 @@ func (r *Relay) outcome(m Message, err error) Outcome {
 		return Outcome{Kind: OutcomeSent}
 	case IsUnavailable(err), errors.Is(err, ErrHeldBack):
 		return Outcome{Kind: OutcomeRelease}
+	case IsUndeliverable(err):
+		return Outcome{Kind: OutcomeDead, Error: errorText(err)}
 	}
+	return r.refusal(m, err)
+}
+
+// refusal is the outcome of a refused attempt: a retry after the backoff,
+// or DEAD once the message has spent MaxRetries and RetryBudget.
+func (r *Relay) refusal(m Message, err error) Outcome {
 	text := errorText(err)
-	if IsUndeliverable(err) || m.Retries+1 >= r.cfg.MaxRetries {
+	if m.Retries+1 >= r.cfg.MaxRetries && !r.withinBudget(m) {
 		return Outcome{Kind: OutcomeDead, Error: text}
 	}
 	return Outcome{Kind: OutcomeRetry, Error: text, Delay: r.backoff(m.Retries)}
+}
+
+// withinBudget reports whether m was written less than RetryBudget ago.
+func (r *Relay) withinBudget(m Message) bool {
+	return r.cfg.RetryBudget > 0 && !m.CreatedAt.IsZero() && time.Since(m.CreatedAt) < r.cfg.RetryBudget
 }
 
 // maxErrorText is the most of an error's text a row keeps in last_error.

@@ -1,0 +1,384 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// outageStreak is how many different messages in a row, with none sent in
+// between, must be refused alike before the relay takes the refusals for an
+// outage of the broker.
+const outageStreak = 3
+
+// maxTracked bounds each set of message ids the health state remembers; a
+// set that grows past it starts again empty.
+const maxTracked = 4096
+
+// health is what the relay has learnt of the broker from the batches it
+// published: how many messages the next batch may attempt, which message is
+// suspected of breaking the connection, and whether the broker is down.
+// Relay.publishBatch consults it before a publish (plan) and feeds it every
+// result (judge). All of it is in memory: a restarted relay starts afresh,
+// which costs at most one more round of narrowing.
+type health struct {
+	mu sync.Mutex
+	// limit is the most messages the next batch attempts: BatchSize, halved
+	// after a batch that broke off as unavailable, doubled after one that
+	// went through.
+	limit int
+	// suspect failed as unavailable when it was published alone; the next
+	// batch publishes others first, and the suspect alone after them.
+	suspect int64
+	// poison holds messages charged for breaking the connection: each is
+	// published alone, after the rest of its batch, for as long as it lives.
+	poison map[int64]struct{}
+	// open: an outage. The relay pauses between probes of one message and
+	// spends no retries.
+	open      bool
+	openSince time.Time
+	probes    int
+	// streak holds the messages refused alike (signature streakSig), with
+	// none sent since the first of them.
+	streakSig string
+	streak    map[int64]struct{}
+	// refusers were refused while other messages went through: their
+	// refusals are their own, never evidence of an outage.
+	refusers map[int64]struct{}
+}
+
+func newHealth(limit int) *health {
+	return &health{limit: limit, poison: map[int64]struct{}{}, streak: map[int64]struct{}{}, refusers: map[int64]struct{}{}}
+}
+
+// plan is how one batch is published: first, in one Publish call; then, when
+// first went through without an unavailable error, alone the message at last
+// (-1 for none). Messages in neither are released untouched.
+type plan struct {
+	first []int
+	last  int
+	// control: the batch leaves the suspect out, to see whether others go
+	// through.
+	control bool
+	// probe: the broker is down, and this is a probe of one message.
+	probe bool
+}
+
+// plan decides which of msgs the batch attempts.
+func (h *health) plan(msgs []Message) plan {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := plan{last: -1, probe: h.open}
+	limit := h.limit
+	if h.open {
+		limit = 1
+	}
+	held := map[string]bool{} // keys whose earlier message is set aside
+	var setAside []int
+	for i, m := range msgs {
+		if m.Key != "" && held[m.Key] {
+			continue
+		}
+		isolate := m.ID == h.suspect
+		if _, ok := h.poison[m.ID]; ok {
+			isolate = true
+		}
+		// A probe prefers a message that has not failed yet: one that has
+		// may be the only thing wrong.
+		_, streaked := h.streak[m.ID]
+		if isolate || (h.open && streaked) {
+			setAside = append(setAside, i)
+			if m.Key != "" {
+				held[m.Key] = true
+			}
+			continue
+		}
+		if len(p.first) < limit {
+			p.first = append(p.first, i)
+		}
+	}
+	if len(setAside) == 0 {
+		return p
+	}
+	lone := setAside[0]
+	if len(p.first) == 0 {
+		// Nothing else is due: the set-aside message goes alone.
+		p.first = []int{lone}
+		return p
+	}
+	_, poisoned := h.poison[msgs[lone].ID]
+	if !h.open && (poisoned || msgs[lone].ID == h.suspect) {
+		p.last = lone
+		p.control = msgs[lone].ID == h.suspect
+	}
+	return p
+}
+
+// verdict is what the relay does after a batch.
+type verdict int
+
+const (
+	// goOn: nothing to wait for.
+	goOn verdict = iota
+	// narrow: a batch broke off as unavailable; the next, smaller one
+	// follows after a short pause.
+	narrow
+	// outage: the broker is down; the relay probes every ProbeInterval.
+	outage
+)
+
+// narrowPause is the pause before the next, smaller batch of a narrowing.
+const narrowPause = 20 * time.Millisecond
+
+// batchResult is one attempted message's result, as judge reads it.
+type batchResult struct {
+	idx int
+	err error
+}
+
+// judgement is judge's answer for one batch.
+type judgement struct {
+	verdict verdict
+	// charge: the message at this index broke the connection while the
+	// others went through; its unavailable error is a refusal of its own.
+	charge int
+	// releaseRefused: the refusals were an outage; they spend no retries.
+	releaseRefused bool
+	// reason is the error the verdict rests on.
+	reason error
+	// reopened / closed tell the relay to log a change of state.
+	opened, closed bool
+	downFor        time.Duration
+	probes         int
+}
+
+// judge updates the health state with a batch's results and says what the
+// relay should do. first and last are the results of the plan's two parts
+// (last is nil when it was not attempted).
+func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchResult, batchSize int) judgement {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j := judgement{charge: -1}
+	var sent, unavailable int
+	var refused []batchResult
+	var firstUnavailable error
+	count := func(r batchResult) {
+		switch {
+		case r.err == nil:
+			sent++
+		case IsUnavailable(r.err):
+			unavailable++
+			if firstUnavailable == nil {
+				firstUnavailable = r.err
+			}
+		case IsUndeliverable(r.err), isHeldBack(r.err):
+		default:
+			refused = append(refused, r)
+		}
+	}
+	for _, r := range first {
+		count(r)
+	}
+	firstSent, firstUnavailable0 := sent, unavailable
+	if last != nil {
+		m := msgs[last.idx]
+		switch {
+		case last.err == nil:
+			delete(h.poison, m.ID)
+			if h.suspect == m.ID {
+				h.suspect = 0
+			}
+			sent++
+		case IsUnavailable(last.err) && firstSent > 0 && firstUnavailable0 == 0:
+			// The others went through, and this one broke the connection:
+			// it is the message, not the broker.
+			j.charge = last.idx
+			track(h.poison, m.ID)
+			if h.suspect == m.ID {
+				h.suspect = 0
+			}
+		default:
+			count(*last)
+		}
+	}
+
+	if sent > 0 {
+		if h.open {
+			j.closed, j.downFor, j.probes = true, time.Since(h.openSince), h.probes
+			h.open, h.probes = false, 0
+		}
+		// Refused while others went through: those refusals are their own.
+		for _, r := range refused {
+			track(h.refusers, msgs[r.idx].ID)
+		}
+		h.streakSig, h.streak = "", map[int64]struct{}{}
+	}
+
+	switch {
+	case unavailable > 0:
+		j.reason = firstUnavailable
+		u := firstUnavailableID(msgs, first)
+		switch {
+		case h.open:
+			h.probes++
+			j.verdict = outage
+		case sent > 0:
+			// The batch broke off part way: the first message it could not
+			// publish is suspected, and goes alone after the others next
+			// time.
+			h.suspect = u
+			h.limit = max(1, len(first)/2)
+			j.verdict = narrow
+		case p.control:
+			// The suspect was left out and the others failed too: the
+			// broker is down, not the suspect's fault.
+			h.suspect = 0
+			j.verdict = h.openOutage(&j)
+		case len(first) > 1:
+			h.limit = max(1, len(first)/2)
+			j.verdict = narrow
+		case isIn(h.poison, u):
+			// A message charged before for breaking the connection, alone
+			// again: charged again, without a pause for the others.
+			j.charge = first[0].idx
+			j.verdict = goOn
+		case u == h.suspect:
+			// The suspect failed again, alone, with nothing else due to
+			// tell it from an outage: wait like one, and try it again
+			// after the others when they come.
+			j.verdict = h.openOutage(&j)
+		default:
+			h.suspect = u
+			h.limit = 1
+			j.verdict = narrow
+		}
+		return j
+	case sent > 0:
+		h.limit = min(batchSize, max(1, h.limit)*2)
+		return j
+	case len(refused) == 0:
+		return j
+	}
+
+	// Nothing went through and nothing was unavailable: are the refusals an
+	// outage (many messages refused alike) or refusals of their own?
+	sig := ""
+	for i, r := range refused {
+		s := errorSignature(msgs[r.idx], r.err)
+		if i > 0 && s != sig {
+			h.streakSig, h.streak = "", map[int64]struct{}{}
+			return j // refused differently: each message's own
+		}
+		sig = s
+	}
+	if sig != h.streakSig {
+		h.streakSig, h.streak = sig, map[int64]struct{}{}
+	}
+	for _, r := range refused {
+		if _, own := h.refusers[msgs[r.idx].ID]; !own {
+			track(h.streak, msgs[r.idx].ID)
+		}
+	}
+	if h.open || len(h.streak) >= outageStreak || len(refused) >= 2 && len(h.streak) >= 2 {
+		j.reason = refused[0].err
+		j.releaseRefused = true
+		if h.open {
+			h.probes++
+			j.verdict = outage
+		} else {
+			j.verdict = h.openOutage(&j)
+		}
+	}
+	return j
+}
+
+// firstUnavailableID is the id of the first message of results that failed
+// as unavailable.
+func firstUnavailableID(msgs []Message, results []batchResult) int64 {
+	for _, r := range results {
+		if IsUnavailable(r.err) {
+			return msgs[r.idx].ID
+		}
+	}
+	return 0
+}
+
+func (h *health) openOutage(j *judgement) verdict {
+	h.open, h.openSince, h.probes = true, time.Now(), 0
+	h.limit = 1
+	j.opened = true
+	return outage
+}
+
+// claimLimit is the most messages the next claim should take.
+func (h *health) claimLimit() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open {
+		// A probe prefers a message that has not failed yet: claim a few
+		// to choose from.
+		return 1 + outageStreak
+	}
+	if h.suspect != 0 || len(h.poison) > 0 {
+		return h.limit + 1
+	}
+	return h.limit
+}
+
+// isOpen reports whether the relay holds the broker for down.
+func (h *health) isOpen() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.open
+}
+
+func isIn(set map[int64]struct{}, id int64) bool {
+	_, ok := set[id]
+	return ok
+}
+
+func track(set map[int64]struct{}, id int64) {
+	if len(set) >= maxTracked {
+		clear(set)
+	}
+	set[id] = struct{}{}
+}
+
+func isHeldBack(err error) bool { return errors.Is(err, ErrHeldBack) }
+
+// errorSignature is err's text with what belongs to message m (its msg_id,
+// topic and key) and every run of digits taken out, so that two messages
+// refused for the same reason give the same signature.
+func errorSignature(m Message, err error) string {
+	s := errorText(err)
+	for _, v := range []string{m.MsgID, m.Topic, m.Key} {
+		if v != "" {
+			s = strings.ReplaceAll(s, v, "\x01")
+		}
+	}
+	var b strings.Builder
+	digits := false
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteRune(r)
+		if b.Len() >= 256 {
+			break
+		}
+	}
+	return b.String()
+}
+
+// chargeError is the refusal recorded for a message that broke the
+// connection to the broker while other messages went through.
+func chargeError(err error) error {
+	return fmt.Errorf("publishing this message broke the connection to the broker while other messages went through; it is charged a retry: %w", err)
+}
