@@ -36,6 +36,8 @@ type relayOptions struct {
 	cleanupAge     time.Duration
 	cleanupInbox   time.Duration
 	cleanupEvery   time.Duration
+	retryBudget    time.Duration
+	probeInterval  time.Duration
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,6 +57,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.intVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
 	f.durationVar(&o.retryBase, "retry-base", time.Second, "delay after a message's first failure; it doubles with each further failure, with jitter")
 	f.durationVar(&o.retryMax, "retry-max", 10*time.Minute, "longest delay between two attempts of a message")
+	f.durationVar(&o.retryBudget, "retry-budget", 24*time.Hour,
+		"least time a refused message is retried: it becomes DEAD only after --max-retries failures and this long since it was written; 0 turns it off")
+	f.durationVar(&o.probeInterval, "probe-interval", time.Second,
+		"while the broker is down, how often one message is tried; the relay resumes within about this long of the broker's return")
 	f.durationVar(&o.publishTimeout, "publish-timeout", 30*time.Second, "bound on publishing one batch")
 	f.stringVar(&o.source, "source", "", "URI", "CloudEvents source attribute of every message (default: the broker URL's source parameter, where the broker takes one, else \""+webhook.DefaultSource+"\")")
 	f.stringVar(&o.webhookSecret, "webhook-secret", "", "SECRET",
@@ -184,6 +190,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			MaxRetries:     o.maxRetries,
 			RetryBase:      o.retryBase,
 			RetryMax:       o.retryMax,
+			RetryBudget:    budget(o.retryBudget),
+			ProbeInterval:  o.probeInterval,
 			PublishTimeout: o.publishTimeout,
 			Logger:         log,
 			Hooks:          hooks,
@@ -195,7 +203,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	t := d.Store.Tables()
 	log.Info("relay started", "db", d.where, "table", t.Outbox, "broker", redactDSN(o.broker),
-		"batch", o.batch, "max_retries", o.maxRetries, "workers", o.workers)
+		"batch", o.batch, "max_retries", o.maxRetries, "retry_budget", o.retryBudget, "workers", o.workers)
 
 	done := make(chan struct{})
 	if o.statsInterval > 0 {
@@ -278,6 +286,10 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--retry-max %s is below --retry-base %s", o.retryMax, o.retryBase)
 	case o.publishTimeout <= 0:
 		return bad("--publish-timeout %s must be positive", o.publishTimeout)
+	case o.retryBudget < 0:
+		return bad("--retry-budget %s is negative; give a span such as 24h, or 0 to turn the budget off", o.retryBudget)
+	case o.probeInterval <= 0:
+		return bad("--probe-interval %s must be positive", o.probeInterval)
 	case o.webhookTimeout <= 0:
 		return bad("--webhook-timeout %s must be positive", o.webhookTimeout)
 	case o.concurrency < 1:
@@ -363,4 +375,13 @@ func (r redactingWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// budget maps --retry-budget to RelayConfig.RetryBudget, where 0 means the
+// default and a negative value none.
+func budget(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
