@@ -26,8 +26,8 @@ const maxTracked = 4096
 type health struct {
 	mu sync.Mutex
 	// limit is the most messages the next batch attempts: BatchSize, halved
-	// after a batch that broke off as unavailable, doubled after one that
-	// went through.
+	// after a batch that broke off part way as unavailable, doubled after
+	// one that went through, 1 during an outage.
 	limit int
 	// suspect failed as unavailable when it was published alone; the next
 	// batch publishes others first, and the suspect alone after them.
@@ -236,9 +236,6 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 			// broker is down, not the suspect's fault.
 			h.suspect = 0
 			j.verdict = h.openOutage(&j)
-		case len(first) > 1:
-			h.limit = max(1, len(first)/2)
-			j.verdict = narrow
 		case isIn(h.poison, u):
 			// A message charged before for breaking the connection, alone
 			// again: charged again, without a pause for the others.
@@ -250,8 +247,10 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 			// after the others when they come.
 			j.verdict = h.openOutage(&j)
 		default:
+			// Nothing went through: the first message is suspected, and
+			// the next batch tells whether the others go through without
+			// it.
 			h.suspect = u
-			h.limit = 1
 			j.verdict = narrow
 		}
 		return j

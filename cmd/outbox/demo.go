@@ -326,7 +326,7 @@ func (d *demo) relayRounds(ctx context.Context, out io.Writer, pub outbox.Publis
 	say := func(key string, args ...any) { fmt.Fprintf(out, d.text[key]+"\n", args...) }
 	const maxRetries = 3
 	relay, err := outbox.NewRelay(d.bank, pub, outbox.RelayConfig{
-		BatchSize: 10, MaxRetries: maxRetries, RetryBase: time.Millisecond, RetryMax: time.Millisecond,
+		BatchSize: 10, MaxRetries: maxRetries, RetryBase: time.Millisecond, RetryMax: time.Millisecond, RetryBudget: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -166,6 +166,7 @@ outbox_pending_messages 1
 func runRelayUntil(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.RelayConfig, cond func() bool) {
 	t.Helper()
 	cfg.Interval = 10 * time.Millisecond
+	cfg.RetryBudget = -1 // DEAD on MaxRetries alone
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	r, err := outbox.NewRelay(st, pub, cfg)
 	if err != nil {

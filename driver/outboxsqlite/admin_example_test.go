@@ -32,7 +32,7 @@ func Example_adminHandler() {
 		}
 		return nil
 	})
-	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{MaxRetries: 1})
+	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{MaxRetries: 1, RetryBudget: -1})
 	if err != nil {
 		panic(err)
 	}

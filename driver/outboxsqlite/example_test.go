@@ -280,7 +280,7 @@ func Example_relay() {
 		}
 		return nil
 	})
-	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{MaxRetries: 5})
+	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{MaxRetries: 5, RetryBudget: -1})
 	if err != nil {
 		panic(err)
 	}
