@@ -11,7 +11,7 @@ import (
 // outageStreak is how many different messages in a row, with none sent in
 // between, must be refused alike before the relay takes the refusals for an
 // outage of the broker.
-const outageStreak = 3
+const outageStreak = 10
 
 // maxTracked bounds each set of message ids the health state remembers; a
 // set that grows past it starts again empty.
@@ -280,7 +280,7 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 			track(h.streak, msgs[r.idx].ID)
 		}
 	}
-	if h.open || len(h.streak) >= outageStreak || len(refused) >= 2 && len(h.streak) >= 2 {
+	if h.open || len(h.streak) >= outageStreak {
 		j.reason = refused[0].err
 		j.releaseRefused = true
 		if h.open {
