@@ -465,28 +465,6 @@ func (r *Relay) sleep(ctx context.Context, d time.Duration) bool {
 	return true
 }
 
-// unavailable returns the first error that says the broker is unreachable.
-func (rep BatchReport) unavailable() error {
-	for _, res := range rep.Results {
-		if IsUnavailable(res.Err) {
-			return res.Err
-		}
-	}
-	return nil
-}
-
-// retryAfter returns the longest wait that the unavailable errors of the
-// batch ask for (RetryAfter), or 0.
-func (rep BatchReport) retryAfter() time.Duration {
-	var d time.Duration
-	for _, res := range rep.Results {
-		if IsUnavailable(res.Err) {
-			d = max(d, RetryAfter(res.Err))
-		}
-	}
-	return d
-}
-
 func (r *Relay) nextPause(prev time.Duration) time.Duration {
 	if prev == 0 {
 		return r.cfg.PauseBase

@@ -290,9 +290,6 @@ func TestRelayOutcomes(t *testing.T) {
 	if st.finished[0][3].Error != "refused" {
 		t.Fatalf("dead message error %q", st.finished[0][3].Error)
 	}
-	if rep.unavailable() == nil {
-		t.Fatal("an unavailable broker was not reported")
-	}
 }
 
 func TestRelayBackoff(t *testing.T) {

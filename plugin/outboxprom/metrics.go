@@ -17,6 +17,7 @@ type Metrics struct {
 
 	messages      *prometheus.CounterVec
 	batches       prometheus.Counter
+	outages       prometheus.Counter
 	batchDuration prometheus.Histogram
 	stageDuration *prometheus.HistogramVec
 	claim         prometheus.Observer
@@ -73,6 +74,10 @@ func New(opts ...Opt) (*Metrics, error) {
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: c.namespace, Subsystem: "relay", Name: "batches_total",
 			Help: "Batches the relay finished (claimed, published and marked); empty claims are not counted.",
+		}),
+		outages: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: c.namespace, Subsystem: "relay", Name: "outage_batches_total",
+			Help: "Batches the relay took for an outage of the broker (unreachable, or many messages refused alike): they spent no retries, and the relay paused and probed one message at a time. Growing while the broker is down.",
 		}),
 		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: c.namespace, Subsystem: "relay", Name: "batch_duration_seconds",
@@ -163,6 +168,9 @@ func (m *Metrics) OnBatch(_ context.Context, rep outbox.BatchReport) {
 		}
 	}
 	m.batches.Inc()
+	if rep.Outage != nil {
+		m.outages.Inc()
+	}
 	m.batchDuration.Observe(rep.Duration.Seconds())
 	m.claim.Observe(rep.ClaimDuration.Seconds())
 	m.publish.Observe(rep.PublishDuration.Seconds())
@@ -263,6 +271,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 // own lists the series the hooks count, which Describe and Collect pass on.
 func (m *Metrics) own() []prometheus.Collector {
-	return []prometheus.Collector{m.messages, m.batches, m.batchDuration, m.stageDuration, m.lastBatch,
+	return []prometheus.Collector{m.messages, m.batches, m.outages, m.batchDuration, m.stageDuration, m.lastBatch,
 		m.cleanupDeleted, m.cleanupRounds, m.cleanupLastOK}
 }
