@@ -37,9 +37,10 @@ type connOptions struct {
 }
 
 // reconnectBackoff is the wait before each reconnection attempt: random,
-// starting at 100ms to 200ms and doubling up to 5s, so that a restarted
-// broker is found again quickly and a dead one is not hammered.
-var reconnectBackoff = autopaho.NewExponentialBackoff(100*time.Millisecond, 5*time.Second, 200*time.Millisecond, 2)
+// starting at 100ms to 200ms and doubling up to 1s, so that a broker that
+// comes back, even after a long outage, is found again within about a
+// second, and a dead one is tried once a second.
+var reconnectBackoff = autopaho.NewExponentialBackoff(100*time.Millisecond, time.Second, 200*time.Millisecond, 2)
 
 // dial starts a connection that reconnects by itself until it is
 // disconnected, and waits for its first connection for at most
