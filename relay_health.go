@@ -62,15 +62,13 @@ type plan struct {
 	// control: the batch leaves the suspect out, to see whether others go
 	// through.
 	control bool
-	// probe: the broker is down, and this is a probe of one message.
-	probe bool
 }
 
 // plan decides which of msgs the batch attempts.
 func (h *health) plan(msgs []Message) plan {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := plan{last: -1, probe: h.open}
+	p := plan{last: -1}
 	limit := h.limit
 	if h.open {
 		limit = 1
@@ -200,6 +198,11 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 				h.suspect = 0
 			}
 		default:
+			// Refused, or undeliverable: whatever it is, it did not break
+			// the connection.
+			if h.suspect == m.ID {
+				h.suspect = 0
+			}
 			count(*last)
 		}
 	}
