@@ -18,8 +18,8 @@
 //	stream=OUTBOX           the stream; created when missing over the
 //	                        template's prefix followed by ">" ("outbox.>")
 //	duplicates=2m           the stream's duplicate window (when creating it)
-//	max_age=168h            how long the stream keeps messages (when creating
-//	                        it); a negative value keeps them for good
+//	max_age=0               how long the stream keeps messages (when creating
+//	                        it); 0, the default, keeps them for good
 //	storage=file            file or memory (when creating the stream)
 //	timeout=5s              connect, API calls, each PubAck and each ack
 //	creds=/path/user.creds  a NATS credentials file
