@@ -30,7 +30,8 @@
 //	max_deliveries=5        subscriber: handler calls before the dead-letter topic.
 //	redelivery_delay=100ms  subscriber: wait before a new call after a handler error, doubling.
 //	dead_topic=outbox/dead/{group}  subscriber: the dead-letter topic.
-//	session_expiry=24h      subscriber: how long the broker keeps an absent member's session.
+//	session_expiry=4294967295s subscriber: how long the broker keeps an absent member's
+//	                        session; the default, MQTT 5's largest, means never
 //
 // # On the wire
 //
