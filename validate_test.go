@@ -14,6 +14,7 @@ func FuzzValidateMessage(f *testing.F) {
 	f.Add("m-1", "order.paid", "k", `{"a":1}`, "tenant", "x")
 	f.Add("", "", "", "", "", "")
 	f.Add("é", "t", "", `"\ud800"`, "Bad-Name", "\xff")
+	f.Add("a\tb", "t\n", "k\r", `{}`, "tenant", "eu\x00")
 	f.Fuzz(func(t *testing.T, id, topic, key, payload, hname, hval string) {
 		m := Message{MsgID: id, Topic: topic, Key: key, Payload: json.RawMessage(payload), Headers: map[string]string{hname: hval}}
 		err := validateMessage(0, &m, 1<<10)
@@ -24,9 +25,11 @@ func FuzzValidateMessage(f *testing.F) {
 			}
 			return
 		}
-		if id == "" || utf8.RuneCountInString(id) > MaxMsgIDLen || !utf8.ValidString(id) ||
-			topic == "" || utf8.RuneCountInString(topic) > MaxTopicLen || utf8.RuneCountInString(key) > MaxKeyLen ||
-			!json.Valid([]byte(payload)) || len(payload) > 1<<10 || checkHeaderName(hname) != "" || !utf8.ValidString(hval) {
+		if id == "" || utf8.RuneCountInString(id) > MaxMsgIDLen || len(id) > MaxShortStringBytes || TextProblem(id) != "" ||
+			topic == "" || utf8.RuneCountInString(topic) > MaxTopicLen || len(topic) > MaxShortStringBytes || TextProblem(topic) != "" ||
+			utf8.RuneCountInString(key) > MaxKeyLen || TextProblem(key) != "" ||
+			!json.Valid([]byte(payload)) || len(payload) > 1<<10 || checkHeaderName(hname) != "" || TextProblem(hval) != "" ||
+			len(hname)+len(hval) > MaxHeadersBytes {
 			t.Fatalf("accepted %+v", m)
 		}
 	})
