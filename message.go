@@ -38,19 +38,25 @@ func (s Status) String() string {
 type Message struct {
 	// MsgID identifies the message for its whole life, on both sides: the relay
 	// publishes it as the CloudEvents id and consumers deduplicate by it. Made by
-	// the business, e.g. "order-42:OrderPaid". 1 to 64 characters.
+	// the business, e.g. "order-42:OrderPaid". 1 to 64 characters and at most
+	// 255 bytes (MaxShortStringBytes), printable text (TextProblem).
 	MsgID string
 	// Topic names the kind of event, e.g. "order.paid"; it is the CloudEvents
-	// type and the default destination on a broker. 1 to 128 characters.
+	// type and the default destination on a broker. 1 to 128 characters and at
+	// most 255 bytes, printable text.
 	Topic string
-	// Key is the optional ordering and partition key (at most 128 characters).
+	// Key is the optional ordering and partition key (at most 128
+	// characters, printable text).
 	// Within one batch, messages with the same key are published in id order;
 	// across batches order is not guaranteed yet (see the package documentation).
 	Key string
 	// Payload is the complete event as JSON. Consumers should need nothing else.
 	Payload json.RawMessage
 	// Headers are optional string attributes, carried as CloudEvents extension
-	// attributes: names are 1 to 64 lower-case letters and digits.
+	// attributes: names are 1 to 64 lower-case letters and digits, which every
+	// transport carries unchanged, and not a name the CloudEvents mapping sets
+	// itself (id, type, time...); values are printable text; names and values
+	// together take at most 8192 bytes (MaxHeadersBytes).
 	Headers map[string]string
 
 	// ID is the row's id, assigned by the database in commit-independent order.

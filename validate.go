@@ -7,14 +7,35 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of the columns, as in DESIGN §2.
+// Limits of a message, checked by Writer.Validate. Characters are Unicode
+// code points; bytes are those of the UTF-8 encoding.
 const (
-	MaxMsgIDLen     = 64
-	MaxTopicLen     = 128
-	MaxKeyLen       = 128
-	MaxHeaderName   = 64
-	MaxGroupLen     = 64
+	// MaxMsgIDLen is the most characters of a msg_id (the column's size).
+	MaxMsgIDLen = 64
+	// MaxTopicLen is the most characters of a topic.
+	MaxTopicLen = 128
+	// MaxKeyLen is the most characters of a key.
+	MaxKeyLen = 128
+	// MaxHeaderName is the most characters of a header name.
+	MaxHeaderName = 64
+	// MaxGroupLen is the most characters of a consumer group name.
+	MaxGroupLen = 64
+	// DefaultMaxBytes is the default of WriterConfig.MaxPayloadBytes.
 	DefaultMaxBytes = 1 << 20
+
+	// MaxShortStringBytes is the most bytes of a msg_id and of a topic: AMQP
+	// 0-9-1 carries both as short strings (message-id and type, the topic
+	// also in the routing key), whose length is one byte. 64 characters of
+	// four bytes each would be 256.
+	MaxShortStringBytes = 255
+	// MaxHeadersBytes is the most bytes of all header names and values of a
+	// message together. Every header travels next to the CloudEvents
+	// attributes in one place with a limit: an AMQP content header frame
+	// (RabbitMQ's frame_max, 131072 by default, 4096 at the protocol's
+	// least), one MQTT property string each (65,535 bytes), the HTTP request
+	// headers of the webhook (common servers refuse a header line over
+	// 8 KiB, and Node.js all headers over 16 KiB). 8192 bytes fit them all.
+	MaxHeadersBytes = 8192
 )
 
 // reservedHeaders are CloudEvents context attributes that the relay sets from
@@ -29,14 +50,14 @@ func validateMessage(i int, m *Message, maxBytes int) error {
 	fail := func(field, reason string, err error) error {
 		return &ValidationError{Index: i, MsgID: m.MsgID, Field: field, Reason: reason, Err: err}
 	}
-	if err := checkText(m.MsgID, MaxMsgIDLen, true); err != "" {
-		return fail("msg_id", err, ErrInvalidMessage)
+	if reason := checkWireText(m.MsgID, MaxMsgIDLen, MaxShortStringBytes, true); reason != "" {
+		return fail("msg_id", reason, ErrInvalidMessage)
 	}
-	if err := checkText(m.Topic, MaxTopicLen, true); err != "" {
-		return fail("topic", err, ErrInvalidMessage)
+	if reason := checkWireText(m.Topic, MaxTopicLen, MaxShortStringBytes, true); reason != "" {
+		return fail("topic", reason, ErrInvalidMessage)
 	}
-	if err := checkText(m.Key, MaxKeyLen, false); err != "" {
-		return fail("key", err, ErrInvalidMessage)
+	if reason := checkWireText(m.Key, MaxKeyLen, 0, false); reason != "" {
+		return fail("key", reason, ErrInvalidMessage)
 	}
 	if len(m.Payload) == 0 {
 		return fail("payload", "empty; the payload must be a JSON value", ErrInvalidMessage)
@@ -50,18 +71,45 @@ func validateMessage(i int, m *Message, maxBytes int) error {
 	if reason := checkStorableJSON(m.Payload); reason != "" {
 		return fail("payload", reason, ErrInvalidMessage)
 	}
+	size := 0
 	for name, v := range m.Headers {
 		if reason := checkHeaderName(name); reason != "" {
 			return fail("headers", reason, ErrInvalidMessage)
 		}
-		if !utf8.ValidString(v) {
-			return fail("headers", fmt.Sprintf("value of %q is not valid UTF-8", name), ErrInvalidMessage)
+		if reason := TextProblem(v); reason != "" {
+			return fail("headers", fmt.Sprintf("value of %q %s", name, reason), ErrInvalidMessage)
 		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return fail("headers", fmt.Sprintf("value of %q contains a NUL character, which the databases' text and JSON types refuse", name), ErrInvalidMessage)
-		}
+		size += len(name) + len(v)
+	}
+	if size > MaxHeadersBytes {
+		return fail("headers", fmt.Sprintf("%d bytes of header names and values is over the limit of %d bytes; carry large data in the payload", size, MaxHeadersBytes), ErrInvalidMessage)
 	}
 	return nil
+}
+
+// TextProblem says why s cannot travel as text on every transport, or
+// returns "" when it can. Refused: bytes that are not UTF-8; control
+// characters, U+0000 to U+001F (tab, line feed and carriage return among
+// them), U+007F and U+0080 to U+009F, which MQTT brokers refuse in strings
+// (Mosquitto closes the connection) and which break NATS and HTTP header
+// lines; and the Unicode noncharacters U+FDD0 to U+FDEF and U+xxFFFE,
+// U+xxFFFF, which MQTT brokers refuse too. The Writer checks msg_id, topic,
+// key and header values with it; publishers check rows inserted by other
+// programs.
+func TextProblem(s string) string {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			return fmt.Sprintf("is not valid UTF-8 (byte %d)", i)
+		case r < 0x20 || r >= 0x7f && r <= 0x9f:
+			return fmt.Sprintf("contains the control character U+%04X at byte %d; use printable text (no tab, line break or NUL)", r, i)
+		case r >= 0xfdd0 && r <= 0xfdef || r&0xfffe == 0xfffe:
+			return fmt.Sprintf("contains the Unicode noncharacter U+%04X at byte %d, which MQTT brokers refuse", r, i)
+		}
+		i += n
+	}
+	return ""
 }
 
 // Limits of PostgreSQL's numeric type, which jsonb stores numbers in: digits
@@ -207,6 +255,8 @@ func checkJSONNumber(b []byte, i int) (int, string) {
 	return i, ""
 }
 
+// checkText checks a name the inbox stores: at most max characters, UTF-8,
+// no NUL.
 func checkText(s string, max int, required bool) string {
 	switch {
 	case s == "" && required:
@@ -215,13 +265,25 @@ func checkText(s string, max int, required bool) string {
 		return fmt.Sprintf("%d characters is over the limit of %d", utf8.RuneCountInString(s), max)
 	case !utf8.ValidString(s):
 		return "not valid UTF-8"
-	}
-	for _, r := range s {
-		if r == 0 {
-			return "contains a NUL character"
-		}
+	case strings.IndexByte(s, 0) >= 0:
+		return "contains a NUL character"
 	}
 	return ""
+}
+
+// checkWireText checks a field that travels on every transport: at most
+// maxChars characters and (when maxBytes > 0) maxBytes bytes, and no
+// character TextProblem refuses.
+func checkWireText(s string, maxChars, maxBytes int, required bool) string {
+	switch n := utf8.RuneCountInString(s); {
+	case s == "" && required:
+		return "empty; it is required"
+	case n > maxChars:
+		return fmt.Sprintf("%d characters is over the limit of %d", n, maxChars)
+	case maxBytes > 0 && len(s) > maxBytes:
+		return fmt.Sprintf("%d bytes in UTF-8 is over the limit of %d bytes (%d characters, some of several bytes)", len(s), maxBytes, n)
+	}
+	return TextProblem(s)
 }
 
 // checkHeaderName enforces CloudEvents attribute naming, so that every

@@ -111,6 +111,14 @@ type Bundle struct {
 	// an invalid destination): Publish must fail it without failing its
 	// neighbours, with an error that is not outbox.Unavailable. Required.
 	Refused func() outbox.Message
+	// Undeliverable returns messages this transport can never carry (a field
+	// over one of its size limits, a character it refuses), as a row inserted
+	// by plain SQL, past the Writer's checks, may hold them. Publish must
+	// fail each with an error satisfying outbox.IsUndeliverable, without
+	// sending it, without failing its neighbours and without breaking the
+	// connection. nil when the transport carries every row (the suite logs
+	// that).
+	Undeliverable func() []outbox.Message
 	// DeadLetters returns the messages on the dead-letter path of the group,
 	// as the broker holds them now. Required when Features.DeadLetter.
 	DeadLetters func(ctx context.Context, group string) ([]outbox.Message, error)

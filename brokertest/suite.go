@@ -41,6 +41,7 @@ func Run(t *testing.T, env Env) {
 		{"Unreachable", s.testUnreachable},
 		{"CanceledContext", s.testCanceledContext},
 		{"Refused", s.testRefused},
+		{"Undeliverable", s.testUndeliverable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -866,4 +867,55 @@ func (s *suite) testRefused(t *testing.T) {
 		}
 	}
 	rec.waitSucceeded(t, s.env.Timeout, msgs)
+}
+
+// testUndeliverable: each message the transport cannot carry fails alone,
+// as outbox.Undeliverable, between messages that are acked; the next Publish
+// on the same publisher goes through, and the subscriber receives every
+// acked message.
+func (s *suite) testUndeliverable(t *testing.T) {
+	b := s.env.Setup(t)
+	if b.Undeliverable == nil {
+		t.Log("Bundle.Undeliverable is nil: the adapter says its transport carries every row; nothing to check")
+		return
+	}
+	poisons := b.Undeliverable()
+	if len(poisons) == 0 {
+		t.Fatal("Bundle.Undeliverable returned no message")
+	}
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "undeliverable")
+	s.run(t, sub, rec.handler())
+	var good []outbox.Message
+	for p, bad := range poisons {
+		msgs := messages(b.Topic, fmt.Sprintf("und%d", p), 3, 0)
+		batch := []outbox.Message{msgs[0], bad, msgs[1]}
+		ctx, cancel := context.WithTimeout(context.Background(), s.env.Timeout)
+		errs := b.Publisher.Publish(ctx, batch)
+		cancel()
+		if len(errs) != len(batch) {
+			t.Fatalf("poison %d (%.60q): Publish returned %v, want an error for it", p, bad.MsgID, errs)
+		}
+		for i, err := range errs {
+			switch {
+			case i == 1 && !outbox.IsUndeliverable(err):
+				t.Errorf("poison %d (%.60q): error %v, want one that satisfies outbox.IsUndeliverable", p, bad.MsgID, err)
+			case i == 1 && outbox.IsUnavailable(err):
+				t.Errorf("poison %d: %v is also outbox.Unavailable: the relay would pause for ever", p, err)
+			case i != 1 && err != nil:
+				t.Errorf("poison %d: message %s beside it failed: %v", p, batch[i].MsgID, err)
+			}
+		}
+		// The connection still works: the next Publish is acked.
+		s.publish(t, b.Publisher, msgs[2:])
+		good = append(good, msgs...)
+	}
+	rec.waitSucceeded(t, s.env.Timeout, good)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, bad := range poisons {
+		if rec.deliveries[bad.MsgID] > 0 {
+			t.Errorf("poison %.60q was delivered", bad.MsgID)
+		}
+	}
 }

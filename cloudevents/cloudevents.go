@@ -99,7 +99,9 @@ func Attributes(m *outbox.Message, source string) []Attribute {
 // written by other programs may carry names like "Trace-ID"; a name that ends
 // up empty or reserved is skipped. When two names collide, the one that was
 // already well-formed wins, else the first in sorted order, so the result
-// never depends on map iteration order.
+// never depends on map iteration order. The Writer refuses every name this
+// would change; a publisher reports the rows of other programs that have
+// one with a HeaderLog, once per name.
 func Extensions(headers map[string]string) []Attribute {
 	if len(headers) == 0 {
 		return nil

@@ -24,6 +24,7 @@ func (p *Publisher) setEventHeaders(h http.Header, m *outbox.Message) {
 	if m.Key != "" {
 		h.Set("Ce-Partitionkey", encodeValue(m.Key))
 	}
+	p.headers.Check(m)
 	for _, ext := range cloudevents.Extensions(m.Headers) {
 		h.Set("Ce-"+ext.Name, encodeValue(ext.Value))
 	}

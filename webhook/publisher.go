@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 const (
@@ -38,6 +39,7 @@ type Publisher struct {
 	header      http.Header
 	client      *http.Client
 	ownClient   bool
+	headers     *cloudevents.HeaderLog
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -60,6 +62,7 @@ func New(cfg Config) (*Publisher, error) {
 		concurrency: cfg.Concurrency,
 		header:      make(http.Header, len(cfg.Header)),
 		client:      cfg.Client,
+		headers:     cloudevents.NewHeaderLog(nil, "webhook"),
 	}
 	for name, values := range cfg.Header {
 		for _, v := range values {

@@ -215,6 +215,46 @@ func TestPublishPercentEncodesAttributes(t *testing.T) {
 	}
 }
 
+// TestPublishControlCharacters: a row inserted by SQL with CR, LF, tab or
+// NUL in its msg_id, key or a header value cannot inject a header or break
+// the request: every value travels percent-encoded, the messages around it
+// are delivered, and the next Publish goes through.
+func TestPublishControlCharacters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, webhook.Config{}, nil)
+	poison := outbox.Message{MsgID: "p\r\nX-Evil: 1", Topic: "order.paid", Key: "k\t\x00", Payload: json.RawMessage(`1`),
+		Headers: map[string]string{"tenant": "eu1\r\n\r\nGET / HTTP/1.1"}}
+	if errs := b.pub.Publish(t.Context(), []outbox.Message{msg("a"), poison, msg("b")}); errs != nil {
+		t.Fatalf("Publish: %v", errs)
+	}
+	if errs := b.pub.Publish(t.Context(), []outbox.Message{msg("c")}); errs != nil {
+		t.Fatalf("the next Publish: %v", errs)
+	}
+	reqs := b.requests()
+	if len(reqs) != 4 {
+		t.Fatalf("the server saw %d requests, want 4", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Header.Get("X-Evil") != "" {
+			t.Fatalf("a header was injected: %v", r.Header)
+		}
+		if id, _ := url.PathUnescape(r.Header.Get("Ce-Id")); id != poison.MsgID {
+			continue
+		}
+		for name, want := range map[string]string{
+			"Ce-Id":           "p%0D%0AX-Evil:%201",
+			"Ce-Partitionkey": "k%09%00",
+			"Ce-Tenant":       "eu1%0D%0A%0D%0AGET%20/%20HTTP/1.1",
+		} {
+			if got := r.Header.Get(name); got != want {
+				t.Errorf("%s = %q, want %q", name, got, want)
+			}
+		}
+		return
+	}
+	t.Fatal("the server did not see the message with control characters")
+}
+
 func TestPublishAcksAny2xx(t *testing.T) {
 	t.Parallel()
 	for _, code := range []int{200, 201, 202, 204, 299} {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,6 +129,18 @@ func setup(t *testing.T) *brokertest.Bundle {
 		Kill: func(sub brokertest.Subscriber) { sub.(*outboxamqp.Subscriber).Close() },
 		Refused: func() outbox.Message {
 			return outbox.Message{MsgID: name("unroutable"), Topic: name("nobody.listens"), Payload: []byte(`{}`)}
+		},
+		Undeliverable: func() []outbox.Message {
+			return []outbox.Message{
+				// 64 characters of four bytes: a 256-byte message-id.
+				{MsgID: strings.Repeat("\U0001F600", 64), Topic: topic, Payload: []byte(`{}`)},
+				// 128 characters of two bytes: a 256-byte type and routing key.
+				{MsgID: name("long-topic"), Topic: strings.Repeat("é", 128), Payload: []byte(`{}`)},
+				// A header value past RabbitMQ's frame_max of 131072 bytes.
+				{MsgID: name("big-header"), Topic: topic, Payload: []byte(`{}`), Headers: map[string]string{"big": strings.Repeat("x", 200<<10)}},
+				// A header name that makes a 262-byte table key with its prefix.
+				{MsgID: name("long-name"), Topic: topic, Payload: []byte(`{}`), Headers: map[string]string{strings.Repeat("h", 250): "v"}},
+			}
 		},
 		DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
 			return deadLetters(t, queue(group)+".dead")

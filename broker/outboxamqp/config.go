@@ -11,6 +11,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
@@ -336,6 +338,7 @@ type publisherSettings struct {
 	noDeclare                          bool
 	timeout                            time.Duration
 	maxBytes                           int
+	headers                            *cloudevents.HeaderLog
 }
 
 func (cfg PublisherConfig) settings() (*publisherSettings, error) {
@@ -371,6 +374,7 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	return &publisherSettings{
 		broker: b, source: cfg.Source, exchange: cfg.Exchange, kind: cfg.ExchangeType,
 		routingKey: cfg.RoutingKey, noDeclare: cfg.NoDeclare, timeout: cfg.Timeout, maxBytes: cfg.MaxMessageBytes,
+		headers: cloudevents.NewHeaderLog(b.logger, "outboxamqp"),
 	}, nil
 }
 

@@ -82,9 +82,19 @@
 //     queues) before the relay publishes. A refusal: it spends a retry.
 //   - ErrNacked: the broker nacked the message (a queue in reject-publish
 //     overflow, an internal error). A refusal.
-//   - ErrTooLarge: the body is over MaxMessageBytes; it was not sent. A
-//     refusal. A later message of the same key in the batch is not sent
+//   - ErrTooLarge: the body is over MaxMessageBytes; it was not sent. It
+//     satisfies outbox.IsUndeliverable: the relay makes the message DEAD at
+//     once. A later message of the same key in the batch is not sent
 //     either: it gets outbox.ErrHeldBack.
+//   - *cloudevents.LimitError (outbox.IsUndeliverable): the message breaks a
+//     limit of AMQP 0-9-1 and was not sent, since the broker would close the
+//     connection: a msg_id (message-id), topic (type) or routing key over
+//     255 bytes, a header name over 255 bytes with its "cloudEvents_"
+//     prefix, or a content header (the properties with every header) larger
+//     than the connection's negotiated frame_max less 8 bytes (RabbitMQ's
+//     default frame_max is 131072). Rows inserted by plain SQL can hold
+//     such messages; the Writer refuses them. A later message of the same
+//     key is held back.
 //   - outbox.Unavailable: the broker could not be reached, the connection or
 //     channel was lost before the confirm, the context ended, or Timeout
 //     passed. The relay pauses and retries without spending the message's

@@ -18,7 +18,8 @@ import (
 var ErrClosed = errors.New("outboxamqp: closed")
 
 // ErrTooLarge marks a message refused without being sent because its body is
-// larger than PublisherConfig.MaxMessageBytes.
+// larger than PublisherConfig.MaxMessageBytes. The error satisfies
+// outbox.IsUndeliverable: the relay makes the message DEAD at once.
 var ErrTooLarge = errors.New("outboxamqp: message larger than MaxMessageBytes")
 
 // ErrHeldBack marks a message that was not sent because an earlier message
@@ -450,7 +451,7 @@ func (c *confirmChannel) publish(ctx context.Context, s *publisherSettings, msgs
 			continue
 		}
 		if len(m.Payload) > s.maxBytes {
-			fail(i, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(m.Payload), s.maxBytes))
+			fail(i, outbox.Undeliverable(fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(m.Payload), s.maxBytes)))
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -463,6 +464,11 @@ func (c *confirmChannel) publish(ctx context.Context, s *publisherSettings, msgs
 		}
 		pub := publishing(m, s.source)
 		key := strings.ReplaceAll(s.routingKey, "{topic}", m.Topic)
+		if err := check(m, key, &pub, c.conn.Config.FrameSize); err != nil {
+			fail(i, err)
+			continue
+		}
+		s.headers.Check(m)
 		c.mu.Lock()
 		if c.err != nil {
 			err := c.err

@@ -90,3 +90,90 @@ func attributeString(v any) (string, bool) {
 	}
 	return "", false
 }
+
+// Limits of AMQP 0-9-1 that a message can break.
+const (
+	// maxShortString is the most bytes of a short string: message-id, type,
+	// content-type, the routing key and every header name.
+	maxShortString = 255
+	// frameOverhead is what a frame adds to its payload: type, channel,
+	// size and frame-end.
+	frameOverhead = 8
+)
+
+// check returns an error satisfying outbox.IsUndeliverable when pub, the
+// publishing of m to routing key, cannot travel over AMQP 0-9-1 on a
+// connection whose negotiated frame_max is frameMax (0 for none): a short
+// string over 255 bytes, or a content header (the properties with every
+// header) larger than one frame. The client does not refuse either before
+// writing, and the broker closes the connection at once.
+func check(m *outbox.Message, key string, pub *amqp.Publishing, frameMax int) error {
+	short := func(field, s string) error {
+		if p := cloudevents.BytesProblem(s, maxShortString, "an AMQP short string"); p != "" {
+			return cloudevents.Undeliverable("AMQP", m, field, p)
+		}
+		return nil
+	}
+	if err := short("msg_id (the message-id property)", pub.MessageId); err != nil {
+		return err
+	}
+	if err := short("topic (the type property)", pub.Type); err != nil {
+		return err
+	}
+	if err := short("routing key", key); err != nil {
+		return err
+	}
+	for name := range pub.Headers {
+		if err := short(fmt.Sprintf("header name %q", name), name); err != nil {
+			return err
+		}
+	}
+	if size := contentHeaderSize(pub); frameMax > 0 && size > frameMax-frameOverhead {
+		return cloudevents.Undeliverable("AMQP", m, "content header (properties and headers)",
+			fmt.Sprintf("is %d bytes, over the %d bytes a frame of this connection holds (the broker's frame_max is %d); make the headers smaller",
+				size, frameMax-frameOverhead, frameMax))
+	}
+	return nil
+}
+
+// contentHeaderSize is the size of the payload of pub's content header
+// frame as amqp091-go writes it, for the properties publishing sets.
+func contentHeaderSize(pub *amqp.Publishing) int {
+	n := 2 + 2 + 8 + 2 // class id, weight, body size, property flags
+	shortstr := func(s string) {
+		if s != "" {
+			n += 1 + len(s)
+		}
+	}
+	shortstr(pub.ContentType)
+	shortstr(pub.ContentEncoding)
+	shortstr(pub.CorrelationId)
+	shortstr(pub.ReplyTo)
+	shortstr(pub.Expiration)
+	shortstr(pub.MessageId)
+	shortstr(pub.Type)
+	shortstr(pub.UserId)
+	shortstr(pub.AppId)
+	if len(pub.Headers) > 0 {
+		n += 4 // the table's length
+		for name, v := range pub.Headers {
+			n += 1 + len(name) + 1 // name, value type
+			switch v := v.(type) {
+			case string:
+				n += 4 + len(v)
+			default:
+				n += 4 + len(fmt.Sprint(v)) // publishing sets strings only
+			}
+		}
+	}
+	if pub.DeliveryMode > 0 {
+		n++
+	}
+	if pub.Priority > 0 {
+		n++
+	}
+	if !pub.Timestamp.IsZero() {
+		n += 8
+	}
+	return n
+}

@@ -65,10 +65,11 @@
 // per record.) Publish produces the whole batch without waiting and then
 // waits for the acks; there is no linger.
 //
-// A message that cannot be sent fails as a refusal that spends one of its
-// retries: a record larger than max_message_bytes or a destination that is
-// not a valid topic name (both found before anything is sent, so the message
-// fails alone), a topic that does not exist (ErrUnknownTopic: Publish asks
+// A record larger than max_message_bytes (ErrTooLarge) or a destination that
+// is not a valid topic name is found before anything is sent: the message
+// fails alone, with an error that satisfies outbox.IsUndeliverable, and the
+// relay makes it DEAD at once. Any other message that cannot be sent fails as
+// a refusal that spends one of its retries: a topic that does not exist (ErrUnknownTopic: Publish asks
 // the cluster, with one metadata request, about each topic it has not yet
 // seen exist, so this refusal comes at once and does not depend on the
 // deadline), or a record the broker refuses (MESSAGE_TOO_LARGE,

@@ -23,7 +23,7 @@ var ErrHeldBack = outbox.ErrHeldBack
 
 // ErrTooLarge marks a message refused because its record cannot fit in a
 // record batch of MaxMessageBytes; it was not sent. It wraps
-// kerr.MessageTooLarge.
+// kerr.MessageTooLarge. Publish returns it wrapped with outbox.Undeliverable.
 var ErrTooLarge = fmt.Errorf("outboxkafka: record larger than the producer's MaxMessageBytes: %w", kerr.MessageTooLarge)
 
 // classify turns the error franz-go reported for one record into the error

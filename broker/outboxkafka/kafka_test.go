@@ -194,6 +194,16 @@ func TestConformance(t *testing.T) {
 					big := `{"big":"` + strings.Repeat("x", outboxkafka.DefaultMaxMessageBytes) + `"}`
 					return outbox.Message{MsgID: "too-large", Topic: topic, Payload: json.RawMessage(big)}
 				},
+				Undeliverable: func() []outbox.Message {
+					return []outbox.Message{
+						// A record over MaxMessageBytes by its headers.
+						{MsgID: "big-header", Topic: topic, Payload: json.RawMessage(`{}`),
+							Headers: map[string]string{"big": strings.Repeat("x", outboxkafka.DefaultMaxMessageBytes)}},
+						// Not a Kafka topic name: a tab, and over 249 bytes.
+						{MsgID: "tab-topic", Topic: topic + "\tx", Payload: json.RawMessage(`{}`)},
+						{MsgID: "long-topic", Topic: strings.Repeat("t", 250), Payload: json.RawMessage(`{}`)},
+					}
+				},
 				DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
 					dls, err := outboxkafka.DeadLetters(ctx, subCfg(group, 0))
 					if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Publisher publishes outbox messages to Kafka with an idempotent producer
@@ -22,9 +23,11 @@ type Publisher struct {
 	conn   *connection
 	source string
 	dest   template
-	state  *connState
-	topics topicCache // destination topics the cluster said exist
-	once   sync.Once
+	// headers logs the row headers the mapping renames or drops.
+	headers *cloudevents.HeaderLog
+	state   *connState
+	topics  topicCache // destination topics the cluster said exist
+	once    sync.Once
 	// isolated is when isolate last logged, in Unix nanoseconds.
 	isolated atomic.Int64
 }
@@ -59,6 +62,7 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		dest:   template(def(cfg.Destination, DefaultDestination)),
 		state:  &connState{},
 	}
+	p.headers = cloudevents.NewHeaderLog(c.logger, "outboxkafka")
 	if p.cl, err = c.newClient(ctx, p.state); err != nil {
 		return nil, err
 	}
@@ -87,11 +91,12 @@ func (c *connection) newClient(ctx context.Context, state *connState, extra ...k
 // the acks. It returns nil when every message was acked (written by the
 // partition leader and its in-sync replicas), or one error per message.
 //
-// A message whose record cannot fit in MaxMessageBytes, whose destination is
-// not a valid topic name, or whose destination topic does not exist
-// (ErrUnknownTopic) is refused before anything is sent, and the
-// later messages of its key in the batch get ErrHeldBack instead of being
-// produced, so they cannot overtake it. A record still without an ack when
+// A message whose record cannot fit in MaxMessageBytes (ErrTooLarge), or
+// whose destination is not a valid topic name, is not sent and its error
+// satisfies outbox.IsUndeliverable: the relay makes it DEAD at once. One
+// whose destination topic does not exist (ErrUnknownTopic) is refused before
+// anything is sent. In both cases the later messages of its key in the batch
+// get ErrHeldBack instead of being produced, so they cannot overtake it. A record still without an ack when
 // ctx (or Timeout) ends is reported as outbox.Unavailable; it may still be
 // written later, which the consumers' inbox absorbs.
 //
@@ -149,7 +154,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			continue
 		}
 		if reason := validTopic(topic); reason != "" {
-			refuse(i, fmt.Errorf("outboxkafka: destination %q of topic %q is not a valid Kafka topic name: %s", topic, m.Topic, reason))
+			refuse(i, cloudevents.Undeliverable("Kafka", m, fmt.Sprintf("destination %q of topic %q", topic, m.Topic), "is not a valid Kafka topic name: "+reason))
 			continue
 		}
 		if err := topicErrs[topic]; err != nil {
@@ -158,9 +163,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 		rec := newRecord(m, topic, p.source)
 		if n := recordBytes(rec); n > p.conn.maxBytes {
-			refuse(i, fmt.Errorf("%w (%d bytes with headers, limit %d)", ErrTooLarge, n, p.conn.maxBytes))
+			refuse(i, outbox.Undeliverable(fmt.Errorf("%w (%d bytes with headers, limit %d)", ErrTooLarge, n, p.conn.maxBytes)))
 			continue
 		}
+		p.headers.Check(m)
 		if checkErr != nil {
 			w.finishOwn(i, checkErr)
 			continue

@@ -25,7 +25,7 @@ const (
 	DefaultConnectTimeout     = 10 * time.Second
 	DefaultAckTimeout         = 30 * time.Second
 	DefaultKeepAlive          = 30 * time.Second
-	DefaultSessionExpiry      = 24 * time.Hour
+	DefaultSessionExpiry      = 4294967295 * time.Second // MQTT 5's "never expires"
 	DefaultMaxDeliveries      = 5
 	DefaultRedeliveryDelay    = 100 * time.Millisecond
 
@@ -151,8 +151,10 @@ type SubscriberConfig struct {
 	DeadLetterTopic string
 	// SessionExpiry is how long the broker keeps the member's session (its
 	// subscription and the messages queued for it) while the member is
-	// disconnected. At most about 136 years. Defaults to the URL's
-	// session_expiry parameter, else 24h.
+	// disconnected: a member away for longer loses the messages the broker
+	// acknowledged for it, which the relay marked SENT. At most 4294967295s,
+	// which MQTT 5 reads as never. Defaults to the URL's session_expiry
+	// parameter, else never (4294967295s); Leave removes a member for good.
 	SessionExpiry time.Duration
 	// ConnectTimeout bounds each wait for a connection in NewSubscriber and
 	// Leave. Defaults to the URL's connect_timeout parameter, else 10s.

@@ -100,6 +100,20 @@ func (e *env) bundle() *brokertest.Bundle {
 		Refused: func() outbox.Message {
 			return outbox.Message{MsgID: "refused-1", Topic: e.topic() + ".+", Payload: []byte(`{}`)}
 		},
+		// Rows a program inserted by SQL, which MQTT cannot carry: Mosquitto
+		// closes the connection on a control character or a noncharacter in
+		// a UTF-8 string ("Malformed UTF-8"), and a string has at most
+		// 65,535 bytes.
+		Undeliverable: func() []outbox.Message {
+			topic := e.topic()
+			return []outbox.Message{
+				{MsgID: "tab\tin-id", Topic: topic, Payload: []byte(`{}`)},
+				{MsgID: "crlf-header", Topic: topic, Payload: []byte(`{}`), Headers: map[string]string{"tenant": "eu1\r\nx"}},
+				{MsgID: "ctl-topic", Topic: topic + "\x01", Payload: []byte(`{}`)},
+				{MsgID: "nonchar-key", Topic: topic, Key: "k\uFFFF", Payload: []byte(`{}`)},
+				{MsgID: "long-header", Topic: topic, Payload: []byte(`{}`), Headers: map[string]string{"big": strings.Repeat("x", 70000)}},
+			}
+		},
 		// A crash: Run's connection is cut and no other can be made, so
 		// nothing is acked and the member's session keeps what it held;
 		// its name goes to the next subscriber of the group, as to a

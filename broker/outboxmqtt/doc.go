@@ -30,7 +30,8 @@
 //	max_deliveries=5        subscriber: handler calls before the dead-letter topic.
 //	redelivery_delay=100ms  subscriber: wait before a new call after a handler error, doubling.
 //	dead_topic=outbox/dead/{group}  subscriber: the dead-letter topic.
-//	session_expiry=24h      subscriber: how long the broker keeps an absent member's session.
+//	session_expiry=4294967295s subscriber: how long the broker keeps an absent member's
+//	                        session; the default, MQTT 5's largest, means never
 //
 // # On the wire
 //
@@ -51,10 +52,15 @@
 // autosave_interval (30 minutes by default) and on a clean shutdown, so a
 // crash of the broker loses what it acknowledged since. A reason code of
 // 0x80 or above is a refusal of that message (a *PublishError, which spends
-// one of its retries), as is a topic that is not a valid MQTT topic name (a
-// "+" or "#" in the row's topic) or a message over the broker's Maximum
-// Packet Size: those are not sent at all, because the broker would close the
-// connection. A lost connection, no ack within ack_timeout, and the caller's
+// one of its retries). A message that breaks a rule of MQTT is not sent at
+// all, because the broker would close the connection, and its error
+// satisfies outbox.IsUndeliverable (the relay makes it DEAD at once): a topic
+// that is not a valid MQTT topic name (a "+" or "#" in the row's topic), a
+// topic or attribute value with a control character (U+0000 to U+001F, tab
+// and line breaks included, U+007F to U+009F) or a Unicode noncharacter,
+// which mosquitto refuses as "Malformed UTF-8", a string over 65,535 bytes,
+// a message over the broker's Maximum Packet Size. Values travel as raw
+// UTF-8 user properties, not percent-encoded. A lost connection, no ack within ack_timeout, and the caller's
 // context ending are outbox.Unavailable: the relay pauses and retries
 // without spending the message's budget.
 //

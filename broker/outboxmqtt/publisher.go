@@ -10,6 +10,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Publisher publishes outbox messages to an MQTT 5 broker with QoS 1 (or 2),
@@ -23,6 +24,7 @@ type Publisher struct {
 	window   int
 	noSubOK  bool
 	redacted string
+	headers  *cloudevents.HeaderLog
 
 	mu         sync.Mutex
 	receiveMax int    // the broker's Receive Maximum on the current connection
@@ -52,6 +54,7 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		window:     s.Window,
 		noSubOK:    s.NoSubscribers == NoSubscribersOK,
 		redacted:   s.url.redacted,
+		headers:    cloudevents.NewHeaderLog(nil, "outboxmqtt"),
 		receiveMax: 65535,
 	}
 	p.cm, err = dial(ctx, connOptions{
@@ -106,11 +109,15 @@ func (p *Publisher) Close() error {
 // Errors satisfying outbox.IsUnavailable (the relay pauses, no retry spent):
 // no connection to the broker, the connection lost before the
 // acknowledgement, no acknowledgement within AckTimeout, ctx ended, reason
-// 0x97 quota exceeded. Any other error is a refusal that spends a retry: a
-// *PublishError (the broker's reason code, including 0x10 "no matching
-// subscribers" unless NoSubscribers is "ok"), or a topic or size that the
-// broker would answer by closing the connection (a wildcard in the topic, a
-// packet over the broker's Maximum Packet Size).
+// 0x97 quota exceeded. A message that breaks a rule of MQTT the broker
+// would answer by closing the connection is not sent, and its error, a
+// *cloudevents.LimitError, satisfies outbox.IsUndeliverable (the relay makes
+// it DEAD at once): a topic name with a wildcard, empty or starting with
+// "$", a topic or attribute value with a control character (tab, line
+// break: Mosquitto's "Malformed UTF-8") or over 65,535 bytes, a packet over
+// the broker's Maximum Packet Size. Any other error is a refusal that spends
+// a retry: a *PublishError (the broker's reason code, including 0x10 "no
+// matching subscribers" unless NoSubscribers is "ok").
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	p.mu.Lock()
 	window := min(p.window, p.receiveMax)
@@ -121,19 +128,14 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 // send publishes one message and classifies the outcome.
 func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
 	topic := destination(p.template, m.Topic)
-	if reason := topicNameProblem(topic); reason != "" {
-		return fmt.Errorf("outboxmqtt: message %q: MQTT topic %q (from row topic %q) %s; the broker would close the connection, so it was not sent", m.MsgID, topic, m.Topic, reason)
-	}
 	pub := newPublish(m, topic, p.source, p.qos)
 	p.mu.Lock()
 	maxPacket := p.maxPacket
 	p.mu.Unlock()
-	if maxPacket > 0 {
-		if size := packetSize(pub); size > int64(maxPacket) {
-			return &PublishError{MsgID: m.MsgID, Topic: topic, ReasonCode: 0x95,
-				Reason: fmt.Sprintf("packet too large: %d bytes, the broker's Maximum Packet Size is %d (not sent)", size, maxPacket)}
-		}
+	if err := check(m, pub, maxPacket); err != nil {
+		return err
 	}
+	p.headers.Check(m)
 	resp, err := p.cm.Publish(ctx, pub)
 	return p.outcome(ctx, m, topic, resp, err)
 }

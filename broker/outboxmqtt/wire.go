@@ -1,6 +1,7 @@
 package outboxmqtt
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/eclipse/paho.golang/paho"
@@ -82,4 +83,41 @@ func attributeName(s string) bool {
 // topic, say). The error wraps cloudevents.ErrNotEvent.
 func Decode(p *paho.Publish) (outbox.Message, error) {
 	return cloudevents.Decode(attributes(p), p.Payload)
+}
+
+// maxString is the most bytes of an MQTT UTF-8 string: its length is two
+// bytes.
+const maxString = 65535
+
+// check returns an error satisfying outbox.IsUndeliverable when pub, the
+// PUBLISH of m, breaks a rule of MQTT 5 that the broker answers by closing
+// the connection: a topic name that is empty, has a wildcard or starts with
+// "$"; a topic or user property that is not a valid MQTT UTF-8 string
+// (over 65,535 bytes, control characters U+0000 to U+001F and U+007F to
+// U+009F, noncharacters: Mosquitto refuses them as "Malformed UTF-8"); a
+// packet over the broker's Maximum Packet Size (maxPacket, 0 for none).
+func check(m *outbox.Message, pub *paho.Publish, maxPacket uint32) error {
+	if reason := topicNameProblem(pub.Topic); reason != "" {
+		return cloudevents.Undeliverable("MQTT", m, fmt.Sprintf("topic %q (from row topic %q)", pub.Topic, m.Topic), reason)
+	}
+	if reason := cloudevents.TextProblem(pub.Topic, maxString, "an MQTT string"); reason != "" {
+		return cloudevents.Undeliverable("MQTT", m, fmt.Sprintf("topic %q (from row topic %q)", pub.Topic, m.Topic), reason)
+	}
+	if pub.Properties != nil {
+		for _, u := range pub.Properties.User {
+			if reason := cloudevents.TextProblem(u.Key, maxString, "an MQTT string"); reason != "" {
+				return cloudevents.Undeliverable("MQTT", m, fmt.Sprintf("user property name %q", u.Key), reason)
+			}
+			if reason := cloudevents.TextProblem(u.Value, maxString, "an MQTT string"); reason != "" {
+				return cloudevents.Undeliverable("MQTT", m, fmt.Sprintf("value of user property %q", u.Key), reason)
+			}
+		}
+	}
+	if maxPacket > 0 {
+		if size := packetSize(pub); size > int64(maxPacket) {
+			return cloudevents.Undeliverable("MQTT", m, "PUBLISH packet",
+				fmt.Sprintf("is %d bytes, over the broker's Maximum Packet Size of %d bytes", size, maxPacket))
+		}
+	}
+	return nil
 }

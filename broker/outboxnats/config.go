@@ -17,7 +17,7 @@ const (
 	DefaultSubject           = "outbox.{topic}"
 	DefaultStream            = "OUTBOX"
 	DefaultDuplicates        = 2 * time.Minute
-	DefaultMaxAge            = 7 * 24 * time.Hour
+	DefaultMaxAge            = time.Duration(0) // no age limit
 	DefaultTimeout           = 5 * time.Second
 	DefaultDeadLetterSubject = "outbox_dead.{group}"
 	DefaultDeadLetterStream  = "OUTBOX_DEAD"
@@ -56,8 +56,10 @@ type PublisherConfig struct {
 	// Defaults to 2m.
 	Duplicates time.Duration
 	// MaxAge is how long the stream keeps a message. Used only when
-	// NewPublisher creates the stream (query parameter "max_age"); a negative
-	// value keeps messages until someone removes them. Defaults to 168h.
+	// NewPublisher creates the stream (query parameter "max_age"). Zero or a
+	// negative value keeps messages until someone removes them: a consumer
+	// group away for longer than an age limit would lose messages the relay
+	// already marked SENT. Defaults to no limit.
 	MaxAge time.Duration
 	// MemoryStorage creates the stream in memory instead of on disk (query
 	// parameter "storage=memory"). Used only when NewPublisher creates the
@@ -318,9 +320,6 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	}
 	if cfg.Duplicates == 0 {
 		cfg.Duplicates = DefaultDuplicates
-	}
-	if cfg.MaxAge == 0 {
-		cfg.MaxAge = DefaultMaxAge
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout

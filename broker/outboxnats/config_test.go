@@ -14,7 +14,7 @@ func TestPublisherDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st.Source != "/outbox" || st.prefix != "outbox." || st.Stream != "OUTBOX" || st.Duplicates != 2*time.Minute ||
-		st.MaxAge != 168*time.Hour || st.Timeout != 5*time.Second || st.MemoryStorage {
+		st.MaxAge != 0 || st.streamConfig().MaxAge != 0 || st.Timeout != 5*time.Second || st.MemoryStorage {
 		t.Errorf("defaults: %+v", st)
 	}
 }

@@ -18,8 +18,8 @@
 //	stream=OUTBOX           the stream; created when missing over the
 //	                        template's prefix followed by ">" ("outbox.>")
 //	duplicates=2m           the stream's duplicate window (when creating it)
-//	max_age=168h            how long the stream keeps messages (when creating
-//	                        it); a negative value keeps them for good
+//	max_age=0               how long the stream keeps messages (when creating
+//	                        it); 0, the default, keeps them for good
 //	storage=file            file or memory (when creating the stream)
 //	timeout=5s              connect, API calls, each PubAck and each ack
 //	creds=/path/user.creds  a NATS credentials file
@@ -75,10 +75,18 @@
 // publish during a reconnect fails at once rather than waiting in a buffer),
 // no PubAck within timeout, no stream answering on the subject (a removed
 // stream cannot be told from JetStream restarting), a 5xx answer from
-// JetStream, the caller's ctx ending. A refusal spends one of the row's
-// retries: a topic that makes an invalid subject (whitespace, empty token,
-// wildcard token), a message over the server's max_payload, a 4xx answer from
-// the stream (over its max_msg_size).
+// JetStream, the caller's ctx ending. A message NATS cannot carry is not
+// sent, and its error satisfies outbox.IsUndeliverable (the relay makes it
+// DEAD at once): a topic that makes an invalid subject (whitespace, a control
+// character, empty token, wildcard token) or a subject over 3936 bytes (the
+// server's max_control_line of 4096, less the rest of the line; the server
+// would close the connection), a message over the server's max_payload. A
+// refusal spends one of the row's retries: a 4xx answer from the stream
+// (over its max_msg_size).
+//
+// Header values (ce-* and Nats-Msg-Id) are percent-encoded as in the
+// CloudEvents HTTP binding, so any UTF-8 text, CR and LF included, travels
+// and comes back as it left; header names are "ce-" and the attribute name.
 //
 // # Order and duplicates
 //

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Publisher publishes outbox messages to a JetStream stream, one NATS message
@@ -20,6 +21,7 @@ type Publisher struct {
 	stream   string
 	source   string // percent-encoded
 	redacted string
+	headers  *cloudevents.HeaderLog
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -56,6 +58,7 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		stream:   st.Stream,
 		source:   encodeValue(st.Source),
 		redacted: st.url.redacted,
+		headers:  cloudevents.NewHeaderLog(nil, "outboxnats"),
 	}, nil
 }
 
@@ -94,9 +97,14 @@ func (p *Publisher) Close() error {
 // keeps its retries): the connection is down or reconnecting, no PubAck
 // within Timeout, no stream answering for the subject (a stream that was
 // removed cannot be told from JetStream restarting), a 5xx answer from
-// JetStream (not ready, storage exhausted), ctx ended. A refusal spends a
-// retry: a topic that makes an invalid subject, a message over the server's
-// max_payload, or a 4xx answer from the stream (e.g. over its max_msg_size).
+// JetStream (not ready, storage exhausted), ctx ended. A message that NATS
+// cannot carry is not sent, and its error, a *cloudevents.LimitError,
+// satisfies outbox.IsUndeliverable (the relay makes it DEAD at once): a topic
+// that makes an invalid subject (white space, a control character, an empty
+// token, a wildcard) or one over 3936 bytes (the server's max_control_line
+// of 4096 less the rest of the line), a message over the server's
+// max_payload. A refusal spends a retry: a 4xx answer from the stream (e.g.
+// over its max_msg_size).
 //
 // Messages are sent in slice order over one connection, so the stream stores
 // a batch in order. When a message with a key fails before it was sent, the
@@ -165,24 +173,38 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	return nil
 }
 
+// maxSubject is the most bytes of a subject the publisher sends. A NATS
+// server reads the HPUB line (the subject, the reply inbox and the sizes)
+// into a buffer of max_control_line bytes, 4096 by default, and closes the
+// connection on a longer line; the rest of the line takes less than 160.
+const maxSubject = 4096 - 160
+
 // send hands one message to the connection.
 func (p *Publisher) send(m *outbox.Message) (jetstream.PubAckFuture, error) {
 	subject := p.prefix + m.Topic
 	if err := checkSubject(subject); err != nil {
-		return nil, fmt.Errorf("outboxnats: topic %q of %q makes the subject %q, which %v; use topics of dot-separated words",
-			m.Topic, m.MsgID, subject, err)
+		return nil, cloudevents.Undeliverable("NATS", m, fmt.Sprintf("subject %q (from topic %q)", subject, m.Topic),
+			fmt.Sprintf("%v; use topics of dot-separated words", err))
+	}
+	if reason := cloudevents.BytesProblem(subject, maxSubject, "a subject (the server's max_control_line is 4096 by default)"); reason != "" {
+		return nil, cloudevents.Undeliverable("NATS", m, "subject", reason)
 	}
 	msg := &nats.Msg{Subject: subject, Header: eventHeader(m, p.source), Data: m.Payload}
+	if size, limit := len(m.Payload)+headerSize(msg.Header), p.nc.MaxPayload(); limit > 0 && int64(size) > limit {
+		return nil, cloudevents.Undeliverable("NATS", m, "payload and headers",
+			fmt.Sprintf("are %d bytes, over the server's max_payload of %d bytes", size, limit))
+	}
+	p.headers.Check(m)
 	f, err := p.js.PublishMsgAsync(msg)
 	if err == nil {
 		return f, nil
 	}
 	if errors.Is(err, nats.ErrMaxPayload) {
-		return nil, fmt.Errorf("outboxnats: message %q: %d bytes of payload and headers are over the server's max_payload of %d bytes: %w",
-			m.MsgID, len(m.Payload)+headerSize(msg.Header), p.nc.MaxPayload(), err)
+		return nil, cloudevents.Undeliverable("NATS", m, "payload and headers",
+			fmt.Sprintf("are over the server's max_payload of %d bytes: %v", p.nc.MaxPayload(), err))
 	}
 	if errors.Is(err, nats.ErrBadSubject) {
-		return nil, fmt.Errorf("outboxnats: message %q: subject %q: %w", m.MsgID, subject, err)
+		return nil, cloudevents.Undeliverable("NATS", m, fmt.Sprintf("subject %q", subject), err.Error())
 	}
 	if errors.Is(err, nats.ErrReconnectBufExceeded) {
 		// With no reconnect buffer, this is how the client says that it is

@@ -180,6 +180,41 @@ func TestWireFormat(t *testing.T) {
 	}
 }
 
+// TestControlCharactersInHeaders: a header value or msg_id with CR, LF, tab
+// or NUL (a row inserted by SQL) travels percent-encoded, so it cannot break
+// the header block, and comes back as it left.
+func TestControlCharactersInHeaders(t *testing.T) {
+	t.Parallel()
+	js := bareJetStream(t)
+	u, id := testURL(t, sharedURL())
+	p := newTestPublisher(t, u)
+	m := outbox.Message{
+		MsgID: "a\r\nNats-Msg-Id: b", Topic: "order.paid", Key: "k\tey", Payload: json.RawMessage(`{}`),
+		Headers: map[string]string{"tenant": "eu1\r\nX-Evil: 1\x00"},
+	}
+	next := outbox.Message{MsgID: "next", Topic: "order.paid", Payload: json.RawMessage(`{}`)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if errs := p.Publish(ctx, []outbox.Message{m, next}); errs != nil {
+		t.Fatal(errs)
+	}
+	s, err := js.Stream(ctx, "S_"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Header.Get("ce-tenant"); got != "eu1%0D%0AX-Evil:%201%00" {
+		t.Errorf("ce-tenant = %q", got)
+	}
+	back, err := decodeMessage(raw.Header, raw.Data)
+	if err != nil || back.MsgID != m.MsgID || back.Key != m.Key || back.Headers["tenant"] != m.Headers["tenant"] || len(back.Headers) != 1 {
+		t.Errorf("decoded %+v, %v", back, err)
+	}
+}
+
 // TestNotAnEvent: a message without CloudEvents headers goes straight to
 // the dead-letter subject, with the reason.
 func TestNotAnEvent(t *testing.T) {

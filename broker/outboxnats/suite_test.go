@@ -92,6 +92,16 @@ func newBundle(t *testing.T, serverURL string) *brokertest.Bundle {
 				Payload: []byte(`"` + strings.Repeat("x", 1<<20) + `"`),
 			}
 		},
+		Undeliverable: func() []outbox.Message {
+			return []outbox.Message{
+				// CR LF in the subject would end the HPUB line early.
+				{MsgID: "crlf-topic", Topic: suiteTopic + "\r\nPUB x 1", Payload: []byte(`{}`)},
+				// Over max_control_line: the server would close the connection.
+				{MsgID: "long-topic", Topic: suiteTopic + "." + strings.Repeat("t", 5000), Payload: []byte(`{}`)},
+				// Over max_payload with its headers.
+				{MsgID: "big-header", Topic: suiteTopic, Payload: []byte(`{}`), Headers: map[string]string{"big": strings.Repeat("x", 1<<20)}},
+			}
+		},
 		DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
 			return readDeadLetters(ctx, u, group)
 		},

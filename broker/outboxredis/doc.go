@@ -67,7 +67,10 @@
 // CLUSTERDOWN, OOM, MISCONF, NOREPLICAS, "max number of clients reached",
 // NOAUTH, WRONGPASS) satisfy outbox.IsUnavailable: the
 // relay pauses and spends no retry. Any other error reply refuses that one
-// message, e.g. WRONGTYPE when the stream key holds a string.
+// message, e.g. WRONGTYPE when the stream key holds a string. Redis strings
+// are binary-safe: every field travels as it is, and only a value over the
+// server's proto-max-bulk-len (512 MiB by default) is not sent; its error
+// satisfies outbox.IsUndeliverable.
 //
 // # Ordering and duplicates
 //

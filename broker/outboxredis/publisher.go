@@ -3,10 +3,12 @@ package outboxredis
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 )
 
 // Publisher adds outbox messages to Redis streams with XADD, pipelined. It
@@ -18,7 +20,14 @@ type Publisher struct {
 	stream       string
 	maxLen       int64
 	pipelineSize int
+	maxBulk      int // the server's proto-max-bulk-len
+	headers      *cloudevents.HeaderLog
 }
+
+// defaultMaxBulk is Redis's default proto-max-bulk-len, the most bytes of
+// one argument of a command. The server answers a longer one with a
+// protocol error and closes the connection.
+const defaultMaxBulk = 512 << 20
 
 var _ outbox.Publisher = (*Publisher)(nil)
 
@@ -43,7 +52,43 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		stream:       cfg.Stream,
 		maxLen:       cfg.MaxLen,
 		pipelineSize: cfg.PipelineSize,
+		maxBulk:      maxBulk(ctx, rdb),
+		headers:      cloudevents.NewHeaderLog(nil, "outboxredis"),
 	}, nil
+}
+
+// maxBulk returns the server's proto-max-bulk-len, or Redis's default when
+// the server does not say (CONFIG is often forbidden on managed servers).
+func maxBulk(ctx context.Context, rdb *redis.Client) int {
+	v, err := rdb.ConfigGet(ctx, "proto-max-bulk-len").Result()
+	if err != nil {
+		return defaultMaxBulk
+	}
+	n, err := strconv.Atoi(v["proto-max-bulk-len"])
+	if err != nil || n <= 0 {
+		return defaultMaxBulk
+	}
+	return n
+}
+
+// check returns an error satisfying outbox.IsUndeliverable when a value of
+// m's entry is longer than the server's proto-max-bulk-len. Redis strings
+// are binary-safe: nothing else of a row is refused.
+func (p *Publisher) check(m *outbox.Message, stream string) error {
+	field, n := "stream key", len(stream)
+	if len(m.Payload) > n {
+		field, n = "payload", len(m.Payload)
+	}
+	for name, v := range m.Headers {
+		if len(v) > n {
+			field, n = fmt.Sprintf("header %q", name), len(v)
+		}
+	}
+	if n > p.maxBulk {
+		return cloudevents.Undeliverable("Redis", m, field,
+			fmt.Sprintf("is %d bytes, over the %d bytes of one argument the server takes (proto-max-bulk-len)", n, p.maxBulk))
+	}
+	return nil
 }
 
 // ping checks that the server answers, for the constructors. A server that
@@ -96,6 +141,12 @@ func (p *Publisher) Stream(topic string) string {
 // be told; a refusal there comes from the stream key, which the messages of
 // one key and topic share, so they fail together.
 //
+// A message with a value longer than the server's proto-max-bulk-len (512
+// MiB by default; read with CONFIG GET when NewPublisher connects) is not
+// sent: the server would close the connection. Its error satisfies
+// outbox.IsUndeliverable. Redis strings are binary-safe, so nothing else of a
+// row is refused.
+//
 // Redis does not deduplicate: a message published twice is two entries.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	if len(msgs) == 0 {
@@ -127,7 +178,21 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 				fail(i, fmt.Errorf("%w (msg_id %q failed first)", outbox.ErrHeldBack, first))
 				continue
 			}
-			cmds[i-start] = pipe.XAdd(ctx, p.xaddArgs(m, streams.key(m.Topic)))
+			stream := streams.key(m.Topic)
+			if err := p.check(m, stream); err != nil {
+				fail(i, err)
+				if m.Key != "" {
+					if failedKeys == nil {
+						failedKeys = map[string]string{}
+					}
+					if _, seen := failedKeys[m.Key]; !seen {
+						failedKeys[m.Key] = m.MsgID
+					}
+				}
+				continue
+			}
+			p.headers.Check(m)
+			cmds[i-start] = pipe.XAdd(ctx, p.xaddArgs(m, stream))
 		}
 		// Exec's own error is the first command's error; each command
 		// carries its own, which is what matters here.

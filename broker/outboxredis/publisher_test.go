@@ -337,3 +337,45 @@ func waitSave(ctx context.Context, t *testing.T, admin *redis.Client, want strin
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestOverProtoMaxBulkLen: a value over the server's proto-max-bulk-len
+// (which it answers with a protocol error, closing the connection) is
+// undeliverable and not sent; the messages around it and the next Publish
+// are stored.
+func TestOverProtoMaxBulkLen(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", srv.port)})
+	defer admin.Close()
+	configSet(ctx, t, admin, "proto-max-bulk-len", "1mb") // the least Redis allows
+	big := json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)
+	// The server answers "invalid bulk length" and closes the connection,
+	// which the client may see first as a reset while it still writes.
+	if err := admin.XAdd(ctx, &redis.XAddArgs{Stream: "raw", Values: []any{"data", []byte(big)}}).Err(); err == nil {
+		t.Fatal("the server took a value over proto-max-bulk-len")
+	}
+	pub, err := NewPublisher(ctx, PublisherConfig{URL: srv.URL("?stream=s:{topic}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	msgs := []outbox.Message{
+		{MsgID: "a", Topic: "t", Key: "k", Payload: json.RawMessage(`1`)},
+		{MsgID: "poison", Topic: "t", Payload: big},
+		{MsgID: "b", Topic: "t", Key: "k", Payload: json.RawMessage(`2`)},
+	}
+	errs := pub.Publish(ctx, msgs)
+	if len(errs) != 3 || errs[0] != nil || errs[2] != nil || !outbox.IsUndeliverable(errs[1]) || outbox.IsUnavailable(errs[1]) {
+		t.Fatalf("Publish = %v, want an undeliverable error for the poison only", errs)
+	}
+	if !strings.Contains(errs[1].Error(), "over the 1048576 bytes of one argument the server takes (proto-max-bulk-len)") {
+		t.Errorf("error %q does not say the limit", errs[1])
+	}
+	if errs := pub.Publish(ctx, []outbox.Message{{MsgID: "c", Topic: "t", Payload: json.RawMessage(`3`)}}); errs != nil {
+		t.Fatalf("the next Publish: %v", errs)
+	}
+	if n, err := admin.XLen(ctx, "s:t").Result(); err != nil || n != 3 {
+		t.Fatalf("the stream holds %d entries (%v), want 3", n, err)
+	}
+}
