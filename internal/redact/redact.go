@@ -36,8 +36,9 @@ var nameSchemes = map[string]bool{
 	"kafka": true, "mqtt": true, "mqtts": true,
 }
 
-// URL returns s, one URL, a comma-separated list of URLs (as NATS takes) or
-// a go-sql-driver DSN, with its credentials masked. A string that holds an
+// URL returns s, one URL, a comma-separated list of URLs (as NATS takes), a
+// relative reference (/path?token=...) or a go-sql-driver DSN, with its
+// credentials masked. A string that holds an
 // "@" but no "://" is masked up to its last "@" (keeping a go-sql-driver
 // DSN's user name), since its credentials cannot be told apart.
 func URL(s string) string {
@@ -46,19 +47,19 @@ func URL(s string) string {
 	}
 	at := strings.LastIndexByte(s, '@')
 	if at < 0 {
-		return s
+		return maskParams(s, false) // a relative reference: /path?token=...
 	}
 	if !isDriverDSNTail(s[at+1:]) {
-		return Mask + s[at:]
+		return Mask + maskParams(s[at:], strings.ContainsAny(s[:at], "?#"))
 	}
 	user, _, hasPassword := strings.Cut(s[:at], ":")
 	switch {
 	case strings.ContainsAny(user, "/?#"):
-		return Mask + s[at:]
+		return Mask + maskParams(s[at:], false)
 	case hasPassword:
-		return user + ":" + Mask + s[at:]
+		return user + ":" + Mask + maskParams(s[at:], false)
 	}
-	return s // a user name alone
+	return maskParams(s, false) // a user name alone
 }
 
 // Text returns s with the credentials of every URL and go-sql-driver DSN in

@@ -47,6 +47,9 @@ func TestURL(t *testing.T) {
 		{"app:s3cret@tcp(h:3306)/db", "app:xxxxx@tcp(h:3306)/db", []string{"s3cret"}},
 		{"app:p/a?b#c@d:e@tcp(h:3306)/db", "app:xxxxx@tcp(h:3306)/db", []string{"p/a", "b#c", "d:e"}},
 		{"tok3n@host:4222", "xxxxx@host:4222", []string{"tok3n"}},
+		{"app:pw@tcp(h)/db?tls=true&password=pw2x", "app:xxxxx@tcp(h)/db?tls=true&password=xxxxx", []string{"pw2x"}},
+		// A relative reference, as a Location header may be.
+		{"/final/hook?token=loc4tion", "/final/hook?token=xxxxx", []string{"loc4tion"}},
 		// No credentials.
 		{"sqlite:data/app.db", "sqlite:data/app.db", nil},
 		{"discard:", "discard:", nil},
