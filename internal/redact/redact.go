@@ -6,7 +6,8 @@
 // What is masked, with [Mask]:
 //
 //   - the password of a URL's userinfo (user:password@host), whatever
-//     characters it holds;
+//     characters it holds, unless it is the placeholder "pass" or
+//     "password" of an example;
 //   - a user name without a password (token@host), which NATS, and many
 //     HTTP services, read as a token; it is kept for the schemes whose user
 //     part is a user name (postgres, postgresql, mysql, amqp, amqps, kafka,
@@ -36,6 +37,11 @@ var nameSchemes = map[string]bool{
 	"kafka": true, "mqtt": true, "mqtts": true,
 }
 
+// placeholders are the passwords of the examples that messages give, such
+// as postgres://user:pass@host:5432/db; they are no secret, and masking
+// them would make the example read wrong.
+var placeholders = map[string]bool{"pass": true, "password": true, Mask: true}
+
 // URL returns s, one URL, a comma-separated list of URLs (as NATS takes), a
 // relative reference (/path?token=...) or a go-sql-driver DSN, with its
 // credentials masked. A string that holds an
@@ -52,11 +58,11 @@ func URL(s string) string {
 	if !isDriverDSNTail(s[at+1:]) {
 		return Mask + maskParams(s[at:], strings.ContainsAny(s[:at], "?#"))
 	}
-	user, _, hasPassword := strings.Cut(s[:at], ":")
+	user, password, hasPassword := strings.Cut(s[:at], ":")
 	switch {
 	case strings.ContainsAny(user, "/?#"):
 		return Mask + maskParams(s[at:], false)
-	case hasPassword:
+	case hasPassword && !placeholders[password]:
 		return user + ":" + Mask + maskParams(s[at:], false)
 	}
 	return maskParams(s, false) // a user name alone
@@ -142,8 +148,10 @@ func redactURL(u string) string {
 		// the parameters after the "@", in case it stood in the query.
 		return u[:i+3] + Mask + maskParams(tail, strings.ContainsAny(userinfo, "?#"))
 	}
-	user, _, hasPassword := strings.Cut(userinfo, ":")
+	user, password, hasPassword := strings.Cut(userinfo, ":")
 	switch {
+	case hasPassword && placeholders[password]:
+		// user:pass@host, an example in a message.
 	case hasPassword:
 		userinfo = user + ":" + Mask
 	case !nameSchemes[scheme]:
@@ -248,7 +256,7 @@ func maskDriverDSNs(s string) string {
 			}
 			i += off
 			start := strings.LastIndexAny(s[:i], " \t\r\n\"'`<>=") + 1
-			if c := strings.IndexByte(s[start:i], ':'); c >= 0 && !strings.Contains(s[start:i], "://") {
+			if c := strings.IndexByte(s[start:i], ':'); c >= 0 && !strings.Contains(s[start:i], "://") && !placeholders[s[start+c+1:i]] {
 				c += start
 				s = s[:c+1] + Mask + s[i:]
 				i = c + 1 + len(Mask)
@@ -267,7 +275,7 @@ func maskDriverDSNs(s string) string {
 func Secrets(raw string) []string {
 	var out []string
 	add := func(s string) {
-		if len(s) < 3 {
+		if len(s) < 3 || placeholders[s] {
 			return
 		}
 		out = append(out, s)

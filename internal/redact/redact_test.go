@@ -50,6 +50,9 @@ func TestURL(t *testing.T) {
 		{"app:pw@tcp(h)/db?tls=true&password=pw2x", "app:xxxxx@tcp(h)/db?tls=true&password=xxxxx", []string{"pw2x"}},
 		// A relative reference, as a Location header may be.
 		{"/final/hook?token=loc4tion", "/final/hook?token=xxxxx", []string{"loc4tion"}},
+		// The placeholders of examples.
+		{"postgres://user:pass@host:5432/db", "postgres://user:pass@host:5432/db", nil},
+		{"user:pass@tcp(host:3306)/db", "user:pass@tcp(host:3306)/db", nil},
 		// No credentials.
 		{"sqlite:data/app.db", "sqlite:data/app.db", nil},
 		{"discard:", "discard:", nil},
