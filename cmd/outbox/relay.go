@@ -96,7 +96,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := o.validate(f); err != nil {
 		return err
 	}
-	log, err := newLogger(redactingWriter{stderr}, o.logFormat, o.logLevel)
+	addSecret(o.adminToken)
+	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
 	if err != nil {
 		return usagef(f.hint(), "%v", err)
 	}
@@ -352,15 +353,4 @@ func (b *batchLogger) OnBatch(ctx context.Context, rep outbox.BatchReport) {
 	b.totals.released.Add(int64(rep.Released))
 	b.log.DebugContext(ctx, "batch", "messages", len(rep.Results), "sent", rep.Sent, "retried", rep.Retried,
 		"dead", rep.Dead, "released", rep.Released, "duration", rep.Duration)
-}
-
-// redactingWriter removes known secrets from what it writes; a slog handler
-// writes each record in one call, so a secret is never split across two.
-type redactingWriter struct{ w io.Writer }
-
-func (r redactingWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(r.w, redact(string(p))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
