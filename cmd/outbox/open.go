@@ -226,9 +226,9 @@ func sqlitePath(dsn string) (string, error) {
 	case path == "":
 		return "", errors.New("sqlite --db names no file; the form is sqlite:path/to/file.db")
 	case path == ":memory:" || strings.HasPrefix(path, "file:"):
-		return "", fmt.Errorf("sqlite --db %q: give a file path, e.g. sqlite:path/to/file.db (an in-memory database would vanish when the command ends)", dsn)
+		return "", fmt.Errorf("sqlite --db %q: give a file path, e.g. sqlite:path/to/file.db (an in-memory database would vanish when the command ends)", redactDSN(dsn))
 	case strings.Contains(path, "?"):
-		return "", fmt.Errorf("sqlite --db %q: options are not supported; the outbox sets its own (WAL, busy timeout)", dsn)
+		return "", fmt.Errorf("sqlite --db %q: options are not supported; the outbox sets its own (WAL, busy timeout)", redactDSN(dsn))
 	}
 	return path, nil
 }

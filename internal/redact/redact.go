@@ -208,7 +208,7 @@ func decodeName(name string) string {
 // token, access_token, key, api_key, apikey, secret, client_secret,
 // password, passwd, pwd, pass, signature, sig, auth, authorization,
 // credential, jwt, and names that contain token, secret, passw, signature
-// or credential, or end in _key, _auth or _sig (but not routing_key,
+// or credential, or end in _key, _auth, _sig, _pass or _pwd (but not routing_key,
 // binding_key or partition_key). Case, '-' and '.' do not matter.
 func SecretParam(name string) bool {
 	n := strings.NewReplacer("-", "_", ".", "_", " ", "_").Replace(strings.ToLower(strings.TrimSpace(name)))
@@ -223,7 +223,7 @@ func SecretParam(name string) bool {
 			return true
 		}
 	}
-	for _, suffix := range []string{"_key", "_auth", "_sig"} {
+	for _, suffix := range []string{"_key", "_auth", "_sig", "_pass", "_pwd"} {
 		if strings.HasSuffix(n, suffix) {
 			return true
 		}

@@ -104,7 +104,7 @@ func TestSecretParam(t *testing.T) {
 	t.Parallel()
 	for _, n := range []string{"token", "TOKEN", "access_token", "access-token", "refresh_token", "X-Amz-Security-Token", "key",
 		"api_key", "apiKey", "api-key", "secret", "client_secret", "signature", "sig", "password", "passwd", "pwd", "pass",
-		"auth", "Authorization", "basic_auth", "private_key", "credential", "jwt"} {
+		"auth", "Authorization", "basic_auth", "private_key", "credential", "jwt", "_auth_pass", "db_pwd"} {
 		if !SecretParam(n) {
 			t.Errorf("SecretParam(%q) = false", n)
 		}
