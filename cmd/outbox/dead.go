@@ -74,6 +74,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f.int64Var(&afterID, "after-id", 0, "ID", "list messages whose id is above this one (the next page)")
 	f.boolVar(&asJSON, "json", "print a JSON array instead of a table")
 	f.note(deadAtNote)
+	f.note(escapesNote)
 	f.example("outbox dead list --db sqlite:app.db --topic order.paid --limit 20")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -130,6 +131,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	db := addDBFlags(f)
 	var asJSON bool
 	f.boolVar(&asJSON, "json", "print one JSON object")
+	f.note(escapesNote)
 	f.example("outbox dead show --db sqlite:app.db order-42:OrderPaid")
 	pos, err := f.parse(args)
 	if err != nil {

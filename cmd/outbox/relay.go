@@ -82,6 +82,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"keep them longer than any redelivery; 0 (the default) leaves them")
 	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute,
 		"wait between two rounds of the cleanup flags; each round's last statement reads the whole table (outbox on PostgreSQL, inbox everywhere)")
+	f.note(fmt.Sprintf("The servers of --metrics-addr and --admin-addr each hold at most %d connections (more clients wait\n"+
+		"to be accepted), and close one that takes over %s to send its headers, %s to send its\n"+
+		"request, %s to be answered, or stays idle for %s; headers are limited to %d KiB.\n"+
+		"Logs and error messages show URLs and DSNs with their passwords, tokens and secret query\n"+
+		"values (token, key, signature...) masked as xxxxx.",
+		httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, httpIdleTimeout, httpMaxHeaderBytes>>10))
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")

@@ -8,6 +8,12 @@ import (
 	"unicode/utf8"
 )
 
+// escapesNote is the help note of the commands that print stored text.
+const escapesNote = "Control characters in msg_ids, topics, keys, headers, payloads and last_errors (escape\n" +
+	"sequences, C1 controls, bidirectional overrides) are shown as escapes such as \\x1b and \\u009b;\n" +
+	"--json prints the stored text exactly, as JSON escapes. URLs in last_error have their\n" +
+	"passwords, tokens and secret query values masked as xxxxx."
+
 // termText makes s, text from the database or a library, safe to print on
 // a terminal: control characters (C0, DEL and C1, which include ESC and the
 // one-byte CSI), the bidirectional-text overrides and isolates, the line and
