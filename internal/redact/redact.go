@@ -205,11 +205,12 @@ func decodeName(name string) string {
 }
 
 // SecretParam reports whether a query parameter of this name holds a secret:
-// token, access_token, key, api_key, apikey, secret, client_secret,
-// password, passwd, pwd, pass, signature, sig, auth, authorization,
-// credential, jwt, and names that contain token, secret, passw, signature
-// or credential, or end in _key, _auth, _sig, _pass or _pwd (but not routing_key,
-// binding_key or partition_key). Case, '-' and '.' do not matter.
+// key, apikey, sig, pass, pwd, auth, authorization, jwt, bearer,
+// credential(s), names that contain token, secret, passw, signature,
+// credential or apikey (access_token, client_secret, password...), and
+// names that end in _key, _auth, _sig, _pass or _pwd (api_key,
+// private_key...), but not routing_key, binding_key or partition_key.
+// Case, '-' and '.' do not matter.
 func SecretParam(name string) bool {
 	n := strings.NewReplacer("-", "_", ".", "_", " ", "_").Replace(strings.ToLower(strings.TrimSpace(name)))
 	switch n {
