@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/redact"
 )
 
 // Config configures the admin handler.
@@ -401,8 +402,9 @@ func (h *handler) storeError(w http.ResponseWriter, r *http.Request, what string
 	if r.Context().Err() != nil {
 		return // the client has gone
 	}
-	h.cfg.Logger.Warn("outbox admin: "+what+" failed", "error", err, "path", r.URL.Path)
-	fail(w, status, what+": "+err.Error())
+	msg := redact.Text(err.Error())
+	h.cfg.Logger.Warn("outbox admin: "+what+" failed", "error", msg, "path", r.URL.Path)
+	fail(w, status, what+": "+msg)
 }
 
 func reply(w http.ResponseWriter, status int, v any) {

@@ -376,3 +376,31 @@ func FuzzRequests(f *testing.F) {
 		}
 	})
 }
+
+// A row written before the publishers masked their URLs holds a token in
+// last_error; the handler masks it when it serves the row, in a list and
+// alone, and in a database error.
+func TestLastErrorRedactedAtRead(t *testing.T) {
+	const old = "webhook: POST https://hooks.example/in?token=t0ken-0f-2024: 503 Service Unavailable; " +
+		"outboxnats: connect to nats://natstok3n@127.0.0.1:4222: refused; mysql://u:pa/ss?w#d@db:3306/x"
+	st := &fakeStore{msgs: []outbox.Message{{ID: 1, MsgID: "m1", Topic: "t", Status: outbox.StatusDead, LastError: old}}}
+	h := newTestHandler(t, st, Config{})
+	for _, target := range []string{"/messages", "/messages/m1"} {
+		code, body := do(t, h, "GET", target, "")
+		if code != 200 {
+			t.Fatalf("%s: %d %s", target, code, body)
+		}
+		for _, secret := range []string{"t0ken-0f-2024", "natstok3n", "pa/ss", "w#d"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s serves %q: %s", target, secret, body)
+			}
+		}
+		if !strings.Contains(body, "https://hooks.example/in?token=xxxxx: 503") {
+			t.Errorf("%s: the rest of last_error should stay: %s", target, body)
+		}
+	}
+	st.err = errors.New("dial nats://u:db-pw-77@h:4222 failed")
+	if code, body := do(t, h, "GET", "/stats", ""); code != 500 || strings.Contains(body, "db-pw-77") || !strings.Contains(body, "u:xxxxx@h") {
+		t.Fatalf("a database error: %d %s", code, body)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/redact"
 )
 
 // Message is a message as the admin handler serves it, and as
@@ -28,11 +29,14 @@ type Message struct {
 
 // MessageOf returns m as the admin handler serves it. A payload that is not
 // valid JSON (a row written by hand) is served as a JSON string, so that the
-// response stays valid JSON.
+// response stays valid JSON. The credentials of every URL in LastError
+// (passwords, tokens, secret query values) are masked, as the publishers
+// mask them today, so that a row written by an older release, or by a
+// publisher that quoted a URL in full, does not serve them.
 func MessageOf(m outbox.Message) Message {
 	out := Message{ID: m.ID, MsgID: m.MsgID, Topic: m.Topic, Key: m.Key, Status: m.Status.String(),
 		Retries: m.Retries, CreatedAt: utc(m.CreatedAt), NextRetryAt: utc(m.NextRetryAt), SentAt: utc(m.SentAt),
-		DeadAt: utc(m.DeadAt), LastError: m.LastError, Headers: m.Headers}
+		DeadAt: utc(m.DeadAt), LastError: redact.Text(m.LastError), Headers: m.Headers}
 	if len(m.Payload) > 0 {
 		if json.Valid(m.Payload) {
 			out.Payload = m.Payload

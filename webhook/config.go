@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/outbox-go/outbox/internal/redact"
 )
 
 // Defaults applied by New to zero fields of Config.
@@ -89,13 +91,16 @@ func (cfg Config) validate() (*url.URL, error) {
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("webhook: Config.URL is not a valid URL (%v); use an absolute http or https URL, e.g. \"https://example.com/events\"", err)
+		// url.Parse quotes the URL, and a password cut short by a '/',
+		// '?' or '#' as a port or a host.
+		return nil, fmt.Errorf("webhook: Config.URL %q is not a valid URL; use an absolute http or https URL, e.g. \"https://example.com/events\", "+
+			"with reserved characters in a password or a query value percent-encoded", redact.URL(cfg.URL))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("webhook: Config.URL %q has scheme %q; only http and https are supported", u.Redacted(), u.Scheme)
+		return nil, fmt.Errorf("webhook: Config.URL %q has scheme %q; only http and https are supported", redactURL(u), u.Scheme)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("webhook: Config.URL %q has no host; use an absolute URL such as \"https://example.com/events\"", u.Redacted())
+		return nil, fmt.Errorf("webhook: Config.URL %q has no host; use an absolute URL such as \"https://example.com/events\"", redactURL(u))
 	}
 	if _, err := url.Parse(cfg.Source); err != nil {
 		return nil, fmt.Errorf("webhook: Config.Source %q is not a URI reference (%v); use e.g. \"/outbox\" or \"https://example.com/orders\"", cfg.Source, err)
@@ -170,3 +175,8 @@ func validHeaderValue(v string) bool {
 	}
 	return true
 }
+
+// redactURL is u for errors, logs and last_error: its password, a user
+// name standing alone (a token, for many services) and the values of
+// secret-looking query parameters (token, key, signature...) masked.
+func redactURL(u *url.URL) string { return redact.URL(u.String()) }

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/redact"
 )
 
 // ErrHeldBack marks a message that was not sent because an earlier message
@@ -25,7 +26,9 @@ var ErrHeldBack = outbox.ErrHeldBack
 // outbox.Unavailable, so that the relay pauses without spending retries; any
 // other status is a refusal of that message. Reach it with errors.As.
 type StatusError struct {
-	// URL is the endpoint, with any password redacted.
+	// URL is the endpoint, with its password, a token in its user name and
+	// the values of secret-looking query parameters (token, key,
+	// signature...) masked.
 	URL string
 	// StatusCode is the response's status code, e.g. 500.
 	StatusCode int
@@ -55,7 +58,7 @@ func (e *StatusError) Error() string {
 	if e.StatusCode >= 300 && e.StatusCode < 400 {
 		// A followed redirect would turn the POST into a GET on most
 		// statuses and lose the body, so the default client stops here.
-		fmt.Fprintf(&b, " (redirect to %q not followed; set Config.URL to the final address)", e.Location)
+		fmt.Fprintf(&b, " (redirect to %q not followed; set Config.URL to the final address)", redact.URL(e.Location))
 	}
 	if e.Body != "" {
 		b.WriteString(": ")

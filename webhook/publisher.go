@@ -30,7 +30,7 @@ const (
 // It is safe for concurrent use.
 type Publisher struct {
 	url         string // as configured, for requests
-	redacted    string // with any password hidden, for errors
+	redacted    string // with its credentials masked (redactURL), for errors
 	source      string // percent-encoded
 	secret      string // "" when not signing
 	sigHeader   string
@@ -54,7 +54,7 @@ func New(cfg Config) (*Publisher, error) {
 	}
 	p := &Publisher{
 		url:         cfg.URL,
-		redacted:    u.Redacted(),
+		redacted:    redactURL(u),
 		source:      encodeValue(cfg.Source),
 		secret:      cfg.Secret,
 		sigHeader:   http.CanonicalHeaderKey(cfg.SignatureHeader),
@@ -237,7 +237,7 @@ func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
 			// the message. Every message would be redirected alike, so it
 			// pauses the relay like the redirect status itself would.
 			return outbox.Unavailable(fmt.Errorf("webhook: POST %s: redirected to %s, which answered a %s without the body; set Config.URL to the final address",
-				p.redacted, resp.Request.URL.Redacted(), resp.Request.Method))
+				p.redacted, redactURL(resp.Request.URL), resp.Request.Method))
 		}
 		return nil
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outbox-go/outbox/internal/redact"
 )
 
 // Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
@@ -207,25 +209,9 @@ func parseURL(raw string) (*brokerURL, error) {
 }
 
 // redactServer hides the password, or the token (a user name without a
-// password is a token in NATS), of one server URL.
-func redactServer(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		if at := strings.LastIndex(s, "@"); at >= 0 {
-			if i := strings.Index(s, "://"); i >= 0 && i < at {
-				return s[:i+3] + "xxxxx" + s[at:]
-			}
-			return "xxxxx" + s[at:]
-		}
-		return s
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	} else {
-		u.User = url.User("xxxxx")
-	}
-	return u.String()
-}
+// password is a token in NATS), of one server URL, and the values of
+// secret-looking query parameters (internal/redact).
+func redactServer(s string) string { return redact.URL(s) }
 
 func redactList(s string) string {
 	parts := strings.Split(s, ",")

@@ -89,7 +89,7 @@ func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float6
 	cpu := o.meter.sample()
 	d, err := b.adapter.baseline(ctx, b.url, benchTopic, o.messages, o.payloadBytes, o.batch)
 	if err != nil {
-		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, redact(oneLine(err.Error())))
+		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, scrub(oneLine(err.Error())))
 	}
 	return float64(o.messages) / d.Seconds(), o.meter.since(cpu, int64(o.messages)), nil
 }
@@ -101,7 +101,7 @@ func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float6
 func bindBenchQueue(ctx context.Context, rawURL string) (func(), error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("--broker: %v", unwrapAll(err))
+		return nil, fmt.Errorf("--broker: %s", scrub(unwrapAll(err).Error()))
 	}
 	exchange := u.Query().Get("exchange")
 	if exchange == "" {
@@ -110,7 +110,7 @@ func bindBenchQueue(ctx context.Context, rawURL string) (func(), error) {
 	u.RawQuery = ""
 	conn, err := amqp.DialConfig(u.String(), amqp.Config{Dial: amqp.DefaultDial(connectTimeout)})
 	if err != nil {
-		return nil, outbox.Unavailable(fmt.Errorf("bench: connect to %s: %w", u.Redacted(), err))
+		return nil, outbox.Unavailable(fmt.Errorf("bench: connect to %s: %w", redactDSN(u.String()), err))
 	}
 	ch, err := conn.Channel()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/admin"
+	"github.com/outbox-go/outbox/internal/redact"
 )
 
 var deadCommands = []command{
@@ -73,6 +74,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f.int64Var(&afterID, "after-id", 0, "ID", "list messages whose id is above this one (the next page)")
 	f.boolVar(&asJSON, "json", "print a JSON array instead of a table")
 	f.note(deadAtNote)
+	f.note(escapesNote)
 	f.example("outbox dead list --db sqlite:app.db --topic order.paid --limit 20")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -110,8 +112,8 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMSG_ID\tTOPIC\tRETRIES\tDEAD_AT\tLAST_ERROR")
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", m.ID, m.MsgID, m.Topic, m.Retries,
-			formatTime(m.DeadAt, time.RFC3339), truncate(oneLine(m.LastError), 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", m.ID, termText(m.MsgID), termText(m.Topic), m.Retries,
+			formatTime(m.DeadAt, time.RFC3339), truncate(termText(oneLine(redact.Text(m.LastError))), 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -129,6 +131,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	db := addDBFlags(f)
 	var asJSON bool
 	f.boolVar(&asJSON, "json", "print one JSON object")
+	f.note(escapesNote)
 	f.example("outbox dead show --db sqlite:app.db order-42:OrderPaid")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -160,16 +163,16 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', 0)
 	for _, row := range [][2]string{
 		{"id", fmt.Sprint(m.ID)},
-		{"msg_id", m.MsgID},
-		{"topic", m.Topic},
-		{"key", orDash(m.Key)},
+		{"msg_id", termText(m.MsgID)},
+		{"topic", termText(m.Topic)},
+		{"key", termText(orDash(m.Key))},
 		{"status", m.Status.String()},
 		{"retries", fmt.Sprint(m.Retries)},
 		{"created_at", formatTime(m.CreatedAt, layout)},
 		{"next_retry_at", formatTime(m.NextRetryAt, layout)},
 		{"sent_at", formatTime(m.SentAt, layout)},
 		{"dead_at", formatTime(m.DeadAt, layout)},
-		{"last_error", orDash(m.LastError)},
+		{"last_error", termText(orDash(redact.Text(m.LastError)))},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 	}
@@ -186,7 +189,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			fmt.Fprintf(stdout, "  %s: %s\n", k, m.Headers[k])
+			fmt.Fprintf(stdout, "  %s: %s\n", termText(k), termText(m.Headers[k]))
 		}
 	}
 	fmt.Fprintln(stdout, "payload:")
@@ -195,7 +198,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		pretty.Reset()
 		pretty.Write(m.Payload)
 	}
-	fmt.Fprintln(stdout, pretty.String())
+	fmt.Fprintln(stdout, termBlock(pretty.String()))
 	return nil
 }
 

@@ -11,6 +11,31 @@ import (
 	"time"
 )
 
+// Limits of the servers of --metrics-addr and --admin-addr, so that clients
+// that connect and stay idle, or send a request slowly, cannot hold the
+// relay's file descriptors (which its database connections need too) or
+// its goroutines without end.
+const (
+	// httpMaxConns is the most connections a server holds open at once;
+	// further clients wait in the listen queue until one closes.
+	httpMaxConns = 32
+	// httpReadHeaderTimeout bounds reading a request's headers, from the
+	// connection's first byte: a client that sends them slowly (slow loris)
+	// or not at all is cut off.
+	httpReadHeaderTimeout = 5 * time.Second
+	// httpReadTimeout bounds reading a whole request, body included.
+	httpReadTimeout = 15 * time.Second
+	// httpWriteTimeout bounds a request from the end of its headers to the
+	// end of the response: the admin API's database work (10s at most, after
+	// waiting up to 10s for its turn) and a page of up to 10,000 messages.
+	httpWriteTimeout = 60 * time.Second
+	// httpIdleTimeout is how long a kept-alive connection may wait for its
+	// next request.
+	httpIdleTimeout = 30 * time.Second
+	// httpMaxHeaderBytes bounds a request's headers.
+	httpMaxHeaderBytes = 16 << 10
+)
+
 // httpServer is a server that outbox relay runs beside its relays: the
 // metrics (--metrics-addr) and the admin handler (--admin-addr).
 type httpServer struct {
@@ -41,12 +66,20 @@ func listenHTTP(ctx context.Context, flag, addr string) (*httpServer, error) {
 		}
 		return nil, fmt.Errorf("--%s %s: cannot listen: %w", flag, addr, err)
 	}
-	return &httpServer{flag: flag, ln: ln}, nil
+	return &httpServer{flag: flag, ln: newLimitListener(ln, httpMaxConns)}, nil
 }
 
 // start serves h and logs msg with the URL of path.
 func (s *httpServer) start(h http.Handler, log *slog.Logger, msg, path string) {
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)
@@ -74,4 +107,50 @@ func (s *httpServer) close() {
 		}
 		<-s.done
 	})
+}
+
+// limitListener accepts at most n connections at a time: Accept waits for
+// one of them to close before it takes the next from the listen queue.
+type limitListener struct {
+	net.Listener
+	slots     chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+// limitConn gives its slot back once, when it is closed.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

@@ -56,7 +56,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if p := recover(); p != nil {
-			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", oneLine(redact(fmt.Sprint(p))))
+			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", termText(oneLine(scrub(fmt.Sprint(p)))))
 			code = 1
 		}
 	}()
@@ -109,7 +109,7 @@ func report(stderr io.Writer, err error) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	}
-	msg := oneLine(redact(err.Error()))
+	msg := termText(oneLine(scrub(err.Error())))
 	// The core's messages start with "outbox: " too; say it once.
 	for {
 		rest, ok := strings.CutPrefix(msg, "outbox: ")

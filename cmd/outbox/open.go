@@ -20,6 +20,7 @@ import (
 	"github.com/outbox-go/outbox/driver/outboxmysql"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
+	"github.com/outbox-go/outbox/internal/redact"
 	"github.com/outbox-go/outbox/internal/sqlstore"
 	"github.com/outbox-go/outbox/webhook"
 )
@@ -50,8 +51,8 @@ func openDatabase(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 		return nil, fmt.Errorf("%w; check --table / --inbox-table", err)
 	}
 	scheme, _, ok := strings.Cut(dsn, ":")
-	if !ok || scheme == "" {
-		return nil, fmt.Errorf("--db %q is not a database URL; use postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db", redactDSN(dsn))
+	if !ok || !validScheme(scheme) || isDriverDSN(dsn) {
+		return nil, notADatabaseURL(dsn)
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
@@ -64,9 +65,51 @@ func openDatabase(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 	return nil, fmt.Errorf("unknown database scheme %q in --db; use postgres://, mysql:// or sqlite:", scheme) //nolint:staticcheck // ends with the scheme "sqlite:", not punctuation
 }
 
+// notADatabaseURL is the error for a --db without a scheme. It quotes dsn
+// only when dsn cannot hold a password.
+func notADatabaseURL(dsn string) error {
+	const forms = "use postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db"
+	switch {
+	case isDriverDSN(dsn):
+		return fmt.Errorf("--db is a go-sql-driver DSN (user:pass@tcp(host:3306)/db), not a database URL; use mysql://user:pass@host:3306/db (not shown: it may hold a password)")
+	case strings.ContainsAny(dsn, ":@"):
+		return fmt.Errorf("--db is not a database URL (not shown: it may hold a password); %s", forms)
+	}
+	return fmt.Errorf("--db %q is not a database URL; %s", dsn, forms)
+}
+
+// isDriverDSN reports whether dsn has the go-sql-driver form
+// user:pass@tcp(host:3306)/db rather than a URL's.
+func isDriverDSN(dsn string) bool {
+	if strings.Contains(dsn, "://") {
+		return false
+	}
+	for _, n := range []string{"@tcp(", "@tcp4(", "@tcp6(", "@unix("} {
+		if strings.Contains(dsn, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// validScheme reports whether s is a URL scheme: a letter, then letters,
+// digits, '+', '-' or '.'.
+func validScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
 func openPostgres(ctx context.Context, dsn string, tables outbox.Tables) (*database, error) {
 	addURLSecret(dsn)
-	if err := checkUserInfoAt(dsn); err != nil {
+	if err := checkUserInfo(dsn); err != nil {
 		return nil, err
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -102,20 +145,23 @@ func openPostgres(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 // always (the store reads UTC DATETIMEs), interpolateParams=true unless the
 // DSN says otherwise, and the DSN's other parameters as given.
 func mysqlConfig(dsn string) (*mysql.Config, error) {
+	if err := checkUserInfo(dsn); err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("invalid mysql --db %s: %v; the form is mysql://user:pass@host:3306/db", redactDSN(dsn), unwrapAll(err))
+		return nil, fmt.Errorf("invalid mysql --db %s: %s; the form is mysql://user:pass@host:3306/db", redactDSN(dsn), scrub(unwrapAll(err).Error()))
 	}
 	db := strings.TrimPrefix(u.Path, "/")
 	if db == "" || strings.Contains(db, "/") {
-		return nil, fmt.Errorf("mysql --db %s names no database; the form is mysql://user:pass@host:3306/db", u.Redacted())
+		return nil, fmt.Errorf("mysql --db %s names no database; the form is mysql://user:pass@host:3306/db", redactDSN(dsn))
 	}
 	q := u.Query()
 	// Let the driver parse and check the parameters it knows; user, address
 	// and database are set below, so their characters need no escaping.
 	cfg, err := mysql.ParseDSN("/?" + q.Encode())
 	if err != nil {
-		return nil, fmt.Errorf("invalid mysql --db %s: %v", u.Redacted(), err)
+		return nil, fmt.Errorf("invalid mysql --db %s: %s", redactDSN(dsn), scrub(err.Error()))
 	}
 	host := u.Hostname()
 	if host == "" {
@@ -180,9 +226,9 @@ func sqlitePath(dsn string) (string, error) {
 	case path == "":
 		return "", errors.New("sqlite --db names no file; the form is sqlite:path/to/file.db")
 	case path == ":memory:" || strings.HasPrefix(path, "file:"):
-		return "", fmt.Errorf("sqlite --db %q: give a file path, e.g. sqlite:path/to/file.db (an in-memory database would vanish when the command ends)", dsn)
+		return "", fmt.Errorf("sqlite --db %q: give a file path, e.g. sqlite:path/to/file.db (an in-memory database would vanish when the command ends)", redactDSN(dsn))
 	case strings.Contains(path, "?"):
-		return "", fmt.Errorf("sqlite --db %q: options are not supported; the outbox sets its own (WAL, busy timeout)", dsn)
+		return "", fmt.Errorf("sqlite --db %q: options are not supported; the outbox sets its own (WAL, busy timeout)", redactDSN(dsn))
 	}
 	return path, nil
 }
@@ -268,41 +314,38 @@ func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (p
 	addURLSecret(brokerURL)
 	p, err := b.open(ctx, brokerURL, o.Source)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s; check --broker / OUTBOX_BROKER", redact(oneLine(err.Error())))
+		return nil, nil, fmt.Errorf("%s; check --broker / OUTBOX_BROKER", scrub(oneLine(err.Error())))
 	}
 	return p, func() { _ = p.Close() }, nil
 }
 
-// checkUserInfoAt refuses a URL whose user name or password holds an "@"
-// not written as %40: parsers disagree on which "@" ends them (pgx took
-// the first, so part of the password became the host, and its error
-// printed that part).
-func checkUserInfoAt(dsn string) error {
+// checkUserInfo refuses a URL whose user name or password holds an "@",
+// "/", "?" or "#" not percent-encoded: parsers disagree on where such a
+// password ends (pgx took the first "@", Go's URL parser ends the host at
+// the first "/", "?" or "#"), and their errors then quote the rest as a
+// host, a port or a path. Neither the URL nor the parser's error is shown.
+func checkUserInfo(dsn string) error {
 	_, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
 		return nil // key=value form: pgx's own rules, no URL authority
 	}
+	authority := rest
 	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
-		rest = rest[:end]
+		authority = rest[:end]
 	}
-	if strings.Count(rest, "@") > 1 {
-		return errors.New("--db: the user name or password holds an \"@\"; write it as %40 (postgres://user:p%40ss@host:5432/db)")
+	switch {
+	case strings.Count(authority, "@") > 1:
+		return errors.New("--db: the user name or password holds an \"@\"; write it as %40 (p%40ss for p@ss)")
+	case strings.Contains(rest[len(authority):], "@"):
+		return errors.New("--db: the password holds a \"/\", \"?\" or \"#\" that is not percent-encoded, or the URL holds an \"@\" after the host; " +
+			"write them as %2F, %3F, %23 and %40 (p%2Fss for p/ss); the URL is not shown, as it may hold a password")
 	}
 	return nil
 }
 
-// redactDSN returns dsn with its password replaced by "xxxxx", or a
-// placeholder when dsn is not a URL that can be redacted with confidence.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		if strings.Contains(dsn, "@") {
-			return "(unparsable URL, not shown)"
-		}
-		return dsn
-	}
-	return u.Redacted()
-}
+// redactDSN returns dsn, a URL or a go-sql-driver DSN, with its password
+// and tokens masked (package redact).
+func redactDSN(dsn string) string { return redact.URL(dsn) }
 
 // secrets are the passwords and keys this process was given; every message
 // printed passes through redact, in case a library quoted one.
@@ -326,33 +369,24 @@ func addSecret(s string) {
 	}
 }
 
+// addURLSecret adds the passwords, tokens and secret parameter values of
+// raw, a URL, a list of them or a go-sql-driver DSN, even one that does not
+// parse.
 func addURLSecret(raw string) {
-	u, err := url.Parse(raw)
-	if err == nil {
-		if u.User != nil {
-			if p, ok := u.User.Password(); ok {
-				addSecret(p)
-			}
-		}
-		return
-	}
-	// Not a URL (a bad port, say), but it may still hold a password.
-	_, rest, ok := strings.Cut(raw, "://")
-	if at := strings.LastIndex(rest, "@"); ok && at > 0 {
-		if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
-			addSecret(pw)
-		}
+	for _, s := range redact.Secrets(raw) {
+		addSecret(s)
 	}
 }
 
-// redact replaces every known secret in msg with "xxxxx".
-func redact(msg string) string {
+// scrub replaces every known secret in msg with "xxxxx", and masks the
+// credentials of every URL and DSN it quotes (package redact).
+func scrub(msg string) string {
 	secrets.Lock()
-	defer secrets.Unlock()
 	for _, s := range secrets.list {
-		msg = strings.ReplaceAll(msg, s, "xxxxx")
+		msg = strings.ReplaceAll(msg, s, redact.Mask)
 	}
-	return msg
+	secrets.Unlock()
+	return redact.Text(msg)
 }
 
 // unwrapAll returns the innermost error of a chain, whose text does not repeat

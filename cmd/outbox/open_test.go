@@ -79,7 +79,7 @@ func TestOpenPublisher(t *testing.T) {
 		t.Fatalf("https: %v", err)
 	}
 	closeFn()
-	if got := redact("sent to https://user:pw-in-url@example.com signed with s3cret"); strings.Contains(got, "pw-in-url") || strings.Contains(got, "s3cret") {
+	if got := scrub("sent to https://user:pw-in-url@example.com signed with s3cret"); strings.Contains(got, "pw-in-url") || strings.Contains(got, "s3cret") {
 		t.Errorf("redact left a secret: %s", got)
 	}
 	for url, want := range map[string]string{

@@ -88,6 +88,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"keep them longer than any redelivery; 0 (the default) leaves them")
 	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute,
 		"wait between two rounds of the cleanup flags; each round's last statement reads the whole table (outbox on PostgreSQL, inbox everywhere)")
+	f.note(fmt.Sprintf("The servers of --metrics-addr and --admin-addr each hold at most %d connections (more clients wait\n"+
+		"to be accepted), and close one that takes over %s to send its headers, %s to send its\n"+
+		"request, %s to be answered, or stays idle for %s; headers are limited to %d KiB.\n"+
+		"Logs and error messages show URLs and DSNs with their passwords, tokens and secret query\n"+
+		"values (token, key, signature...) masked as xxxxx.",
+		httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, httpIdleTimeout, httpMaxHeaderBytes>>10))
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
@@ -102,7 +108,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := o.validate(f); err != nil {
 		return err
 	}
-	log, err := newLogger(redactingWriter{stderr}, o.logFormat, o.logLevel)
+	addSecret(o.adminToken)
+	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
 	if err != nil {
 		return usagef(f.hint(), "%v", err)
 	}
@@ -365,18 +372,6 @@ func (b *batchLogger) OnBatch(ctx context.Context, rep outbox.BatchReport) {
 	b.log.DebugContext(ctx, "batch", "messages", len(rep.Results), "sent", rep.Sent, "retried", rep.Retried,
 		"dead", rep.Dead, "released", rep.Released, "duration", rep.Duration)
 }
-
-// redactingWriter removes known secrets from what it writes; a slog handler
-// writes each record in one call, so a secret is never split across two.
-type redactingWriter struct{ w io.Writer }
-
-func (r redactingWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(r.w, redact(string(p))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
 // budget maps --retry-budget to RelayConfig.RetryBudget, where 0 means the
 // default and a negative value none.
 func budget(d time.Duration) time.Duration {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	db := addDBFlags(f)
 	var asJSON bool
 	f.boolVar(&asJSON, "json", "print one JSON object instead of a table")
+	f.note("Control characters in topics are shown as escapes such as \\x1b; --json prints them exactly, as JSON escapes.")
 	f.example("outbox stats --db mysql://app:secret@127.0.0.1:3306/app")
 	f.example("outbox stats --db sqlite:app.db --json")
 	pos, err := f.parse(args)
@@ -58,7 +60,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		return writeJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, d.where)
+	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, termText(d.where))
 	fmt.Fprintf(stdout, "pending:        %d\n", st.Pending)
 	fmt.Fprintf(stdout, "oldest pending: %s\n", age(st.OldestPendingAge, st.Pending))
 	fmt.Fprintf(stdout, "sent:           %d\n", st.Sent)
@@ -76,7 +78,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPENDING\tOLDEST PENDING\tSENT\tDEAD")
 	for _, t := range st.Topics {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", t.Topic, t.Pending, age(t.OldestPendingAge, t.Pending), t.Sent, t.Dead)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", termText(t.Topic), t.Pending, age(t.OldestPendingAge, t.Pending), t.Sent, t.Dead)
 	}
 	return tw.Flush()
 }
@@ -106,8 +108,16 @@ type rescanMarkJSON struct {
 	BehindSeconds float64 `json:"behind_seconds"`
 }
 
+// writeJSON prints v as indented JSON. The runes a terminal acts on and
+// encoding/json leaves raw (DEL, C1 controls) are written as \u escapes:
+// the same JSON value, safe on a terminal.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(jsonTermSafe(buf.Bytes()))
+	return err
 }

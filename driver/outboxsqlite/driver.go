@@ -4,7 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 
 	"modernc.org/sqlite"
@@ -42,6 +44,11 @@ var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
 // the table batch after batch, and a larger window copies each back once
 // rather than many times. Measured here: 12-14% more relay throughput and a
 // p99 batch latency of 9 ms instead of 28 ms.
+//
+// A file that does not exist is created with mode 0600 (owner read and
+// write), and SQLite gives its -wal and -shm files the mode of the database
+// file: messages are business data. The mode of a file that exists is left
+// as it is; chmod it to share it with another user on purpose.
 func Open(path string) (*sql.DB, error) {
 	if path == "" {
 		return nil, errors.New("outboxsqlite: empty file path")
@@ -55,11 +62,34 @@ func Open(path string) (*sql.DB, error) {
 	if strings.Contains(path, "?") {
 		return nil, fmt.Errorf("outboxsqlite: path %q must not contain '?'", path)
 	}
+	if err := createPrivate(path); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
 	}
 	return db, nil
+}
+
+// createPrivate creates the database file at path with mode 0600 when it
+// does not exist, before SQLite would create it with 0644. SQLite takes an
+// empty file for an empty database. An in-memory database has no file; a
+// file that exists is left alone; a directory that does not exist is left
+// for SQLite to report when the database is first used, as it does for a
+// file it cannot open.
+func createPrivate(path string) error {
+	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		return f.Close()
+	case errors.Is(err, fs.ErrExist), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		return nil
+	}
+	return fmt.Errorf("outboxsqlite: create %q: %w", path, err)
 }
 
 // classify translates SQLite result codes for the store.

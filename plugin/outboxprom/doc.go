@@ -65,7 +65,10 @@
 // a mistake (a topic per order id) from creating a series per message, only
 // the first [MaxTopics] topics seen get a label value of their own, and the
 // messages of any further topic are counted under topic="_other"
-// ([OtherTopic]).
+// ([OtherTopic]). The other labels (outcome, stage, result) take fixed
+// values. A topic that quotes a URL has that URL's password, token and
+// secret query values masked in its label, so that a scrape serves no
+// secret.
 //
 // Several relays, in one process or many, may share one Metrics. Two outbox
 // tables in one process need two, registered with different constant labels

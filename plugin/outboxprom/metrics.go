@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/redact"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -223,7 +224,13 @@ func (m *Metrics) counters(topic string) *outcomeCounters {
 	return m.other
 }
 
-func (m *Metrics) newCounters(label string) *outcomeCounters {
+// newCounters returns the counters of topic, whose label value is topic
+// with the credentials of any URL in it masked (internal/redact): the
+// labels are fixed names but the topic, which the application chooses, and
+// a scrape must not serve a secret. Two topics that differ only in a
+// credential share their series.
+func (m *Metrics) newCounters(topic string) *outcomeCounters {
+	label := redact.Text(topic)
 	c := new(outcomeCounters)
 	for k, name := range outcomeNames {
 		c[k] = m.messages.WithLabelValues(label, name)

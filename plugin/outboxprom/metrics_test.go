@@ -354,3 +354,39 @@ func BenchmarkOnBatch(b *testing.B) {
 		m.OnBatch(ctx, rep)
 	}
 }
+
+// A topic that quotes a URL with credentials is served with them masked.
+func TestTopicLabelHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	m, reg := newMetrics(t)
+	var rep outbox.BatchReport
+	for i, topic := range []string{"https://u:lab3l-pw@h/x?token=lab3l-tok", "nats://lab3l-tok@h:4222", "order.paid"} {
+		rep.Results = append(rep.Results, outbox.MessageResult{
+			Message: outbox.Message{ID: int64(i + 1), MsgID: fmt.Sprint(i), Topic: topic},
+			Outcome: outbox.Outcome{Kind: outbox.OutcomeSent},
+		})
+	}
+	m.OnBatch(context.Background(), rep)
+	var out strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				fmt.Fprintf(&out, "%s=%q\n", lp.GetName(), lp.GetValue())
+			}
+		}
+	}
+	for _, secret := range []string{"lab3l-pw", "lab3l-tok"} {
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("a label holds %q:\n%s", secret, out.String())
+		}
+	}
+	for _, want := range []string{`topic="https://u:xxxxx@h/x?token=xxxxx"`, `topic="nats://xxxxx@h:4222"`, `topic="order.paid"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("labels lack %s:\n%s", want, out.String())
+		}
+	}
+}
