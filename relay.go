@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outbox-go/outbox/internal/redact"
 )
 
 // RelayConfig configures a Relay. Zero fields take their defaults.
@@ -734,14 +736,15 @@ func (r *Relay) withinBudget(m Message) bool {
 // maxErrorText is the most of an error's text a row keeps in last_error.
 const maxErrorText = 2000
 
-// errorText returns err's text as last_error keeps it: at most maxErrorText
+// errorText returns err's text as last_error keeps it, with the credentials
+// of any URL or DSN it quotes masked (see package redact): at most maxErrorText
 // bytes, cut at a character boundary, valid UTF-8, and without NUL bytes,
 // which PostgreSQL can store neither in text nor in jsonb. A publisher's
 // error may quote whatever the broker sent; were the text not storable, the
 // mark would fail and the whole batch would be published again, over and
 // over.
 func errorText(err error) string {
-	text := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	text := strings.ToValidUTF8(redact.Text(err.Error()), "\uFFFD")
 	text = strings.ReplaceAll(text, "\x00", "\uFFFD")
 	if len(text) > maxErrorText {
 		cut := maxErrorText

@@ -261,3 +261,20 @@ func TestErrorSignature(t *testing.T) {
 		t.Fatal("different errors gave one signature")
 	}
 }
+
+// A publisher's error that quotes a URL with credentials is stored masked:
+// last_error is served by `outbox dead show` and the admin API.
+func TestRelayMasksSecretsInLastError(t *testing.T) {
+	st := healthStore(1)
+	pub := PublishFunc(func(context.Context, Message) error {
+		return errors.New(`POST https://hook:s3cr3t@example.com/in?token=abc123: 400 Bad Request`)
+	})
+	r, _ := NewRelay(st, pub, RelayConfig{MaxRetries: 1, RetryBudget: -1, Logger: quiet()})
+	if _, err := r.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := st.finished[0][0].Error
+	if strings.Contains(got, "s3cr3t") || strings.Contains(got, "abc123") || !strings.Contains(got, "400 Bad Request") {
+		t.Fatalf("last_error = %q; want the text without the password and the token", got)
+	}
+}
