@@ -372,6 +372,7 @@ func (b *batchLogger) OnBatch(ctx context.Context, rep outbox.BatchReport) {
 	b.log.DebugContext(ctx, "batch", "messages", len(rep.Results), "sent", rep.Sent, "retried", rep.Retried,
 		"dead", rep.Dead, "released", rep.Released, "duration", rep.Duration)
 }
+
 // budget maps --retry-budget to RelayConfig.RetryBudget, where 0 means the
 // default and a negative value none.
 func budget(d time.Duration) time.Duration {
