@@ -140,6 +140,12 @@ type Relay struct {
 	mu  sync.Mutex
 	rnd *rand.Rand
 
+	// dbErr is the error of the last claim or mark, cleared by the next
+	// that succeeds; dbSince is when the failures began.
+	statusMu sync.Mutex
+	dbErr    error
+	dbSince  time.Time
+
 	// cursor is the last id of the previous full batch: the next claim starts
 	// after it, until rescanAt, or until a batch comes back short.
 	cursorMu sync.Mutex
@@ -178,6 +184,51 @@ func hooksOf[T any](fn string, hooks []any) ([]T, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// RelayStatus is what a relay knows of its broker and database at one
+// moment, for a readiness probe or an operator.
+type RelayStatus struct {
+	// Outage is set while the relay holds the broker for down: it pauses
+	// and probes one message every ProbeInterval. OutageSince is when the
+	// outage began, and OutageError the error that revealed it.
+	Outage      bool
+	OutageSince time.Time
+	OutageError error
+	// DatabaseError is the error of the last claim or mark while they keep
+	// failing (nil once one succeeds), and DatabaseErrorSince when the
+	// failures began.
+	DatabaseError      error
+	DatabaseErrorSince time.Time
+}
+
+// Ready reports whether the relay can do its work: no outage and no
+// failing database.
+func (s RelayStatus) Ready() bool { return !s.Outage && s.DatabaseError == nil }
+
+// Status returns the relay's status now. It is safe to call at any time,
+// from any goroutine.
+func (r *Relay) Status() RelayStatus {
+	var st RelayStatus
+	st.Outage, st.OutageSince, st.OutageError = r.health.outage()
+	r.statusMu.Lock()
+	st.DatabaseError, st.DatabaseErrorSince = r.dbErr, r.dbSince
+	r.statusMu.Unlock()
+	return st
+}
+
+// noteDB records the outcome of a claim or a mark for Status.
+func (r *Relay) noteDB(err error) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	switch {
+	case err == nil:
+		r.dbErr = nil
+	case r.dbErr == nil:
+		r.dbErr, r.dbSince = err, time.Now()
+	default:
+		r.dbErr = err
+	}
 }
 
 // Config returns the relay's configuration with defaults applied.
@@ -508,6 +559,9 @@ func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 	after := r.claimFrom(start)
 	limit := r.health.claimLimit()
 	claim, err := r.store.Claim(ctx, ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease})
+	if ctx.Err() == nil {
+		r.noteDB(err)
+	}
 	if err != nil {
 		r.moveCursor(0)
 		return batch{}, fmt.Errorf("claim: %w", err)
@@ -646,7 +700,9 @@ func (r *Relay) finishBatch(ctx context.Context, b batch, rep BatchReport, outco
 	fctx, cancel := context.WithTimeout(bctx, r.cfg.PublishTimeout)
 	defer cancel()
 	mstart := time.Now()
-	if err := b.claim.Finish(fctx, outcomes); err != nil {
+	err := b.claim.Finish(fctx, outcomes)
+	r.noteDB(err)
+	if err != nil {
 		// The claim is void: the rows stay NEW and will be published again; the
 		// consumers' inbox absorbs the duplicates.
 		return rep, fmt.Errorf("mark batch of %d: %w", len(b.msgs), err)

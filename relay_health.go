@@ -39,6 +39,7 @@ type health struct {
 	// spends no retries.
 	open      bool
 	openSince time.Time
+	openErr   error
 	probes    int
 	// streak holds the messages refused alike (signature streakSig), with
 	// none sent since the first of them.
@@ -308,7 +309,7 @@ func firstUnavailableID(msgs []Message, results []batchResult) int64 {
 }
 
 func (h *health) openOutage(j *judgement) verdict {
-	h.open, h.openSince, h.probes = true, time.Now(), 0
+	h.open, h.openSince, h.openErr, h.probes = true, time.Now(), j.reason, 0
 	h.limit = 1
 	j.opened = true
 	return outage
@@ -329,11 +330,12 @@ func (h *health) claimLimit() int {
 	return h.limit
 }
 
-// isOpen reports whether the relay holds the broker for down.
-func (h *health) isOpen() bool {
+// outage reports whether the relay holds the broker for down, since when,
+// and the error that made it so.
+func (h *health) outage() (bool, time.Time, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.open
+	return h.open, h.openSince, h.openErr
 }
 
 func isIn(set map[int64]struct{}, id int64) bool {

@@ -278,3 +278,46 @@ func TestRelayMasksSecretsInLastError(t *testing.T) {
 		t.Fatalf("last_error = %q; want the text without the password and the token", got)
 	}
 }
+
+// Status tells an outage while it lasts, and a failing database, for a
+// readiness probe.
+func TestRelayStatus(t *testing.T) {
+	st := healthStore(50)
+	pub := newBrokerSim()
+	pub.down = true
+	r, _ := NewRelay(st, pub, RelayConfig{BatchSize: 10, Interval: time.Millisecond,
+		PauseBase: time.Millisecond, ProbeInterval: 10 * time.Millisecond, Logger: quiet()})
+	if !r.Status().Ready() {
+		t.Fatal("a new relay is not ready")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !r.Status().Outage && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	s := r.Status()
+	if !s.Outage || s.Ready() || s.OutageError == nil || s.OutageSince.IsZero() {
+		t.Fatalf("status during an outage = %+v; want an outage with its error and start", s)
+	}
+	pub.set(func(b *brokerSim) { b.down = false })
+	for pub.deliveredCount() < 50 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if s := r.Status(); !s.Ready() {
+		t.Fatalf("status after the outage = %+v; want ready", s)
+	}
+	st.failMark = func(int) bool { return true }
+	st.mu.Lock()
+	st.rows = append(st.rows, Message{ID: 51, MsgID: "m-51", Topic: "t", CreatedAt: time.Now()})
+	st.mu.Unlock()
+	if _, err := r.RunOnce(context.Background()); err == nil {
+		t.Fatal("a failing mark did not fail RunOnce")
+	}
+	if s := r.Status(); s.Ready() || s.DatabaseError == nil {
+		t.Fatalf("status after a failed mark = %+v; want the database error", s)
+	}
+}
