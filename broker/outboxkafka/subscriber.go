@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // SubscriberConfig configures a Subscriber. As for PublisherConfig, a field
@@ -34,13 +35,29 @@ type SubscriberConfig struct {
 	// name the same Kafka topics the publisher writes to. URL parameter
 	// "topic". Defaults to "{topic}".
 	Destination string
-	// MaxDeliveries is how many times a message is handed to the handler
-	// before it goes to the dead-letter topic. URL parameter
-	// "max_deliveries". Defaults to 5.
+	// MaxDeliveries is the least number of failed handler calls after which
+	// a message goes to the dead-letter topic; it goes there once it has
+	// also been failing for DeadLetterAfter. URL parameter "max_deliveries".
+	// Defaults to 5.
 	MaxDeliveries int
-	// RetryBackoff is the pause before a failed message is handed to the
-	// handler again; it doubles with each failure, up to 20 times its value.
-	// URL parameter "retry_backoff". Defaults to 100ms.
+	// RedeliveryDelay is the pause before a message whose handler failed is
+	// handed to the handler again; it doubles with each failure, up to
+	// RedeliveryDelayMax. The record's partition waits meanwhile. URL
+	// parameter "redelivery_delay". Defaults to 1s.
+	RedeliveryDelay time.Duration
+	// RedeliveryDelayMax caps the doubling of RedeliveryDelay. URL parameter
+	// "redelivery_delay_max". Defaults to 1m.
+	RedeliveryDelayMax time.Duration
+	// DeadLetterAfter is how long a message must have been failing (since its
+	// first failed handler call in this process) before it goes to the
+	// dead-letter topic, at its MaxDeliveries-th failure or later. URL
+	// parameter "dead_letter_after". Defaults to 10m.
+	DeadLetterAfter time.Duration
+	// RetryBackoff is the pause before a failed fetch, or a produce to the
+	// dead-letter topic that failed, is tried again; it doubles with each
+	// failure, up to 20 times its value. It does not pace the handler's
+	// redeliveries (RedeliveryDelay does). URL parameter "retry_backoff".
+	// Defaults to 100ms.
 	RetryBackoff time.Duration
 	// DeadLetterTopic is the topic a message goes to after MaxDeliveries
 	// failed deliveries (or one outbox.Permanent failure), as a template in
@@ -98,17 +115,17 @@ type SubscriberConfig struct {
 // Subscriber consumes the destination topics of Topics in a consumer group
 // and hands each message to a handler; see Run.
 type Subscriber struct {
-	cl            *kgo.Client
-	conn          *connection
-	group         string
-	topics        []string // Kafka topics consumed
-	dlt           map[string]string
-	maxDeliveries int
-	session       time.Duration // the group's session timeout
-	rebalance     time.Duration // the group's rebalance timeout
-	backoff       time.Duration
-	concurrency   int
-	log           *slog.Logger
+	cl          *kgo.Client
+	conn        *connection
+	group       string
+	topics      []string // Kafka topics consumed
+	dlt         map[string]string
+	redelivery  redelivery.Policy
+	session     time.Duration // the group's session timeout
+	rebalance   time.Duration // the group's rebalance timeout
+	backoff     time.Duration
+	concurrency int
+	log         *slog.Logger
 
 	mu      sync.Mutex
 	running bool
@@ -175,8 +192,23 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	if err := c.integer("concurrency", &cfg.Concurrency); err != nil {
 		return nil, nil, err
 	}
-	if err := c.duration("retry_backoff", &cfg.RetryBackoff); err != nil {
-		return nil, nil, err
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+	}{
+		{"retry_backoff", &cfg.RetryBackoff}, {"redelivery_delay", &cfg.RedeliveryDelay},
+		{"redelivery_delay_max", &cfg.RedeliveryDelayMax}, {"dead_letter_after", &cfg.DeadLetterAfter},
+	} {
+		if err := c.duration(d.name, d.v); err != nil {
+			return nil, nil, err
+		}
+	}
+	policy := redelivery.Policy{
+		MaxDeliveries: def(cfg.MaxDeliveries, DefaultMaxDeliveries), Delay: cfg.RedeliveryDelay,
+		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter,
+	}.Defaults()
+	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)", "DeadLetterAfter (dead_letter_after)"); reason != "" {
+		return nil, nil, configError("%s", reason)
 	}
 	if err := c.duration("session_timeout", &cfg.SessionTimeout); err != nil {
 		return nil, nil, err
@@ -210,17 +242,17 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	dest := template(def(cfg.Destination, DefaultDestination))
 	dlt := template(def(cfg.DeadLetterTopic, DefaultDeadLetterTopic))
 	s := &Subscriber{
-		conn:          c,
-		group:         cfg.Group,
-		dlt:           map[string]string{},
-		session:       def(cfg.SessionTimeout, DefaultSessionTimeout),
-		rebalance:     def(cfg.RebalanceTimeout, DefaultRebalanceTimeout),
-		maxDeliveries: def(cfg.MaxDeliveries, DefaultMaxDeliveries),
-		backoff:       def(cfg.RetryBackoff, DefaultRetryBackoff),
-		concurrency:   def(cfg.Concurrency, DefaultConcurrency),
-		log:           c.logger,
-		stop:          make(chan struct{}),
-		runDone:       make(chan struct{}),
+		conn:        c,
+		group:       cfg.Group,
+		dlt:         map[string]string{},
+		session:     def(cfg.SessionTimeout, DefaultSessionTimeout),
+		rebalance:   def(cfg.RebalanceTimeout, DefaultRebalanceTimeout),
+		redelivery:  policy,
+		backoff:     def(cfg.RetryBackoff, DefaultRetryBackoff),
+		concurrency: def(cfg.Concurrency, DefaultConcurrency),
+		log:         c.logger,
+		stop:        make(chan struct{}),
+		runDone:     make(chan struct{}),
 	}
 	for _, t := range cfg.Topics {
 		kt := dest.render(t)
@@ -280,14 +312,18 @@ func (s *Subscriber) brokerError(err error) error {
 // Concurrency partitions are handled at once. A record's offset is committed
 // only after h returned nil for it, or after it was produced (and acked) to
 // the dead-letter topic. When h fails, the record is handed to h again after
-// RetryBackoff (doubling), up to MaxDeliveries calls in all, and later records
-// of its partition wait; then it goes to the dead-letter topic. A failure
-// wrapped with outbox.Permanent, or a record that is not an outbox event,
-// goes there at once. A dead-letter copy too large for MaxMessageBytes or
-// the dead-letter topic loses dead-letter headers until it fits (see
-// deadLetterCopies); a record the dead-letter topic refuses even as it came
-// holds its partition, logged at Error once a minute, until the topic
-// accepts it.
+// RedeliveryDelay (doubling, up to RedeliveryDelayMax), and later records of
+// its partition wait; it goes to the dead-letter topic at a failure that is
+// at least the MaxDeliveries-th once it has been failing for
+// DeadLetterAfter. A failure wrapped with outbox.Permanent, or a record that
+// is not an outbox event, goes there at once. A failure for which
+// outbox.IsUnavailable holds (the handler's database is down) is an outage:
+// the partition pauses with the same growing delay and the record is handed
+// to h again, without counting toward MaxDeliveries. A dead-letter copy too
+// large for MaxMessageBytes or the dead-letter topic loses dead-letter
+// headers until it fits (see deadLetterCopies); a record the dead-letter
+// topic refuses even as it came holds its partition, logged at Error once a
+// minute, until the topic accepts it.
 //
 // The handler runs with a context that is not canceled when ctx ends, so
 // that the call in hand can finish and be committed. Run returns an error
@@ -403,28 +439,29 @@ func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.
 // deliver hands r to h until it succeeds or goes to the dead-letter topic,
 // and reports whether r is done (may be committed). It gives up, reporting
 // false, only when ctx ends between deliveries.
-func (s *Subscriber) deliver(ctx context.Context, r *kgo.Record, h outbox.Handler) bool {
-	m, err := decodeRecord(r)
+func (s *Subscriber) deliver(ctx context.Context, rec *kgo.Record, h outbox.Handler) bool {
+	m, err := decodeRecord(rec)
 	if err != nil {
-		return s.deadLetter(ctx, r, err, 0)
+		return s.deadLetter(ctx, rec, err, 0)
 	}
 	hctx := context.WithoutCancel(ctx)
-	backoff := s.backoff
-	for attempt := 1; ; attempt++ {
-		err := h(hctx, m)
-		if err == nil {
-			return true
-		}
-		if outbox.IsPermanent(err) || attempt >= s.maxDeliveries {
-			return s.deadLetter(ctx, r, err, attempt)
-		}
-		s.log.Info("outboxkafka: handler failed; delivering again", "group", s.group, "msg_id", m.MsgID,
-			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", attempt, "err", err)
-		if !sleep(ctx, backoff) {
-			return false
-		}
-		backoff = min(2*backoff, 20*s.backoff)
+	res := s.redelivery.Deliver(0, func() error { return h(hctx, m) },
+		func(d time.Duration) bool { return sleep(ctx, d) },
+		func(r redelivery.Retry) {
+			msg := "outboxkafka: handler failed; delivering again"
+			if r.Unavailable {
+				msg = "outboxkafka: handler reports an outage; pausing the partition, the delivery is not counted"
+			}
+			s.log.Info(msg, "group", s.group, "msg_id", m.MsgID, "topic", rec.Topic, "partition", rec.Partition,
+				"offset", rec.Offset, "deliveries", r.Deliveries, "retry_in", r.Wait, "err", r.Err)
+		})
+	switch res.Outcome {
+	case redelivery.Handled:
+		return true
+	case redelivery.DeadLetter:
+		return s.deadLetter(ctx, rec, res.Err, res.Deliveries)
 	}
+	return false
 }
 
 // deadLetterLogEvery is how often a dead-letter produce that keeps failing
