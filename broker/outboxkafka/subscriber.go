@@ -52,6 +52,7 @@ type SubscriberConfig struct {
 	// first failed handler call in this process) before it goes to the
 	// dead-letter topic, at its MaxDeliveries-th failure or later. URL
 	// parameter "dead_letter_after". Defaults to 10m.
+	// A negative value dead-letters at the MaxDeliveries-th failure at once.
 	DeadLetterAfter time.Duration
 	// RetryBackoff is the pause before a failed fetch, or a produce to the
 	// dead-letter topic that failed, is tried again; it doubles with each
@@ -207,7 +208,7 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 		MaxDeliveries: def(cfg.MaxDeliveries, DefaultMaxDeliveries), Delay: cfg.RedeliveryDelay,
 		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter,
 	}.Defaults()
-	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)", "DeadLetterAfter (dead_letter_after)"); reason != "" {
+	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
 		return nil, nil, configError("%s", reason)
 	}
 	if err := c.duration("session_timeout", &cfg.SessionTimeout); err != nil {

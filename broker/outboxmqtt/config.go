@@ -152,6 +152,7 @@ type SubscriberConfig struct {
 	// its first failed handler call) before it goes to the dead-letter
 	// topic, at its MaxDeliveries-th failure or later. Defaults to the URL's
 	// dead_letter_after parameter, else 10m.
+	// A negative value dead-letters at the MaxDeliveries-th failure at once.
 	DeadLetterAfter time.Duration
 	// DeadLetterTopic is the MQTT topic that messages go to after
 	// MaxDeliveries failed deliveries, with "{group}" standing for Group.
@@ -444,7 +445,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	case cfg.SessionExpiry < time.Second || cfg.SessionExpiry > 4294967295*time.Second:
 		return nil, fmt.Errorf("outboxmqtt: SessionExpiry is %s; use at least 1s (at most 4294967295s): the session is what keeps the group's messages while the member is away", cfg.SessionExpiry)
 	}
-	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)", "DeadLetterAfter (dead_letter_after)"); reason != "" {
+	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
 		return nil, fmt.Errorf("outboxmqtt: %s", reason)
 	}
 	if err := checkTemplate("SubscriberConfig.TopicTemplate (URL parameter topic)", cfg.TopicTemplate, "{topic}"); err != nil {

@@ -15,9 +15,6 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
-// maxRedeliveryDelay caps the doubling of SubscriberConfig.RedeliveryDelay.
-const maxRedeliveryDelay = time.Minute
-
 // pullExpiry is how long one pull request waits on the server.
 const pullExpiry = 5 * time.Second
 
@@ -147,10 +144,16 @@ func (s *Subscriber) Close() error {
 // A nil error from h is acked with a confirmed ack (the broker answers it)
 // before the next message is taken, so that the inbox's commit and the ack
 // happen in that order. An error asks for the message again after
-// RedeliveryDelay (doubling per delivery); at the MaxDeliveries-th failed
-// delivery, or at once for an error wrapped with outbox.Permanent or a
-// message that is not an outbox event, the message goes to the dead-letter
-// subject and is terminated once the broker acked the dead letter.
+// RedeliveryDelay (doubling per delivery, up to RedeliveryDelayMax: a nak
+// with that delay); at a failed delivery that is at least the
+// MaxDeliveries-th once the message has been failing for DeadLetterAfter,
+// or at once for an error wrapped with outbox.Permanent or a message that is
+// not an outbox event, the message goes to the dead-letter subject and is
+// terminated once the broker acked the dead letter. An error for which
+// outbox.IsUnavailable holds (the handler's database is down) is waited
+// out with the message in hand: Run pauses with the same growing delay,
+// keeps the message in progress, and hands it to h again, without a
+// delivery counted.
 //
 // h's context is not canceled when ctx ends, so that the handler in hand
 // can finish. Run returns an error when consumption stops for good: the
@@ -208,12 +211,13 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 			_ = msg.Nak()
 			continue
 		}
-		s.handle(hctx, msg, h)
+		s.handle(ctx, hctx, msg, h)
 	}
 }
 
-// handle runs h on one message and settles it.
-func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Handler) {
+// handle runs h on one message and settles it. ctx is Run's: when it ends
+// during an outage pause, the message is handed back.
+func (s *Subscriber) handle(ctx, hctx context.Context, msg jetstream.Msg, h outbox.Handler) {
 	md, err := msg.Metadata()
 	if err != nil {
 		// Not a JetStream delivery that can be told apart from the next one:
@@ -224,25 +228,39 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Han
 	}
 	m, err := decodeMessage(msg.Headers(), msg.Data())
 	if err != nil {
-		s.deadLetter(ctx, msg, md, "", err)
+		s.deadLetter(hctx, msg, md, "", err)
 		return
 	}
-	maxDeliveries := uint64(1)
-	if n := s.st.MaxDeliveries; n > 0 { // always, after settings
-		maxDeliveries = uint64(n)
-	}
-	if md.NumDelivered > maxDeliveries {
-		// The handler had its MaxDeliveries tries; an earlier attempt to
-		// dead-letter the message failed, or it went unacknowledged.
-		s.deadLetter(ctx, msg, md, m.MsgID, fmt.Errorf("delivered %d times, over MaxDeliveries %d", md.NumDelivered, s.st.MaxDeliveries))
+	p := s.st.redelivery
+	n := int(min(md.NumDelivered, 1<<20)) //nolint:gosec // G115: bounded
+	if prev := n - 1; prev > 0 && p.Exhausted(prev, p.Span(prev)) {
+		// The delivery before this one failed for good; dead-lettering it
+		// failed, or its ack was lost.
+		s.deadLetter(hctx, msg, md, m.MsgID, fmt.Errorf("delivered %d times, the last failed delivery past MaxDeliveries %d and DeadLetterAfter %s", md.NumDelivered, p.MaxDeliveries, p.DeadLetterAfter))
 		return
 	}
 	stop := s.keepAlive(msg)
-	err = h(ctx, m)
+	// An outage (outbox.IsUnavailable) is waited out here, with the
+	// message in hand and kept in progress: a nak would count a delivery.
+	for outages := 1; ; outages++ {
+		err = h(hctx, m)
+		if err == nil || outbox.IsPermanent(err) || !outbox.IsUnavailable(err) {
+			break
+		}
+		wait := p.Backoff(outages)
+		s.log.Info("outboxnats: handler reports an outage; pausing, the delivery is not counted", "group", s.st.Group,
+			"msg_id", m.MsgID, "retry_in", wait, "err", err)
+		if !sleep(ctx, wait) {
+			stop()
+			// Stopping: back to the broker, for the next subscriber.
+			_ = msg.NakWithDelay(wait)
+			return
+		}
+	}
 	stop()
 	switch {
 	case err == nil:
-		actx, cancel := context.WithTimeout(ctx, s.st.Timeout)
+		actx, cancel := context.WithTimeout(hctx, s.st.Timeout)
 		defer cancel()
 		if aerr := msg.DoubleAck(actx); aerr != nil {
 			// The broker delivers the message again after AckWait; the
@@ -250,21 +268,33 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Han
 			s.log.Warn("outboxnats: ack not confirmed; the message will be delivered again", "group", s.st.Group, "msg_id", m.MsgID, "err", aerr)
 		}
 	case outbox.IsPermanent(err):
-		s.deadLetter(ctx, msg, md, m.MsgID, err)
-	case md.NumDelivered >= maxDeliveries:
-		s.deadLetter(ctx, msg, md, m.MsgID, fmt.Errorf("failed %d deliveries (MaxDeliveries), the last with: %w", md.NumDelivered, err))
+		s.deadLetter(hctx, msg, md, m.MsgID, err)
+	case p.Exhausted(n, p.Span(n)):
+		s.deadLetter(hctx, msg, md, m.MsgID, fmt.Errorf("failed %d deliveries (MaxDeliveries %d, failing for DeadLetterAfter %s), the last with: %w",
+			md.NumDelivered, p.MaxDeliveries, p.DeadLetterAfter, err))
 	default:
-		_ = msg.NakWithDelay(s.redeliveryDelay(md.NumDelivered))
+		wait := p.Backoff(n)
+		s.log.Debug("outboxnats: handler failed; the message is delivered again", "group", s.st.Group, "msg_id", m.MsgID,
+			"deliveries", md.NumDelivered, "retry_in", wait, "err", err)
+		_ = msg.NakWithDelay(wait)
 	}
 }
 
-// redeliveryDelay is RedeliveryDelay doubled per delivery so far, capped.
+// redeliveryDelay is the delay of the nak after the delivered-th delivery.
 func (s *Subscriber) redeliveryDelay(delivered uint64) time.Duration {
-	d := s.st.RedeliveryDelay
-	for i := uint64(1); i < delivered && d < maxRedeliveryDelay; i++ {
-		d *= 2
+	return s.st.redelivery.Backoff(int(min(delivered, 1<<20))) //nolint:gosec // G115: bounded
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
-	return min(d, maxRedeliveryDelay)
 }
 
 // keepAlive tells the broker every AckWait/2 that the handler is still

@@ -22,7 +22,8 @@ const (
 // dead-lettered. The n-th failed delivery waits Delay·2^(n-1), at most
 // DelayMax, before the next one. A failed delivery moves the message to the
 // dead-letter path when it is at least the MaxDeliveries-th and the message
-// has been failing for at least DeadLetterAfter.
+// has been failing for at least DeadLetterAfter; a negative DeadLetterAfter
+// asks for no least span.
 type Policy struct {
 	MaxDeliveries   int
 	Delay           time.Duration
@@ -44,10 +45,11 @@ func (p Policy) Defaults() Policy {
 	return p
 }
 
-// Check says what is wrong with the durations of p after Defaults, naming
+// Check says what is wrong with the durations of p after Defaults (a
+// negative DeadLetterAfter is allowed: no least span), naming
 // the fields as names gives them (the config field and its URL parameter),
 // or returns "".
-func (p Policy) Check(delay, delayMax, deadLetterAfter string) string {
+func (p Policy) Check(delay, delayMax string) string {
 	switch {
 	case p.Delay < 0:
 		return fmt.Sprintf("%s is %s; it must be positive (or 0 for %s)", delay, p.Delay, DefaultDelay)
@@ -55,8 +57,6 @@ func (p Policy) Check(delay, delayMax, deadLetterAfter string) string {
 		return fmt.Sprintf("%s is %s; it must be positive (or 0 for %s)", delayMax, p.DelayMax, DefaultDelayMax)
 	case p.DelayMax < p.Delay:
 		return fmt.Sprintf("%s (%s) is less than %s (%s); the delay only grows", delayMax, p.DelayMax, delay, p.Delay)
-	case p.DeadLetterAfter < 0:
-		return fmt.Sprintf("%s is %s; it must be positive (or 0 for %s)", deadLetterAfter, p.DeadLetterAfter, DefaultDeadLetterAfter)
 	}
 	return ""
 }

@@ -36,15 +36,18 @@ func TestBackoffAndSpan(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	for _, p := range []Policy{
-		{Delay: -1}, {DelayMax: -1}, {DeadLetterAfter: -1},
+		{Delay: -1}, {DelayMax: -1},
 		{Delay: 2 * time.Second, DelayMax: time.Second},
 	} {
-		if p.Defaults().Check("A", "B", "C") == "" {
+		if p.Defaults().Check("A", "B") == "" {
 			t.Errorf("%+v passed Check", p)
 		}
 	}
-	if r := (Policy{}).Defaults().Check("A", "B", "C"); r != "" {
+	if r := (Policy{}).Defaults().Check("A", "B"); r != "" {
 		t.Errorf("defaults: %s", r)
+	}
+	if p := (Policy{MaxDeliveries: 1, DeadLetterAfter: -1}).Defaults(); !p.Exhausted(1, 0) || p.Check("A", "B") != "" {
+		t.Errorf("a negative DeadLetterAfter: %+v", p)
 	}
 	if p := (Policy{Delay: 2 * time.Minute}).Defaults(); p.DelayMax != 2*time.Minute {
 		t.Errorf("DelayMax defaults to %s under a Delay of 2m", p.DelayMax)
