@@ -165,10 +165,10 @@ func (e *env) subscriberWith(t *testing.T, o brokertest.BackoffOptions) *testSub
 	}
 	e.mu.Unlock()
 	sub, err := NewSubscriber(testCtx(t, 10*time.Second), SubscriberConfig{
-		URL:             e.url,
-		Group:           group,
-		Name:            name,
-		Topic:           e.topic(),
+		URL:                e.url,
+		Group:              group,
+		Name:               name,
+		Topic:              e.topic(),
 		MaxDeliveries:      o.MaxDeliveries,
 		RedeliveryDelay:    o.RedeliveryDelay,
 		RedeliveryDelayMax: o.RedeliveryDelayMax,
