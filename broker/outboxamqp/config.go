@@ -440,17 +440,11 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if err := b.duration(&cfg.ReconnectDelay, "reconnect_delay", DefaultReconnectDelay); err != nil {
 		return nil, err
 	}
-	for _, d := range []struct {
-		v     *time.Duration
-		param string
-		def   time.Duration
-	}{
-		{&cfg.RedeliveryDelay, "redelivery_delay", DefaultRedeliveryDelay},
-		{&cfg.RedeliveryDelayMax, "redelivery_delay_max", max(DefaultRedeliveryDelayMax, cfg.RedeliveryDelay)},
-	} {
-		if err := b.duration(d.v, d.param, d.def); err != nil {
-			return nil, err
-		}
+	if err := b.duration(&cfg.RedeliveryDelay, "redelivery_delay", DefaultRedeliveryDelay); err != nil {
+		return nil, err
+	}
+	if err := b.duration(&cfg.RedeliveryDelayMax, "redelivery_delay_max", max(DefaultRedeliveryDelayMax, cfg.RedeliveryDelay)); err != nil {
+		return nil, err
 	}
 	if cfg.DeadLetterAfter >= 0 { // negative: no least span
 		if err := b.duration(&cfg.DeadLetterAfter, "dead_letter_after", DefaultDeadLetterAfter); err != nil {
