@@ -120,12 +120,11 @@ type SubscriberConfig struct {
 	RedeliveryDelayMax time.Duration
 	// DeadLetterAfter is how long a message must have been failing (since
 	// its first failed handler call in this subscriber) before it goes to
-	// the dead-letter queue, at its MaxDeliveries-th failure or later. Keep
-	// it, and the longest outage to ride out, under the broker's
-	// consumer_timeout (30m by default), after which RabbitMQ closes the
-	// channel of a subscriber that holds a message unacked. URL parameter
-	// "dead_letter_after". Defaults to 10m.
-	// A negative value dead-letters at the MaxDeliveries-th failure at once.
+	// the dead-letter queue, at its MaxDeliveries-th failure or later; a
+	// negative value asks for no such span. Keep it, and the longest outage
+	// to ride out, under the broker's consumer_timeout (30m by default),
+	// after which RabbitMQ closes the channel of a subscriber that holds a
+	// message unacked. URL parameter "dead_letter_after". Defaults to 10m.
 	DeadLetterAfter time.Duration
 	// Exchange is the exchange the group's queue is bound to. URL parameter
 	// "exchange". Defaults to "outbox".

@@ -50,9 +50,9 @@ type SubscriberConfig struct {
 	RedeliveryDelayMax time.Duration
 	// DeadLetterAfter is how long a message must have been failing (since its
 	// first failed handler call in this process) before it goes to the
-	// dead-letter topic, at its MaxDeliveries-th failure or later. URL
-	// parameter "dead_letter_after". Defaults to 10m.
-	// A negative value dead-letters at the MaxDeliveries-th failure at once.
+	// dead-letter topic, at its MaxDeliveries-th failure or later; a
+	// negative value asks for no such span. URL parameter
+	// "dead_letter_after". Defaults to 10m.
 	DeadLetterAfter time.Duration
 	// RetryBackoff is the pause before a failed fetch, or a produce to the
 	// dead-letter topic that failed, is tried again; it doubles with each

@@ -150,9 +150,9 @@ type SubscriberConfig struct {
 	RedeliveryDelayMax time.Duration
 	// DeadLetterAfter is how long a message must have been failing (since
 	// its first failed handler call) before it goes to the dead-letter
-	// topic, at its MaxDeliveries-th failure or later. Defaults to the URL's
-	// dead_letter_after parameter, else 10m.
-	// A negative value dead-letters at the MaxDeliveries-th failure at once.
+	// topic, at its MaxDeliveries-th failure or later; a negative value asks
+	// for no such span. Defaults to the URL's dead_letter_after parameter,
+	// else 10m.
 	DeadLetterAfter time.Duration
 	// DeadLetterTopic is the MQTT topic that messages go to after
 	// MaxDeliveries failed deliveries, with "{group}" standing for Group.

@@ -130,8 +130,8 @@ type SubscriberConfig struct {
 	// it goes to the dead-letter subject, at its MaxDeliveries-th failed
 	// delivery or later. The broker's delivery count measures it: the n-th
 	// delivery comes at least the sum of the first n-1 delays after the
-	// first (query parameter "dead_letter_after"). A negative value
-	// dead-letters at the MaxDeliveries-th failure at once. Defaults to 10m.
+	// first; a negative value asks for no such span (query parameter
+	// "dead_letter_after"). Defaults to 10m.
 	DeadLetterAfter time.Duration
 	// DeliverNew makes a new group start with the messages published after
 	// its consumer is created, instead of every message the stream holds

@@ -115,9 +115,9 @@ type SubscriberConfig struct {
 	RedeliveryDelayMax time.Duration
 	// DeadLetterAfter is how long a message must have been failing (since
 	// its first failed handler call in this subscriber) before it goes to
-	// the dead-letter stream, at its MaxDeliveries-th failure or later.
-	// Defaults to the URL's dead_letter_after parameter, else 10m.
-	// A negative value dead-letters at the MaxDeliveries-th failure at once.
+	// the dead-letter stream, at its MaxDeliveries-th failure or later; a
+	// negative value asks for no such span. Defaults to the URL's
+	// dead_letter_after parameter, else 10m.
 	DeadLetterAfter time.Duration
 	// MinIdle is how long a delivered entry may stay unacknowledged before
 	// it is delivered again (XAUTOCLAIM): how soon the messages of a
