@@ -122,8 +122,8 @@
 // is not an outbox event (cloudevents.ErrNotEvent), is rejected so at once.
 // An error for which outbox.IsUnavailable holds (Inbox.Handler's when its
 // database is down) pauses Run the same way without counting the failure.
-// docs/broker-adapters.md says why the message is held rather than
-// requeued. When Run's context ends, the consumer is
+// Holding the message rather than requeueing it keeps its place in the
+// queue and leaves the queue's delivery count alone. When Run's context ends, the consumer is
 // cancelled, the message in hand finishes and is acked, and Run returns nil.
 // After a lost connection (a broker restart) Run reconnects by itself.
 //
