@@ -100,10 +100,11 @@ type SubscriberConfig struct {
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long a member may take to finish the records
 	// in hand when the group rebalances: Run lets a rebalance happen only
-	// between handler calls, so a handler that can run longer than this
-	// (60s by default) gets its member removed from the group, and its
-	// records are delivered again elsewhere. URL parameter
-	// "rebalance_timeout". Defaults to 1m.
+	// between the records of a poll, so a handler that can run longer than
+	// this (60s by default), or a record whose handler keeps failing through
+	// its redeliveries for longer, gets its member removed from the group,
+	// and its records are delivered again elsewhere, counted afresh. URL
+	// parameter "rebalance_timeout". Defaults to 1m.
 	RebalanceTimeout time.Duration
 	// Logger receives handler failures, dead-lettered messages and failed
 	// commits. Defaults to slog.Default().
