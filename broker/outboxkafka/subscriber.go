@@ -100,7 +100,7 @@ type SubscriberConfig struct {
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long a member may take to finish the records
 	// in hand when the group rebalances: Run lets a rebalance happen only
-	// between the records of a poll, so a handler that can run longer than
+	// once the records of a poll are done, so a handler that can run longer than
 	// this (60s by default), or a record whose handler keeps failing through
 	// its redeliveries for longer, gets its member removed from the group,
 	// and its records are delivered again elsewhere, counted afresh. URL
