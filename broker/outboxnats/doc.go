@@ -125,8 +125,10 @@
 // when its database is down) is not a failed delivery: Run keeps the
 // message in hand and in progress, pauses with the same growing delay, and
 // hands it to the handler again; the broker's delivery count does not move.
-// The messages fetched ahead wait, and their AckWait runs: a pause longer
-// than AckWait makes the broker deliver them again, which counts.
+// The messages fetched ahead (Prefetch) are taken out of the subscription
+// and kept in progress too, and handled in order once the outage is over;
+// only a message the broker was still sending when the pause began is
+// delivered again after AckWait, one delivery counted.
 //
 // # A consumer
 //

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -170,40 +172,99 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	it, err := s.cons.Messages(
-		jetstream.PullMaxMessages(s.st.Prefetch),
-		// Short pull requests (heartbeat every 2.5s) let the client notice
-		// within seconds that a request got lost, e.g. one sent while
-		// JetStream was still starting after a restart, and send another.
-		jetstream.PullExpiry(pullExpiry),
-		jetstream.WithMessagesErrOnMissingHeartbeat(false),
-	)
-	if err != nil {
-		return jsError("consume from consumer "+s.st.consumer, err)
+	open := func() (jetstream.MessagesContext, error) {
+		it, err := s.cons.Messages(
+			jetstream.PullMaxMessages(s.st.Prefetch),
+			// Short pull requests (heartbeat every 2.5s) let the client
+			// notice within seconds that a request got lost, e.g. one sent
+			// while JetStream was still starting after a restart, and send
+			// another.
+			jetstream.PullExpiry(pullExpiry),
+			jetstream.WithMessagesErrOnMissingHeartbeat(false),
+		)
+		if err != nil {
+			return nil, jsError("consume from consumer "+s.st.consumer, err)
+		}
+		return it, nil
 	}
-	defer it.Stop()
+	it, err := open()
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // guards it, which an outage replaces
+	current := func() jetstream.MessagesContext {
+		mu.Lock()
+		defer mu.Unlock()
+		return it
+	}
+	defer func() { current().Stop() }()
 	// Drain stops fetching but still hands out the messages fetched already,
 	// which go back to the broker below.
-	stopDrain := context.AfterFunc(ctx, it.Drain)
+	stopDrain := context.AfterFunc(ctx, func() { current().Drain() })
 	defer stopDrain()
+
+	// During an outage the messages fetched ahead are taken out of the
+	// drained iterator and kept in progress (ahead), so that their AckWait
+	// does not run out and count deliveries; they are handled next, in
+	// order, and then a new iterator fetches on.
+	ahead := &heldMsgs{}
+	stopAhead := ahead.keepAlive(s.st.AckWait / 2)
+	defer stopAhead()
+	drained := false
+	onOutage := func() {
+		if drained {
+			return
+		}
+		drained = true
+		cur := current()
+		cur.Drain()
+		for {
+			m, err := cur.Next(jetstream.NextMaxWait(s.st.Timeout))
+			if err != nil {
+				return
+			}
+			ahead.push(m)
+		}
+	}
+
 	hctx := context.WithoutCancel(ctx)
 	for {
-		var msg jetstream.Msg
-		if ctx.Err() != nil {
-			msg, err = it.Next(jetstream.NextMaxWait(s.st.Timeout))
-		} else {
-			msg, err = it.Next()
-		}
-		if err != nil {
+		msg, ok := ahead.pop()
+		if !ok && drained {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-				errors.Is(err, jetstream.ErrBadRequest) || s.nc.IsClosed() {
-				return fmt.Errorf("outboxnats: consuming group %q from stream %s stopped: %w", s.st.Group, s.st.Stream, err)
+			nit, err := open()
+			if err != nil {
+				return err
 			}
-			s.log.Warn("outboxnats: consuming", "group", s.st.Group, "err", err)
+			mu.Lock()
+			it = nit
+			mu.Unlock()
+			drained = false
+			if ctx.Err() != nil {
+				nit.Drain() // ctx ended while the old iterator was current
+			}
 			continue
+		}
+		if !ok {
+			cur := current()
+			if ctx.Err() != nil {
+				msg, err = cur.Next(jetstream.NextMaxWait(s.st.Timeout))
+			} else {
+				msg, err = cur.Next()
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+					errors.Is(err, jetstream.ErrBadRequest) || s.nc.IsClosed() {
+					return fmt.Errorf("outboxnats: consuming group %q from stream %s stopped: %w", s.st.Group, s.st.Stream, err)
+				}
+				s.log.Warn("outboxnats: consuming", "group", s.st.Group, "err", err)
+				continue
+			}
 		}
 		if ctx.Err() != nil {
 			// Fetched ahead but not handled: hand it back for another
@@ -211,13 +272,68 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 			_ = msg.Nak()
 			continue
 		}
-		s.handle(ctx, hctx, msg, h)
+		s.handle(ctx, hctx, msg, h, onOutage)
+	}
+}
+
+// heldMsgs are messages fetched ahead and taken out of their iterator
+// during an outage, in order.
+type heldMsgs struct {
+	mu   sync.Mutex
+	msgs []jetstream.Msg
+}
+
+func (q *heldMsgs) push(m jetstream.Msg) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.msgs = append(q.msgs, m)
+}
+
+func (q *heldMsgs) pop() (jetstream.Msg, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.msgs) == 0 {
+		return nil, false
+	}
+	m := q.msgs[0]
+	q.msgs[0] = nil
+	q.msgs = q.msgs[1:]
+	return m, true
+}
+
+// keepAlive tells the broker every period that the held messages are in
+// progress, until stop.
+func (q *heldMsgs) keepAlive(period time.Duration) (stop func()) {
+	t := time.NewTicker(period)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-t.C:
+				q.mu.Lock()
+				msgs := slices.Clone(q.msgs)
+				q.mu.Unlock()
+				for _, m := range msgs {
+					_ = m.InProgress()
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(done)
+		<-finished
 	}
 }
 
 // handle runs h on one message and settles it. ctx is Run's: when it ends
-// during an outage pause, the message is handed back.
-func (s *Subscriber) handle(ctx, hctx context.Context, msg jetstream.Msg, h outbox.Handler) {
+// during an outage pause, the message is handed back. onOutage is called at
+// the first outage, before the pause.
+func (s *Subscriber) handle(ctx, hctx context.Context, msg jetstream.Msg, h outbox.Handler, onOutage func()) {
 	md, err := msg.Metadata()
 	if err != nil {
 		// Not a JetStream delivery that can be told apart from the next one:
@@ -246,6 +362,9 @@ func (s *Subscriber) handle(ctx, hctx context.Context, msg jetstream.Msg, h outb
 		err = h(hctx, m)
 		if err == nil || outbox.IsPermanent(err) || !outbox.IsUnavailable(err) {
 			break
+		}
+		if outages == 1 {
+			onOutage()
 		}
 		wait := p.Backoff(outages)
 		s.log.Info("outboxnats: handler reports an outage; pausing, the delivery is not counted", "group", s.st.Group,
