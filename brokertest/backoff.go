@@ -158,10 +158,10 @@ func (s *backoffSuite) testTransient(t *testing.T) {
 	su.publish(t, b.Publisher, msgs)
 	rec.waitSucceeded(t, s.env.Timeout, msgs)
 	times := clk.of(flaky)
-	// 0, 0.1, 0.3, 0.7, 1.1, 1.5s: at least five failed deliveries, more
-	// than MaxDeliveries.
-	if len(times) < 6 {
-		t.Errorf("%s delivered %d times in %s of failures, want at least 6", flaky, len(times), failFor)
+	// 0, 0.1, 0.3, 0.7, 1.1, 1.5s: five failed deliveries (four on a slow
+	// machine), more than MaxDeliveries, and the one that succeeds.
+	if len(times) < 5 {
+		t.Errorf("%s delivered %d times in %s of failures, want at least 5", flaky, len(times), failFor)
 	}
 	checkGaps(t, o, times, len(times))
 	s.noDeadLetters(t, b, o.Group)
