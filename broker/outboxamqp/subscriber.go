@@ -199,6 +199,13 @@ func (sub *Subscriber) consume(ctx context.Context, h outbox.Handler) (connected
 		return false, outbox.Unavailable(fmt.Errorf("outboxamqp: open a channel on %s: %w", s.redacted, err))
 	}
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	// A channel closed while handle waits to call the handler again: the
+	// broker has taken the message back.
+	lost := make(chan struct{})
+	go func() {
+		<-ch.NotifyClose(make(chan *amqp.Error, 1))
+		close(lost)
+	}()
 	if err := sub.declare(ch); err != nil {
 		return false, err
 	}
@@ -226,7 +233,7 @@ func (sub *Subscriber) consume(ctx context.Context, h outbox.Handler) (connected
 				// when the connection closes.
 				return true, nil
 			}
-			if err := sub.handle(ctx, hctx, h, &d); err != nil {
+			if err := sub.handle(ctx, hctx, lost, h, &d); err != nil {
 				return true, err
 			}
 		}
@@ -275,8 +282,9 @@ func (sub *Subscriber) stopped(ctx context.Context, conn *amqp.Connection, chClo
 // dead-letter queue) once the policy gives up, at once after a Permanent
 // error or for a message that is not an event. A failure that satisfies
 // outbox.IsUnavailable pauses without counting. When ctx ends between two
-// calls, d is left unsettled, for the next subscriber.
-func (sub *Subscriber) handle(ctx, hctx context.Context, h outbox.Handler, d *amqp.Delivery) error {
+// calls, d is left unsettled, for the next subscriber; when the channel
+// closes meanwhile (lost), the broker has taken d back, and handle stops.
+func (sub *Subscriber) handle(ctx, hctx context.Context, lost <-chan struct{}, h outbox.Handler, d *amqp.Delivery) error {
 	m, err := decode(d)
 	if err != nil {
 		sub.s.logger.Warn("outboxamqp: dead-lettering a message that is not an outbox event",
@@ -289,6 +297,8 @@ func (sub *Subscriber) handle(ctx, hctx context.Context, h outbox.Handler, d *am
 			defer t.Stop()
 			select {
 			case <-ctx.Done():
+				return false
+			case <-lost:
 				return false
 			case <-t.C:
 				return true
