@@ -100,11 +100,12 @@ type SubscriberConfig struct {
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long a member may take to finish the records
 	// in hand when the group rebalances: Run lets a rebalance happen only
-	// once the records of a poll are done, so a handler that can run longer than
-	// this (60s by default), or a record whose handler keeps failing through
-	// its redeliveries for longer, gets its member removed from the group,
-	// and its records are delivered again elsewhere, counted afresh. URL
-	// parameter "rebalance_timeout". Defaults to 1m.
+	// between handler calls, so a handler that can run longer than this
+	// (60s by default) gets its member removed from the group, and its
+	// records are delivered again elsewhere. A record waiting for its next
+	// delivery holds a poll for at most a quarter of it (at most 5s); a
+	// longer wait pauses the record's partition instead. URL parameter
+	// "rebalance_timeout". Defaults to 1m.
 	RebalanceTimeout time.Duration
 	// Logger receives handler failures, dead-lettered messages and failed
 	// commits. Defaults to slog.Default().
@@ -128,6 +129,9 @@ type Subscriber struct {
 	backoff     time.Duration
 	concurrency int
 	log         *slog.Logger
+
+	retryMu sync.Mutex
+	retries map[retryKey]*retryState // of records whose handler failed
 
 	mu      sync.Mutex
 	running bool
@@ -247,6 +251,7 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 		conn:        c,
 		group:       cfg.Group,
 		dlt:         map[string]string{},
+		retries:     map[retryKey]*retryState{},
 		session:     def(cfg.SessionTimeout, DefaultSessionTimeout),
 		rebalance:   def(cfg.RebalanceTimeout, DefaultRebalanceTimeout),
 		redelivery:  policy,
@@ -315,7 +320,8 @@ func (s *Subscriber) brokerError(err error) error {
 // only after h returned nil for it, or after it was produced (and acked) to
 // the dead-letter topic. When h fails, the record is handed to h again after
 // RedeliveryDelay (doubling, up to RedeliveryDelayMax), and later records of
-// its partition wait; it goes to the dead-letter topic at a failure that is
+// its partition wait (a long wait pauses the partition at the record, so
+// that polls and rebalances go on); it goes to the dead-letter topic at a failure that is
 // at least the MaxDeliveries-th once it has been failing for
 // DeadLetterAfter. A failure wrapped with outbox.Permanent, or a record that
 // is not an outbox event, goes there at once. A failure for which
@@ -355,7 +361,14 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	}()
 
 	for ctx.Err() == nil {
-		fetches := s.cl.PollRecords(ctx, 1000)
+		// A poll ends in time to resume the partitions of records whose
+		// next delivery is due.
+		pctx, pcancel := context.WithCancel(ctx)
+		if next, ok := s.resumeDue(); ok {
+			pctx, pcancel = context.WithDeadline(ctx, next)
+		}
+		fetches := s.cl.PollRecords(pctx, 1000)
+		pcancel()
 		if fetches.IsClientClosed() {
 			return errors.New("outboxkafka: the subscriber's client was closed while Run was running")
 		}
@@ -379,8 +392,9 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 				s.log.Warn("outboxkafka: fetch failed; retrying", "group", s.group, "topic", topic, "partition", p, "err", err)
 			}
 		})
-		done := s.process(ctx, fetches, h)
+		done, later := s.process(ctx, fetches, h)
 		s.commit(ctx, done)
+		s.pauseUntilDue(later)
 		s.cl.AllowRebalance()
 		if fatal != nil {
 			return fatal
@@ -403,13 +417,13 @@ func fatalConsumeError(err error) bool {
 }
 
 // process handles the records of one poll, partitions in parallel, and
-// returns the last record done of each partition.
-func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.Handler) []*kgo.Record {
+// returns the last record done of each partition, and the records whose
+// next delivery is due in a later poll (see deliver).
+func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.Handler) (done, later []*kgo.Record) {
 	var (
-		mu   sync.Mutex
-		done []*kgo.Record
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, s.concurrency)
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, s.concurrency)
 	)
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
@@ -422,7 +436,16 @@ func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.
 			defer func() { <-sem }()
 			var last *kgo.Record
 			for _, r := range p.Records {
-				if ctx.Err() != nil || !s.deliver(ctx, r, h) {
+				if ctx.Err() != nil {
+					break
+				}
+				ok, again := s.deliver(ctx, r, h)
+				if again {
+					mu.Lock()
+					later = append(later, r)
+					mu.Unlock()
+				}
+				if !ok {
 					break
 				}
 				last = r
@@ -435,36 +458,157 @@ func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.
 		}()
 	})
 	wg.Wait()
-	return done
+	return done, later
 }
 
-// deliver hands r to h until it succeeds or goes to the dead-letter topic,
-// and reports whether r is done (may be committed). It gives up, reporting
-// false, only when ctx ends between deliveries.
-func (s *Subscriber) deliver(ctx context.Context, rec *kgo.Record, h outbox.Handler) bool {
+// retryKey names the partition of a record whose handler failed.
+type retryKey struct {
+	topic     string
+	partition int32
+}
+
+// retryState is the redelivery of a record whose handler failed, kept
+// across polls.
+type retryState struct {
+	offset     int64
+	deliveries int       // failed deliveries counted
+	outages    int       // failures in a row that were outages
+	first      time.Time // of the first counted failure
+	next       time.Time // when the handler may have the record again
+	paused     bool      // its partition is paused until next
+}
+
+// takeRetry returns the redelivery state of rec, or a new one.
+func (s *Subscriber) takeRetry(rec *kgo.Record) *retryState {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	k := retryKey{rec.Topic, rec.Partition}
+	st := s.retries[k]
+	if st == nil || st.offset != rec.Offset {
+		st = &retryState{offset: rec.Offset}
+		s.retries[k] = st
+	}
+	return st
+}
+
+// forgetRetry drops the redelivery state of rec, which is done.
+func (s *Subscriber) forgetRetry(rec *kgo.Record) {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	delete(s.retries, retryKey{rec.Topic, rec.Partition})
+}
+
+// pauseUntilDue sets the partitions of recs back to them and pauses them
+// until their next delivery is due. It runs in Run's goroutine before
+// AllowRebalance, as SetOffsets asks.
+func (s *Subscriber) pauseUntilDue(recs []*kgo.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	pause := map[string][]int32{}
+	s.retryMu.Lock()
+	for _, r := range recs {
+		if offsets[r.Topic] == nil {
+			offsets[r.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
+		pause[r.Topic] = append(pause[r.Topic], r.Partition)
+		if st := s.retries[retryKey{r.Topic, r.Partition}]; st != nil {
+			st.paused = true
+		}
+	}
+	s.retryMu.Unlock()
+	s.cl.PauseFetchPartitions(pause)
+	s.cl.SetOffsets(offsets)
+}
+
+// resumeDue resumes the paused partitions whose record is due, and returns
+// the earliest time another is.
+func (s *Subscriber) resumeDue() (next time.Time, ok bool) {
+	now := time.Now()
+	resume := map[string][]int32{}
+	s.retryMu.Lock()
+	for k, st := range s.retries {
+		switch {
+		case !st.paused:
+		case !st.next.After(now):
+			st.paused = false
+			resume[k.topic] = append(resume[k.topic], k.partition)
+		case !ok || st.next.Before(next):
+			next, ok = st.next, true
+		}
+	}
+	s.retryMu.Unlock()
+	if len(resume) > 0 {
+		s.cl.ResumeFetchPartitions(resume)
+	}
+	return next, ok
+}
+
+// deliver hands rec to h until it succeeds or goes to the dead-letter
+// topic, and reports whether rec is done (may be committed). A failed
+// record is handed to h again after the redelivery policy's delay, and the
+// later records of its partition wait. A short wait is slept in place; a
+// longer one, which would keep the poll (and a rebalance of the group)
+// waiting, ends deliver with again: Run pauses the partition at rec until
+// the delay has passed, and a later poll hands rec to deliver again. deliver
+// also reports false, without again, when ctx ends between deliveries.
+func (s *Subscriber) deliver(ctx context.Context, rec *kgo.Record, h outbox.Handler) (ok, again bool) {
 	m, err := decodeRecord(rec)
 	if err != nil {
-		return s.deadLetter(ctx, rec, err, 0)
+		return s.deadLetter(ctx, rec, err, 0), false
 	}
 	hctx := context.WithoutCancel(ctx)
-	res := s.redelivery.Deliver(0, func() error { return h(hctx, m) },
-		func(d time.Duration) bool { return sleep(ctx, d) },
-		func(r redelivery.Retry) {
-			msg := "outboxkafka: handler failed; delivering again"
-			if r.Unavailable {
-				msg = "outboxkafka: handler reports an outage; pausing the partition, the delivery is not counted"
+	p := s.redelivery
+	st := s.takeRetry(rec)
+	// How long this call may hold the poll.
+	hold := time.Now().Add(min(s.rebalance/4, maxPollHold))
+	for {
+		if wait := time.Until(st.next); wait > 0 {
+			if time.Now().Add(wait).After(hold) {
+				return false, true
 			}
-			s.log.Info(msg, "group", s.group, "msg_id", m.MsgID, "topic", rec.Topic, "partition", rec.Partition,
-				"offset", rec.Offset, "deliveries", r.Deliveries, "retry_in", r.Wait, "err", r.Err)
-		})
-	switch res.Outcome {
-	case redelivery.Handled:
-		return true
-	case redelivery.DeadLetter:
-		return s.deadLetter(ctx, rec, res.Err, res.Deliveries)
+			if !sleep(ctx, wait) {
+				return false, false
+			}
+		}
+		err := h(hctx, m)
+		switch {
+		case err == nil:
+			s.forgetRetry(rec)
+			return true, false
+		case outbox.IsPermanent(err):
+			s.forgetRetry(rec)
+			return s.deadLetter(ctx, rec, err, st.deliveries+1), false
+		}
+		var d time.Duration
+		msg := "outboxkafka: handler failed; delivering again"
+		if outbox.IsUnavailable(err) {
+			st.outages++
+			d = p.Backoff(st.outages)
+			msg = "outboxkafka: handler reports an outage; pausing the partition, the delivery is not counted"
+		} else {
+			st.outages = 0
+			st.deliveries++
+			if st.first.IsZero() {
+				st.first = time.Now()
+			}
+			if p.Exhausted(st.deliveries, time.Since(st.first)) {
+				s.forgetRetry(rec)
+				return s.deadLetter(ctx, rec, err, st.deliveries), false
+			}
+			d = p.Backoff(st.deliveries)
+		}
+		st.next = time.Now().Add(d)
+		s.log.Info(msg, "group", s.group, "msg_id", m.MsgID, "topic", rec.Topic, "partition", rec.Partition,
+			"offset", rec.Offset, "deliveries", st.deliveries, "retry_in", d, "err", err)
 	}
-	return false
 }
+
+// maxPollHold bounds how long deliver sleeps in place before it pauses the
+// partition instead.
+const maxPollHold = 5 * time.Second
 
 // deadLetterLogEvery is how often a dead-letter produce that keeps failing
 // is logged again; the first failure is logged at once.
