@@ -478,17 +478,23 @@ type retryState struct {
 	paused     bool      // its partition is paused until next
 }
 
-// takeRetry returns the redelivery state of rec, or a new one.
-func (s *Subscriber) takeRetry(rec *kgo.Record) *retryState {
+// retryOf returns the redelivery state of rec and whether it is kept, or a
+// new state, not kept yet.
+func (s *Subscriber) retryOf(rec *kgo.Record) (st *retryState, kept bool) {
 	s.retryMu.Lock()
 	defer s.retryMu.Unlock()
-	k := retryKey{rec.Topic, rec.Partition}
-	st := s.retries[k]
+	st = s.retries[retryKey{rec.Topic, rec.Partition}]
 	if st == nil || st.offset != rec.Offset {
-		st = &retryState{offset: rec.Offset}
-		s.retries[k] = st
+		return &retryState{offset: rec.Offset}, false
 	}
-	return st
+	return st, true
+}
+
+// keepRetry keeps st, the redelivery state of rec, across polls.
+func (s *Subscriber) keepRetry(rec *kgo.Record, st *retryState) {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	s.retries[retryKey{rec.Topic, rec.Partition}] = st
 }
 
 // forgetRetry drops the redelivery state of rec, which is done.
@@ -561,7 +567,12 @@ func (s *Subscriber) deliver(ctx context.Context, rec *kgo.Record, h outbox.Hand
 	}
 	hctx := context.WithoutCancel(ctx)
 	p := s.redelivery
-	st := s.takeRetry(rec)
+	st, kept := s.retryOf(rec)
+	forget := func() {
+		if kept {
+			s.forgetRetry(rec)
+		}
+	}
 	// How long this call may hold the poll.
 	hold := time.Now().Add(min(s.rebalance/4, maxPollHold))
 	for {
@@ -576,11 +587,15 @@ func (s *Subscriber) deliver(ctx context.Context, rec *kgo.Record, h outbox.Hand
 		err := h(hctx, m)
 		switch {
 		case err == nil:
-			s.forgetRetry(rec)
+			forget()
 			return true, false
 		case outbox.IsPermanent(err):
-			s.forgetRetry(rec)
+			forget()
 			return s.deadLetter(ctx, rec, err, st.deliveries+1), false
+		}
+		if !kept {
+			s.keepRetry(rec, st)
+			kept = true
 		}
 		var d time.Duration
 		msg := "outboxkafka: handler failed; delivering again"
@@ -595,7 +610,7 @@ func (s *Subscriber) deliver(ctx context.Context, rec *kgo.Record, h outbox.Hand
 				st.first = time.Now()
 			}
 			if p.Exhausted(st.deliveries, time.Since(st.first)) {
-				s.forgetRetry(rec)
+				forget()
 				return s.deadLetter(ctx, rec, err, st.deliveries), false
 			}
 			d = p.Backoff(st.deliveries)
