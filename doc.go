@@ -114,7 +114,10 @@
 //     broker could not be reached at all; the relay then leaves the message
 //     untouched and pauses with its own backoff instead of spending the
 //     message's retries on an outage. Any other error counts as a refusal of
-//     that message.
+//     that message. A [Handler]'s error made with [DatabaseUnavailable] (the
+//     drivers return one when the database cannot be reached) satisfies it
+//     too: the subscriber pauses and hands the same message to the handler
+//     again, without counting a delivery toward its dead-letter limit.
 //   - [ErrHeldBack]: for Publisher authors too. Return it for a message not
 //     attempted because an earlier message of the same key failed in the
 //     batch; the relay leaves it untouched and does not pause.

@@ -21,11 +21,16 @@ type Driver[TTx any] interface {
 	InsertTx(ctx context.Context, tx TTx, msgs []Message) error
 
 	// MarkConsumedTx records (group, msgID) in the inbox table in tx and reports
-	// whether it was new. A duplicate returns false and leaves tx usable.
+	// whether it was new. A duplicate returns false and leaves tx usable. An
+	// error that means the database cannot be reached satisfies IsUnavailable
+	// (DatabaseUnavailable).
 	MarkConsumedTx(ctx context.Context, tx TTx, group, msgID string) (bool, error)
 
 	// RunInTx runs fn in a new transaction, committed when fn returns nil and
-	// rolled back otherwise.
+	// rolled back otherwise. An error that means the database cannot be
+	// reached (it cannot connect, the connection was lost, the server is
+	// shutting down), fn's included, satisfies IsUnavailable
+	// (DatabaseUnavailable), unless it satisfies IsPermanent.
 	RunInTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
 }
 

@@ -31,10 +31,13 @@ var (
 	// ErrNotFound reports that no message has the msg_id asked for.
 	ErrNotFound = errors.New("outbox: message not found")
 
-	// ErrUnavailable marks a publish error that means the broker could not be
-	// reached at all. The relay then pauses with its own backoff and does not
-	// count the attempt against the message's retry budget. Wrap with Unavailable.
-	ErrUnavailable = errors.New("outbox: broker unavailable")
+	// ErrUnavailable marks an error that means a service could not be
+	// reached at all: the broker, for a publish error, or the consumer's own
+	// database, for a Handler's error. The relay then pauses with its own
+	// backoff and does not count the attempt against the message's retry
+	// budget; a subscriber pauses and does not count the delivery toward its
+	// dead-letter limit. Wrap with Unavailable or DatabaseUnavailable.
+	ErrUnavailable = errors.New("outbox: unavailable")
 
 	// ErrUndeliverable marks a publish error that means this message can
 	// never be carried by the transport (a field over one of its size limits,
@@ -102,7 +105,8 @@ func (e *ValidationError) Unwrap() []error {
 }
 
 // Unavailable wraps err so that IsUnavailable reports true: the broker could not
-// be reached, the attempt does not count against the message.
+// be reached, the attempt does not count against the message. Its text is
+// "broker unavailable: " and err's text.
 func Unavailable(err error) error {
 	if err == nil {
 		return nil
@@ -110,15 +114,33 @@ func Unavailable(err error) error {
 	if IsUnavailable(err) {
 		return err
 	}
-	return &unavailableError{err: err}
+	return &unavailableError{what: "broker", err: err}
 }
 
-type unavailableError struct{ err error }
+// DatabaseUnavailable wraps err so that IsUnavailable reports true: the
+// database could not be reached (connection refused or reset, the server
+// shutting down, a pool that cannot connect). The drivers return it from
+// RunInTx and MarkConsumedTx, so that a Handler built with Inbox.Handler
+// makes its subscriber pause instead of spending the message's deliveries.
+// Its text is "database unavailable: " and err's text. DatabaseUnavailable(nil)
+// is nil.
+func DatabaseUnavailable(err error) error {
+	if err == nil || IsUnavailable(err) {
+		return err
+	}
+	return &unavailableError{what: "database", err: err}
+}
 
-func (e *unavailableError) Error() string   { return "broker unavailable: " + e.err.Error() }
+type unavailableError struct {
+	what string
+	err  error
+}
+
+func (e *unavailableError) Error() string   { return e.what + " unavailable: " + e.err.Error() }
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
-// IsUnavailable reports whether err means the broker could not be reached at all.
+// IsUnavailable reports whether err means the broker, or the consumer's
+// database, could not be reached at all.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
 // Undeliverable wraps err so that IsUndeliverable reports true: the

@@ -23,7 +23,9 @@ func NewInbox[TTx any](driver Driver[TTx]) *Inbox[TTx] {
 // (group, msgID). When the message was already processed, fn does not run and
 // Process returns applied=false with a nil error: the caller should ack the
 // delivery. When fn fails, nothing is recorded and its error is returned: the
-// caller should not ack, so that the broker redelivers.
+// caller should not ack, so that the broker redelivers. When the database
+// cannot be reached (connection refused or reset, the server shutting down,
+// a pool that cannot connect), the driver's error satisfies IsUnavailable.
 func (ib *Inbox[TTx]) Process(ctx context.Context, group, msgID string, fn func(ctx context.Context, tx TTx) error) (applied bool, err error) {
 	if err := ValidateConsumer(group, msgID); err != nil {
 		return false, err

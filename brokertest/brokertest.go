@@ -71,7 +71,11 @@ type SubscriberOptions struct {
 	// Group is the consumer group (a Kafka group, a RabbitMQ queue, a
 	// JetStream durable, a Redis consumer group, an MQTT shared subscription).
 	Group string
-	// MaxDeliveries is the delivery limit before the dead-letter path.
+	// MaxDeliveries is the delivery limit before the dead-letter path. The
+	// adapter builds the subscriber with short redelivery delays and no
+	// least span before dead-lettering (DeadLetterAfter), so that the suite
+	// sees the message dead-lettered at exactly this delivery; RunBackoff
+	// checks the delays and the span.
 	MaxDeliveries int
 	// RedeliverAfter, when not zero, asks for a subscriber whose broker
 	// gives a message it delivered, and that nobody acked because its

@@ -39,7 +39,10 @@ func amqpBroker(url string) Broker {
 		NewSubscriber: func(t *testing.T, group string) brokertest.Subscriber {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			s, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{URL: url, Group: group})
+			s, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{URL: url, Group: group,
+				// A failed message holds the subscriber for the delay; the
+				// harness fails about one delivery in eight.
+				RedeliveryDelay: 10 * time.Millisecond})
 			if err != nil {
 				t.Fatalf("NewSubscriber: %v", err)
 			}

@@ -90,26 +90,35 @@ func setup(t *testing.T) *brokertest.Bundle {
 		ch.ExchangeDelete(exchange, false, false)
 	})
 	queue := func(group string) string { return exchange + "." + group }
-	return &brokertest.Bundle{
+	subscribe := func(t *testing.T, o brokertest.BackoffOptions) brokertest.Subscriber {
+		sub, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{
+			URL:                brokerURL,
+			Group:              o.Group,
+			MaxDeliveries:      o.MaxDeliveries,
+			RedeliveryDelay:    o.RedeliveryDelay,
+			RedeliveryDelayMax: o.RedeliveryDelayMax,
+			DeadLetterAfter:    o.DeadLetterAfter,
+			Exchange:           exchange,
+			Queue:              queue(o.Group),
+			BindingKey:         topic,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		mu.Lock()
+		queues = append(queues, sub.Queue(), sub.DeadLetterQueue())
+		mu.Unlock()
+		return sub
+	}
+	b := &brokertest.Bundle{
 		Publisher: pub,
 		Topic:     topic,
 		NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
-			sub, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{
-				URL:           brokerURL,
-				Group:         opts.Group,
-				MaxDeliveries: opts.MaxDeliveries,
-				Exchange:      exchange,
-				Queue:         queue(opts.Group),
-				BindingKey:    topic,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sub.Close() })
-			mu.Lock()
-			queues = append(queues, sub.Queue(), sub.DeadLetterQueue())
-			mu.Unlock()
-			return sub
+			// Short delays, and the dead-letter queue at the
+			// MaxDeliveries-th failure.
+			return subscribe(t, brokertest.BackoffOptions{Group: opts.Group, MaxDeliveries: opts.MaxDeliveries,
+				RedeliveryDelay: 10 * time.Millisecond, RedeliveryDelayMax: 100 * time.Millisecond, DeadLetterAfter: time.Millisecond})
 		},
 		Unreachable: func(t *testing.T) outbox.Publisher {
 			// NewPublisher needs a broker, so connect through a proxy and
@@ -146,6 +155,21 @@ func setup(t *testing.T) *brokertest.Bundle {
 			return deadLetters(t, queue(group)+".dead")
 		},
 	}
+	subscribers.Store(b, subscribe)
+	return b
+}
+
+// subscribers maps each Bundle of setup to its subscriber constructor.
+var subscribers sync.Map // *brokertest.Bundle -> func(*testing.T, brokertest.BackoffOptions) brokertest.Subscriber
+
+func TestBackoff(t *testing.T) {
+	brokertest.RunBackoff(t, brokertest.BackoffEnv{
+		Setup: setup,
+		NewSubscriber: func(t *testing.T, b *brokertest.Bundle, o brokertest.BackoffOptions) brokertest.Subscriber {
+			subscribe, _ := subscribers.Load(b)
+			return subscribe.(func(*testing.T, brokertest.BackoffOptions) brokertest.Subscriber)(t, o)
+		},
+	})
 }
 
 // deadLetters reads the dead-letter queue without taking the messages: they

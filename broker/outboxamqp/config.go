@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
@@ -29,6 +30,10 @@ const (
 	DefaultMaxDeliveries   = 5
 	DefaultPrefetch        = 1
 	DefaultReconnectDelay  = 5 * time.Second
+
+	DefaultRedeliveryDelay    = redelivery.DefaultDelay
+	DefaultRedeliveryDelayMax = redelivery.DefaultDelayMax
+	DefaultDeadLetterAfter    = redelivery.DefaultDeadLetterAfter
 )
 
 // ErrConfig marks every error of NewPublisher, NewSubscriber and Baseline that
@@ -98,11 +103,30 @@ type SubscriberConfig struct {
 	// Group is the consumer group: the subscribers of one group share one
 	// queue, and each group gets every message. Required.
 	Group string
-	// MaxDeliveries is how many times a message is handed to the handler
-	// before it goes to the dead-letter queue; the queue's x-delivery-limit is
-	// MaxDeliveries-1, since RabbitMQ counts the failed deliveries it allows
-	// again. URL parameter "max_deliveries". Defaults to 5.
+	// MaxDeliveries is the least number of failed handler calls after which
+	// a message goes to the dead-letter queue; it goes there once it has
+	// also been failing for DeadLetterAfter. The subscriber holds a failing
+	// message and calls the handler again itself, so the broker counts only
+	// the deliveries it took back (a lost connection): the queue's
+	// x-delivery-limit is MaxDeliveries-1, the limit for those. URL parameter
+	// "max_deliveries". Defaults to 5.
 	MaxDeliveries int
+	// RedeliveryDelay is the pause before a message whose handler failed is
+	// handed to the handler again; it doubles with each failure, up to
+	// RedeliveryDelayMax. The subscriber holds the message meanwhile and
+	// takes no other. URL parameter "redelivery_delay". Defaults to 1s.
+	RedeliveryDelay time.Duration
+	// RedeliveryDelayMax caps the doubling of RedeliveryDelay. URL parameter
+	// "redelivery_delay_max". Defaults to 1m.
+	RedeliveryDelayMax time.Duration
+	// DeadLetterAfter is how long a message must have been failing (since
+	// its first failed handler call in this subscriber) before it goes to
+	// the dead-letter queue, at its MaxDeliveries-th failure or later; a
+	// negative value asks for no such span. Keep it, and the longest outage
+	// to ride out, under the broker's consumer_timeout (30m by default),
+	// after which RabbitMQ closes the channel of a subscriber that holds a
+	// message unacked. URL parameter "dead_letter_after". Defaults to 10m.
+	DeadLetterAfter time.Duration
 	// Exchange is the exchange the group's queue is bound to. URL parameter
 	// "exchange". Defaults to "outbox".
 	Exchange string
@@ -159,6 +183,7 @@ var knownParams = map[string]bool{
 	"source": true, "exchange": true, "exchange_type": true, "routing_key": true, "declare": true,
 	"timeout": true, "max_message_bytes": true, "max_deliveries": true, "queue": true,
 	"binding_key": true, "dead_letter_queue": true, "prefetch": true, "reconnect_delay": true,
+	"redelivery_delay": true, "redelivery_delay_max": true, "dead_letter_after": true,
 
 	"connection_timeout": true, "heartbeat": true, "channel_max": true, "auth_mechanism": true,
 	"certfile": true, "keyfile": true, "cacertfile": true, "server_name_indication": true,
@@ -385,6 +410,7 @@ type subscriberSettings struct {
 	noDeclare                                           bool
 	maxDeliveries, prefetch                             int
 	reconnectDelay                                      time.Duration
+	redelivery                                          redelivery.Policy
 }
 
 func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
@@ -416,6 +442,22 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if err := b.duration(&cfg.ReconnectDelay, "reconnect_delay", DefaultReconnectDelay); err != nil {
 		return nil, err
 	}
+	if err := b.duration(&cfg.RedeliveryDelay, "redelivery_delay", DefaultRedeliveryDelay); err != nil {
+		return nil, err
+	}
+	if err := b.duration(&cfg.RedeliveryDelayMax, "redelivery_delay_max", max(DefaultRedeliveryDelayMax, cfg.RedeliveryDelay)); err != nil {
+		return nil, err
+	}
+	if cfg.DeadLetterAfter >= 0 { // negative: no least span
+		if err := b.duration(&cfg.DeadLetterAfter, "dead_letter_after", DefaultDeadLetterAfter); err != nil {
+			return nil, err
+		}
+	}
+	policy := redelivery.Policy{MaxDeliveries: cfg.MaxDeliveries, Delay: cfg.RedeliveryDelay,
+		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter}
+	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
+		return nil, configError("%s", reason)
+	}
 	if err := b.common(&cfg.DialTimeout, cfg.TLS, cfg.Logger); err != nil {
 		return nil, err
 	}
@@ -440,5 +482,6 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		broker: b, group: cfg.Group, exchange: cfg.Exchange, kind: cfg.ExchangeType, queue: cfg.Queue,
 		bindingKey: cfg.BindingKey, deadQueue: cfg.DeadLetterQueue, noDeclare: cfg.NoDeclare,
 		maxDeliveries: cfg.MaxDeliveries, prefetch: cfg.Prefetch, reconnectDelay: cfg.ReconnectDelay,
+		redelivery: policy,
 	}, nil
 }

@@ -44,7 +44,13 @@
 //	queue              the group's queue (default: the group's name)
 //	binding_key        the key that binds the queue to the exchange (default "#": every topic)
 //	dead_letter_queue  where failed messages go; {queue} is the queue's name (default "{queue}.dead")
-//	max_deliveries     deliveries of a message before it is dead-lettered (default 5)
+//	max_deliveries     failed deliveries of a message before it is dead-lettered,
+//	                   together with dead_letter_after (default 5)
+//	redelivery_delay   pause before a failed message is handed to the handler again,
+//	                   doubling (default 1s)
+//	redelivery_delay_max  the longest such pause (default 1m)
+//	dead_letter_after  how long a message must fail before it is dead-lettered
+//	                   (default 10m)
 //	prefetch           unacknowledged messages the broker sends at once (default 1)
 //	reconnect_delay    the longest pause between reconnection attempts (default 5s)
 //
@@ -117,20 +123,27 @@
 // each group gets every message.
 //
 // Run hands the messages to the handler one at a time and settles each after
-// the handler returned: nil acks it; an error requeues it (basic.nack with
-// requeue); an error wrapped with outbox.Permanent, or a message that is not
-// an outbox event (cloudevents.ErrNotEvent), rejects it without requeue,
-// which dead-letters it at once. When Run's context ends, the consumer is
+// the handler returned: nil acks it. After an error Run holds the message,
+// unacked, and hands it to the handler again after redelivery_delay
+// (doubling up to redelivery_delay_max); the messages behind it wait. At a
+// failure that is at least the max_deliveries-th, once the message has been
+// failing for dead_letter_after, Run rejects it without requeue, which
+// dead-letters it; an error wrapped with outbox.Permanent, or a message that
+// is not an outbox event (cloudevents.ErrNotEvent), is rejected so at once.
+// An error for which outbox.IsUnavailable holds (Inbox.Handler's when its
+// database is down) pauses Run the same way without counting the failure.
+// Holding the message rather than requeueing it keeps its place in the
+// queue and leaves the queue's delivery count alone. When Run's context ends, the consumer is
 // cancelled, the message in hand finishes and is acked, and Run returns nil.
 // After a lost connection (a broker restart) Run reconnects by itself.
 //
 // One subscriber sees the messages of its queue in the order they were
 // published, so messages with the same key arrive in order. A requeued
-// message (a handler error, or a subscriber that stopped or crashed with the
-// message in hand) is delivered again later, possibly after messages behind
-// it; and several subscribers of one group handle messages in parallel, so
-// order holds only with a single subscriber per group and while no handler
-// fails.
+// message (a subscriber that stopped or crashed with the message in hand)
+// is delivered again later, possibly after messages behind it; a message
+// whose handler fails is held, so it keeps its place. Several subscribers
+// of one group handle messages in parallel, so order holds only with a
+// single subscriber per group.
 //
 // RabbitMQ does not drop duplicates: a message the relay publishes twice (a
 // crash between the broker's confirm and marking the row SENT) is delivered
@@ -140,7 +153,10 @@
 // # The dead-letter path
 //
 // The group's queue has x-delivery-limit MaxDeliveries-1 (RabbitMQ counts
-// the deliveries it allows again) and dead-letters through the default
+// the deliveries it allows again; since Run holds a failing message, only
+// the deliveries the broker took back from a lost subscriber count there,
+// and Run adds the x-delivery-count of a redelivered message to its own
+// count) and dead-letters through the default
 // exchange to DeadLetterQueue ("<queue>.dead"), a durable quorum queue, with
 // at-least-once dead-lettering: the message leaves the queue only once the
 // dead-letter queue has it. RabbitMQ adds an x-death header saying why

@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // ErrQueueDeleted is the error of Run when the broker cancelled the consumer
@@ -120,7 +121,14 @@ func (sub *Subscriber) isClosed() bool {
 
 // Run consumes the group's queue and calls h for each message, one at a
 // time, until ctx ends; then it lets the handler in hand finish, acks it
-// (or requeues it if h failed), and returns nil. h runs with a context that
+// (or requeues it if h failed), and returns nil. A message whose handler
+// failed is held and handed to h again after RedeliveryDelay (doubling, up
+// to RedeliveryDelayMax) while the messages behind it wait; it is
+// dead-lettered at a failure that is at least the MaxDeliveries-th once it
+// has been failing for DeadLetterAfter, or at once for an error wrapped
+// with outbox.Permanent. An error for which outbox.IsUnavailable holds (the
+// handler's database is down) pauses Run with the same growing delay and is
+// not counted. h runs with a context that
 // keeps ctx's values but not its cancellation, so that the message in hand
 // can finish. Run reconnects after a lost connection (a broker restart); it
 // returns an error only when consuming cannot go on: the login or a
@@ -191,6 +199,13 @@ func (sub *Subscriber) consume(ctx context.Context, h outbox.Handler) (connected
 		return false, outbox.Unavailable(fmt.Errorf("outboxamqp: open a channel on %s: %w", s.redacted, err))
 	}
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	// A channel closed while handle waits to call the handler again: the
+	// broker has taken the message back.
+	lost := make(chan struct{})
+	go func() {
+		<-ch.NotifyClose(make(chan *amqp.Error, 1))
+		close(lost)
+	}()
 	if err := sub.declare(ch); err != nil {
 		return false, err
 	}
@@ -218,7 +233,7 @@ func (sub *Subscriber) consume(ctx context.Context, h outbox.Handler) (connected
 				// when the connection closes.
 				return true, nil
 			}
-			if err := sub.handle(hctx, h, &d); err != nil {
+			if err := sub.handle(ctx, hctx, lost, h, &d); err != nil {
 				return true, err
 			}
 		}
@@ -262,29 +277,68 @@ func (sub *Subscriber) stopped(ctx context.Context, conn *amqp.Connection, chClo
 }
 
 // handle decodes d, calls h and settles d with the broker: ack after
-// success, requeue after a failure (the queue's delivery limit then
-// dead-letters it), reject without requeue (dead-letter at once) after a
-// Permanent error or for a message that is not an event.
-func (sub *Subscriber) handle(ctx context.Context, h outbox.Handler, d *amqp.Delivery) error {
+// success; after a failure it holds d and calls h again after the growing
+// delay of the redelivery policy, and rejects d without requeue (the
+// dead-letter queue) once the policy gives up, at once after a Permanent
+// error or for a message that is not an event. A failure that satisfies
+// outbox.IsUnavailable pauses without counting. When ctx ends between two
+// calls, d is left unsettled, for the next subscriber; when the channel
+// closes meanwhile (lost), the broker has taken d back, and handle stops.
+func (sub *Subscriber) handle(ctx, hctx context.Context, lost <-chan struct{}, h outbox.Handler, d *amqp.Delivery) error {
 	m, err := decode(d)
 	if err != nil {
 		sub.s.logger.Warn("outboxamqp: dead-lettering a message that is not an outbox event",
 			"queue", sub.s.queue, "message_id", d.MessageId, "error", err.Error())
 		return settle(d.Reject(false))
 	}
-	err = h(ctx, m)
-	switch {
-	case err == nil:
+	res := sub.s.redelivery.Deliver(priorDeliveries(d), func() error { return h(hctx, m) },
+		func(wait time.Duration) bool {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return false
+			case <-lost:
+				return false
+			case <-t.C:
+				return true
+			}
+		},
+		func(r redelivery.Retry) {
+			msg := "outboxamqp: handler failed; the message is held and delivered again"
+			if r.Unavailable {
+				msg = "outboxamqp: handler reports an outage; pausing, the delivery is not counted"
+			}
+			sub.s.logger.Debug(msg, "queue", sub.s.queue, "msg_id", m.MsgID, "deliveries", r.Deliveries,
+				"retry_in", r.Wait, "error", r.Err.Error())
+		})
+	switch res.Outcome {
+	case redelivery.Handled:
 		return settle(d.Ack(false))
-	case outbox.IsPermanent(err):
-		sub.s.logger.Warn("outboxamqp: dead-lettering a message whose handler failed for good",
-			"queue", sub.s.queue, "msg_id", m.MsgID, "error", err.Error())
+	case redelivery.DeadLetter:
+		sub.s.logger.Warn("outboxamqp: dead-lettering a message whose handler failed",
+			"queue", sub.s.queue, "msg_id", m.MsgID, "deliveries", res.Deliveries, "permanent", outbox.IsPermanent(res.Err), "error", res.Err.Error())
 		return settle(d.Reject(false))
-	default:
-		sub.s.logger.Debug("outboxamqp: handler failed; the message goes back to the queue",
-			"queue", sub.s.queue, "msg_id", m.MsgID, "error", err.Error())
-		return settle(d.Nack(false, true))
 	}
+	// Stopping between two calls: left unsettled, the message goes back to
+	// the queue when Run closes the connection. A nack would count as a
+	// failed delivery against the queue's x-delivery-limit.
+	return nil
+}
+
+// priorDeliveries is how many times the broker delivered d before: the
+// x-delivery-count header a quorum queue sets on a message it delivers
+// again.
+func priorDeliveries(d *amqp.Delivery) int {
+	switch n := d.Headers["x-delivery-count"].(type) {
+	case int64:
+		return int(n)
+	case int32:
+		return int(n)
+	case int:
+		return n
+	}
+	return 0
 }
 
 // settle wraps the error of an ack, nack or reject: the channel is gone, and

@@ -126,12 +126,12 @@ func TestNotAnEvent(t *testing.T) {
 	}
 }
 
-// TestOneDelivery: MaxDeliveries 1 (x-delivery-limit 0) dead-letters after
-// the first failure.
+// TestOneDelivery: MaxDeliveries 1 (x-delivery-limit 0), with no least
+// span (a negative DeadLetterAfter), dead-letters after the first failure.
 func TestOneDelivery(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	s := f.subscriber(t, outboxamqp.SubscriberConfig{MaxDeliveries: 1})
+	s := f.subscriber(t, outboxamqp.SubscriberConfig{MaxDeliveries: 1, DeadLetterAfter: -1})
 	var mu sync.Mutex
 	calls := 0
 	run(t, s, func(context.Context, outbox.Message) error {

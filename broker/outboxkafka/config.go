@@ -123,6 +123,7 @@ var knownParams = map[string]bool{
 	"max_message_bytes": true, "compression": true, "auto_create": true, "tls": true,
 	"sasl": true, "dlt": true, "max_deliveries": true, "retry_backoff": true, "concurrency": true,
 	"session_timeout": true, "rebalance_timeout": true,
+	"redelivery_delay": true, "redelivery_delay_max": true, "dead_letter_after": true,
 }
 
 // parseURL parses a broker URL. Errors never contain the password.

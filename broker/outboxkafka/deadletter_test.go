@@ -71,7 +71,8 @@ func setupDeadLetter(t *testing.T, url, query string, maxBytes int, dltConfigs m
 	}
 	logger := slog.New(slog.NewTextHandler(io.MultiWriter(b.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b.cfg = outboxkafka.SubscriberConfig{URL: url + query, Group: b.topic, Topics: []string{b.topic},
-		MaxDeliveries: 2, RetryBackoff: 10 * time.Millisecond, MaxMessageBytes: maxBytes, Logger: logger}
+		MaxDeliveries: 2, RetryBackoff: 10 * time.Millisecond, MaxMessageBytes: maxBytes, Logger: logger,
+		RedeliveryDelay: 10 * time.Millisecond, DeadLetterAfter: time.Millisecond}
 	sub := newSubscriber(t, b.cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -29,9 +29,15 @@
 //	sasl               plain, scram-sha-256 or scram-sha-512 (default plain with a user)
 //	dlt                subscriber: dead-letter topic template; "{topic}" is the consumed
 //	                   Kafka topic (default "{topic}.dlt")
-//	max_deliveries     subscriber: handler calls before the dead-letter topic (default 5)
-//	retry_backoff      subscriber: pause before a failed message is handled again;
-//	                   it doubles after each failure, to at most 20 times this value
+//	max_deliveries     subscriber: failed handler calls before the dead-letter topic,
+//	                   together with dead_letter_after (default 5)
+//	redelivery_delay   subscriber: pause before a failed message is handled again;
+//	                   it doubles after each failure (default 1s)
+//	redelivery_delay_max  subscriber: the largest such pause (default 1m)
+//	dead_letter_after  subscriber: a message goes to the dead-letter topic only after
+//	                   failing for this long and max_deliveries times (default 10m)
+//	retry_backoff      subscriber: pause before a failed fetch or dead-letter produce is
+//	                   tried again; it doubles, to at most 20 times this value
 //	                   (default 100ms)
 //	concurrency        subscriber: partitions handled at once (default 16)
 //	session_timeout    subscriber: how long the group waits for a silent (crashed) member

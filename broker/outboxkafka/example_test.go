@@ -70,7 +70,7 @@ func ExampleDeadLetters() {
 		return
 	}
 	defer cluster.Close()
-	url := "kafka://" + cluster.ListenAddrs()[0] + "?auto_create=true&max_deliveries=2&retry_backoff=10ms"
+	url := "kafka://" + cluster.ListenAddrs()[0] + "?auto_create=true&max_deliveries=2&redelivery_delay=10ms&dead_letter_after=1ms"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -136,8 +136,22 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func TestConformance(t *testing.T) {
-	brokertest.Run(t, brokertest.Env{
+func TestConformance(t *testing.T) { brokertest.Run(t, conformanceEnv()) }
+
+// TestBackoff runs the redelivery checks on the conformance suite's setup.
+func TestBackoff(t *testing.T) {
+	setup := conformanceEnv().Setup
+	brokertest.RunBackoff(t, brokertest.BackoffEnv{
+		Setup: setup,
+		NewSubscriber: func(t *testing.T, b *brokertest.Bundle, o brokertest.BackoffOptions) brokertest.Subscriber {
+			cfg, _ := subConfigs.Load(b)
+			return newSubscriber(t, cfg.(func(brokertest.BackoffOptions) outboxkafka.SubscriberConfig)(o))
+		},
+	})
+}
+
+func conformanceEnv() brokertest.Env {
+	return brokertest.Env{
 		Features: brokertest.Features{
 			Ordered:     true, // the key picks the partition; a partition is consumed in order
 			Dedup:       false,
@@ -151,10 +165,11 @@ func TestConformance(t *testing.T) {
 			topic := newTopic(t, brokerURL, 4)
 			log := testLogger(t)
 			pub := newPublisher(t, outboxkafka.PublisherConfig{URL: brokerURL, Logger: log})
-			subCfg := func(group string, maxDeliveries int) outboxkafka.SubscriberConfig {
+			subCfg := func(o brokertest.BackoffOptions) outboxkafka.SubscriberConfig {
 				return outboxkafka.SubscriberConfig{
-					URL: brokerURL, Group: group, Topics: []string{topic},
-					MaxDeliveries: maxDeliveries, RetryBackoff: 10 * time.Millisecond, Logger: log,
+					URL: brokerURL, Group: o.Group, Topics: []string{topic},
+					MaxDeliveries: o.MaxDeliveries, RetryBackoff: 10 * time.Millisecond, Logger: log,
+					RedeliveryDelay: o.RedeliveryDelay, RedeliveryDelayMax: o.RedeliveryDelayMax, DeadLetterAfter: o.DeadLetterAfter,
 					// The shortest session kfake allows (as Kafka's
 					// group.min.session.timeout.ms): a killed member's
 					// partitions move to the others after it.
@@ -162,11 +177,11 @@ func TestConformance(t *testing.T) {
 				}
 			}
 			var kills sync.Map // *outboxkafka.Subscriber -> its kill func
-			return &brokertest.Bundle{
+			b := &brokertest.Bundle{
 				Publisher: pub,
 				Topic:     topic,
 				NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
-					cfg, kill := outboxkafka.Killable(subCfg(opts.Group, opts.MaxDeliveries))
+					cfg, kill := outboxkafka.Killable(subCfg(quickRedelivery(opts.Group, opts.MaxDeliveries)))
 					sub := newSubscriber(t, cfg)
 					kills.Store(sub, kill)
 					return sub
@@ -205,7 +220,7 @@ func TestConformance(t *testing.T) {
 					}
 				},
 				DeadLetters: func(ctx context.Context, group string) ([]outbox.Message, error) {
-					dls, err := outboxkafka.DeadLetters(ctx, subCfg(group, 0))
+					dls, err := outboxkafka.DeadLetters(ctx, subCfg(brokertest.BackoffOptions{Group: group}))
 					if err != nil {
 						return nil, err
 					}
@@ -216,6 +231,18 @@ func TestConformance(t *testing.T) {
 					return msgs, nil
 				},
 			}
+			subConfigs.Store(b, subCfg)
+			return b
 		},
-	})
+	}
+}
+
+// subConfigs maps each conformance Bundle to its subscribers' config.
+var subConfigs sync.Map // *brokertest.Bundle -> func(brokertest.BackoffOptions) outboxkafka.SubscriberConfig
+
+// quickRedelivery is the conformance suite's redelivery: short delays, and
+// the dead-letter topic at the maxDeliveries-th failure.
+func quickRedelivery(group string, maxDeliveries int) brokertest.BackoffOptions {
+	return brokertest.BackoffOptions{Group: group, MaxDeliveries: maxDeliveries,
+		RedeliveryDelay: 10 * time.Millisecond, RedeliveryDelayMax: 100 * time.Millisecond, DeadLetterAfter: time.Millisecond}
 }

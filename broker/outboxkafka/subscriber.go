@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // SubscriberConfig configures a Subscriber. As for PublisherConfig, a field
@@ -34,13 +35,30 @@ type SubscriberConfig struct {
 	// name the same Kafka topics the publisher writes to. URL parameter
 	// "topic". Defaults to "{topic}".
 	Destination string
-	// MaxDeliveries is how many times a message is handed to the handler
-	// before it goes to the dead-letter topic. URL parameter
-	// "max_deliveries". Defaults to 5.
+	// MaxDeliveries is the least number of failed handler calls after which
+	// a message goes to the dead-letter topic; it goes there once it has
+	// also been failing for DeadLetterAfter. URL parameter "max_deliveries".
+	// Defaults to 5.
 	MaxDeliveries int
-	// RetryBackoff is the pause before a failed message is handed to the
-	// handler again; it doubles with each failure, up to 20 times its value.
-	// URL parameter "retry_backoff". Defaults to 100ms.
+	// RedeliveryDelay is the pause before a message whose handler failed is
+	// handed to the handler again; it doubles with each failure, up to
+	// RedeliveryDelayMax. The record's partition waits meanwhile. URL
+	// parameter "redelivery_delay". Defaults to 1s.
+	RedeliveryDelay time.Duration
+	// RedeliveryDelayMax caps the doubling of RedeliveryDelay. URL parameter
+	// "redelivery_delay_max". Defaults to 1m.
+	RedeliveryDelayMax time.Duration
+	// DeadLetterAfter is how long a message must have been failing (since its
+	// first failed handler call in this process) before it goes to the
+	// dead-letter topic, at its MaxDeliveries-th failure or later; a
+	// negative value asks for no such span. URL parameter
+	// "dead_letter_after". Defaults to 10m.
+	DeadLetterAfter time.Duration
+	// RetryBackoff is the pause before a failed fetch, or a produce to the
+	// dead-letter topic that failed, is tried again; it doubles with each
+	// failure, up to 20 times its value. It does not pace the handler's
+	// redeliveries (RedeliveryDelay does). URL parameter "retry_backoff".
+	// Defaults to 100ms.
 	RetryBackoff time.Duration
 	// DeadLetterTopic is the topic a message goes to after MaxDeliveries
 	// failed deliveries (or one outbox.Permanent failure), as a template in
@@ -84,7 +102,9 @@ type SubscriberConfig struct {
 	// in hand when the group rebalances: Run lets a rebalance happen only
 	// between handler calls, so a handler that can run longer than this
 	// (60s by default) gets its member removed from the group, and its
-	// records are delivered again elsewhere. URL parameter
+	// records are delivered again elsewhere. A record waiting for its next
+	// delivery holds a poll for at most a quarter of it (at most 5s); a
+	// longer wait pauses the record's partition instead. URL parameter
 	// "rebalance_timeout". Defaults to 1m.
 	RebalanceTimeout time.Duration
 	// Logger receives handler failures, dead-lettered messages and failed
@@ -98,17 +118,20 @@ type SubscriberConfig struct {
 // Subscriber consumes the destination topics of Topics in a consumer group
 // and hands each message to a handler; see Run.
 type Subscriber struct {
-	cl            *kgo.Client
-	conn          *connection
-	group         string
-	topics        []string // Kafka topics consumed
-	dlt           map[string]string
-	maxDeliveries int
-	session       time.Duration // the group's session timeout
-	rebalance     time.Duration // the group's rebalance timeout
-	backoff       time.Duration
-	concurrency   int
-	log           *slog.Logger
+	cl          *kgo.Client
+	conn        *connection
+	group       string
+	topics      []string // Kafka topics consumed
+	dlt         map[string]string
+	redelivery  redelivery.Policy
+	session     time.Duration // the group's session timeout
+	rebalance   time.Duration // the group's rebalance timeout
+	backoff     time.Duration
+	concurrency int
+	log         *slog.Logger
+
+	retryMu sync.Mutex
+	retries map[retryKey]*retryState // of records whose handler failed
 
 	mu      sync.Mutex
 	running bool
@@ -175,8 +198,23 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	if err := c.integer("concurrency", &cfg.Concurrency); err != nil {
 		return nil, nil, err
 	}
-	if err := c.duration("retry_backoff", &cfg.RetryBackoff); err != nil {
-		return nil, nil, err
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+	}{
+		{"retry_backoff", &cfg.RetryBackoff}, {"redelivery_delay", &cfg.RedeliveryDelay},
+		{"redelivery_delay_max", &cfg.RedeliveryDelayMax}, {"dead_letter_after", &cfg.DeadLetterAfter},
+	} {
+		if err := c.duration(d.name, d.v); err != nil {
+			return nil, nil, err
+		}
+	}
+	policy := redelivery.Policy{
+		MaxDeliveries: def(cfg.MaxDeliveries, DefaultMaxDeliveries), Delay: cfg.RedeliveryDelay,
+		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter,
+	}.Defaults()
+	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
+		return nil, nil, configError("%s", reason)
 	}
 	if err := c.duration("session_timeout", &cfg.SessionTimeout); err != nil {
 		return nil, nil, err
@@ -210,17 +248,18 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	dest := template(def(cfg.Destination, DefaultDestination))
 	dlt := template(def(cfg.DeadLetterTopic, DefaultDeadLetterTopic))
 	s := &Subscriber{
-		conn:          c,
-		group:         cfg.Group,
-		dlt:           map[string]string{},
-		session:       def(cfg.SessionTimeout, DefaultSessionTimeout),
-		rebalance:     def(cfg.RebalanceTimeout, DefaultRebalanceTimeout),
-		maxDeliveries: def(cfg.MaxDeliveries, DefaultMaxDeliveries),
-		backoff:       def(cfg.RetryBackoff, DefaultRetryBackoff),
-		concurrency:   def(cfg.Concurrency, DefaultConcurrency),
-		log:           c.logger,
-		stop:          make(chan struct{}),
-		runDone:       make(chan struct{}),
+		conn:        c,
+		group:       cfg.Group,
+		dlt:         map[string]string{},
+		retries:     map[retryKey]*retryState{},
+		session:     def(cfg.SessionTimeout, DefaultSessionTimeout),
+		rebalance:   def(cfg.RebalanceTimeout, DefaultRebalanceTimeout),
+		redelivery:  policy,
+		backoff:     def(cfg.RetryBackoff, DefaultRetryBackoff),
+		concurrency: def(cfg.Concurrency, DefaultConcurrency),
+		log:         c.logger,
+		stop:        make(chan struct{}),
+		runDone:     make(chan struct{}),
 	}
 	for _, t := range cfg.Topics {
 		kt := dest.render(t)
@@ -280,14 +319,19 @@ func (s *Subscriber) brokerError(err error) error {
 // Concurrency partitions are handled at once. A record's offset is committed
 // only after h returned nil for it, or after it was produced (and acked) to
 // the dead-letter topic. When h fails, the record is handed to h again after
-// RetryBackoff (doubling), up to MaxDeliveries calls in all, and later records
-// of its partition wait; then it goes to the dead-letter topic. A failure
-// wrapped with outbox.Permanent, or a record that is not an outbox event,
-// goes there at once. A dead-letter copy too large for MaxMessageBytes or
-// the dead-letter topic loses dead-letter headers until it fits (see
-// deadLetterCopies); a record the dead-letter topic refuses even as it came
-// holds its partition, logged at Error once a minute, until the topic
-// accepts it.
+// RedeliveryDelay (doubling, up to RedeliveryDelayMax), and later records of
+// its partition wait (a long wait pauses the partition at the record, so
+// that polls and rebalances go on); it goes to the dead-letter topic at a failure that is
+// at least the MaxDeliveries-th once it has been failing for
+// DeadLetterAfter. A failure wrapped with outbox.Permanent, or a record that
+// is not an outbox event, goes there at once. A failure for which
+// outbox.IsUnavailable holds (the handler's database is down) is an outage:
+// the partition pauses with the same growing delay and the record is handed
+// to h again, without counting toward MaxDeliveries. A dead-letter copy too
+// large for MaxMessageBytes or the dead-letter topic loses dead-letter
+// headers until it fits (see deadLetterCopies); a record the dead-letter
+// topic refuses even as it came holds its partition, logged at Error once a
+// minute, until the topic accepts it.
 //
 // The handler runs with a context that is not canceled when ctx ends, so
 // that the call in hand can finish and be committed. Run returns an error
@@ -317,7 +361,14 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	}()
 
 	for ctx.Err() == nil {
-		fetches := s.cl.PollRecords(ctx, 1000)
+		// A poll ends in time to resume the partitions of records whose
+		// next delivery is due.
+		pctx, pcancel := context.WithCancel(ctx)
+		if next, ok := s.resumeDue(); ok {
+			pctx, pcancel = context.WithDeadline(ctx, next)
+		}
+		fetches := s.cl.PollRecords(pctx, 1000)
+		pcancel()
 		if fetches.IsClientClosed() {
 			return errors.New("outboxkafka: the subscriber's client was closed while Run was running")
 		}
@@ -341,8 +392,9 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 				s.log.Warn("outboxkafka: fetch failed; retrying", "group", s.group, "topic", topic, "partition", p, "err", err)
 			}
 		})
-		done := s.process(ctx, fetches, h)
+		done, later := s.process(ctx, fetches, h)
 		s.commit(ctx, done)
+		s.pauseUntilDue(later)
 		s.cl.AllowRebalance()
 		if fatal != nil {
 			return fatal
@@ -365,13 +417,13 @@ func fatalConsumeError(err error) bool {
 }
 
 // process handles the records of one poll, partitions in parallel, and
-// returns the last record done of each partition.
-func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.Handler) []*kgo.Record {
+// returns the last record done of each partition, and the records whose
+// next delivery is due in a later poll (see deliver).
+func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.Handler) (done, later []*kgo.Record) {
 	var (
-		mu   sync.Mutex
-		done []*kgo.Record
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, s.concurrency)
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, s.concurrency)
 	)
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
@@ -384,7 +436,16 @@ func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.
 			defer func() { <-sem }()
 			var last *kgo.Record
 			for _, r := range p.Records {
-				if ctx.Err() != nil || !s.deliver(ctx, r, h) {
+				if ctx.Err() != nil {
+					break
+				}
+				ok, again := s.deliver(ctx, r, h)
+				if again {
+					mu.Lock()
+					later = append(later, r)
+					mu.Unlock()
+				}
+				if !ok {
 					break
 				}
 				last = r
@@ -397,35 +458,172 @@ func (s *Subscriber) process(ctx context.Context, fetches kgo.Fetches, h outbox.
 		}()
 	})
 	wg.Wait()
-	return done
+	return done, later
 }
 
-// deliver hands r to h until it succeeds or goes to the dead-letter topic,
-// and reports whether r is done (may be committed). It gives up, reporting
-// false, only when ctx ends between deliveries.
-func (s *Subscriber) deliver(ctx context.Context, r *kgo.Record, h outbox.Handler) bool {
-	m, err := decodeRecord(r)
+// retryKey names the partition of a record whose handler failed.
+type retryKey struct {
+	topic     string
+	partition int32
+}
+
+// retryState is the redelivery of a record whose handler failed, kept
+// across polls.
+type retryState struct {
+	offset     int64
+	deliveries int       // failed deliveries counted
+	outages    int       // failures in a row that were outages
+	first      time.Time // of the first counted failure
+	next       time.Time // when the handler may have the record again
+	paused     bool      // its partition is paused until next
+}
+
+// retryOf returns the redelivery state of rec and whether it is kept, or a
+// new state, not kept yet.
+func (s *Subscriber) retryOf(rec *kgo.Record) (st *retryState, kept bool) {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	st = s.retries[retryKey{rec.Topic, rec.Partition}]
+	if st == nil || st.offset != rec.Offset {
+		return &retryState{offset: rec.Offset}, false
+	}
+	return st, true
+}
+
+// keepRetry keeps st, the redelivery state of rec, across polls.
+func (s *Subscriber) keepRetry(rec *kgo.Record, st *retryState) {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	s.retries[retryKey{rec.Topic, rec.Partition}] = st
+}
+
+// forgetRetry drops the redelivery state of rec, which is done.
+func (s *Subscriber) forgetRetry(rec *kgo.Record) {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	delete(s.retries, retryKey{rec.Topic, rec.Partition})
+}
+
+// pauseUntilDue sets the partitions of recs back to them and pauses them
+// until their next delivery is due. It runs in Run's goroutine before
+// AllowRebalance, as SetOffsets asks.
+func (s *Subscriber) pauseUntilDue(recs []*kgo.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	pause := map[string][]int32{}
+	s.retryMu.Lock()
+	for _, r := range recs {
+		if offsets[r.Topic] == nil {
+			offsets[r.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
+		pause[r.Topic] = append(pause[r.Topic], r.Partition)
+		if st := s.retries[retryKey{r.Topic, r.Partition}]; st != nil {
+			st.paused = true
+		}
+	}
+	s.retryMu.Unlock()
+	s.cl.PauseFetchPartitions(pause)
+	s.cl.SetOffsets(offsets)
+}
+
+// resumeDue resumes the paused partitions whose record is due, and returns
+// the earliest time another is.
+func (s *Subscriber) resumeDue() (next time.Time, ok bool) {
+	now := time.Now()
+	resume := map[string][]int32{}
+	s.retryMu.Lock()
+	for k, st := range s.retries {
+		switch {
+		case !st.paused:
+		case !st.next.After(now):
+			st.paused = false
+			resume[k.topic] = append(resume[k.topic], k.partition)
+		case !ok || st.next.Before(next):
+			next, ok = st.next, true
+		}
+	}
+	s.retryMu.Unlock()
+	if len(resume) > 0 {
+		s.cl.ResumeFetchPartitions(resume)
+	}
+	return next, ok
+}
+
+// deliver hands rec to h until it succeeds or goes to the dead-letter
+// topic, and reports whether rec is done (may be committed). A failed
+// record is handed to h again after the redelivery policy's delay, and the
+// later records of its partition wait. A short wait is slept in place; a
+// longer one, which would keep the poll (and a rebalance of the group)
+// waiting, ends deliver with again: Run pauses the partition at rec until
+// the delay has passed, and a later poll hands rec to deliver again. deliver
+// also reports false, without again, when ctx ends between deliveries.
+func (s *Subscriber) deliver(ctx context.Context, rec *kgo.Record, h outbox.Handler) (ok, again bool) {
+	m, err := decodeRecord(rec)
 	if err != nil {
-		return s.deadLetter(ctx, r, err, 0)
+		return s.deadLetter(ctx, rec, err, 0), false
 	}
 	hctx := context.WithoutCancel(ctx)
-	backoff := s.backoff
-	for attempt := 1; ; attempt++ {
+	p := s.redelivery
+	st, kept := s.retryOf(rec)
+	forget := func() {
+		if kept {
+			s.forgetRetry(rec)
+		}
+	}
+	// How long this call may hold the poll.
+	hold := time.Now().Add(min(s.rebalance/4, maxPollHold))
+	for {
+		if wait := time.Until(st.next); wait > 0 {
+			if time.Now().Add(wait).After(hold) {
+				return false, true
+			}
+			if !sleep(ctx, wait) {
+				return false, false
+			}
+		}
 		err := h(hctx, m)
-		if err == nil {
-			return true
+		switch {
+		case err == nil:
+			forget()
+			return true, false
+		case outbox.IsPermanent(err):
+			forget()
+			return s.deadLetter(ctx, rec, err, st.deliveries+1), false
 		}
-		if outbox.IsPermanent(err) || attempt >= s.maxDeliveries {
-			return s.deadLetter(ctx, r, err, attempt)
+		if !kept {
+			s.keepRetry(rec, st)
+			kept = true
 		}
-		s.log.Info("outboxkafka: handler failed; delivering again", "group", s.group, "msg_id", m.MsgID,
-			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", attempt, "err", err)
-		if !sleep(ctx, backoff) {
-			return false
+		var d time.Duration
+		msg := "outboxkafka: handler failed; delivering again"
+		if outbox.IsUnavailable(err) {
+			st.outages++
+			d = p.Backoff(st.outages)
+			msg = "outboxkafka: handler reports an outage; pausing the partition, the delivery is not counted"
+		} else {
+			st.outages = 0
+			st.deliveries++
+			if st.first.IsZero() {
+				st.first = time.Now()
+			}
+			if p.Exhausted(st.deliveries, time.Since(st.first)) {
+				forget()
+				return s.deadLetter(ctx, rec, err, st.deliveries), false
+			}
+			d = p.Backoff(st.deliveries)
 		}
-		backoff = min(2*backoff, 20*s.backoff)
+		st.next = time.Now().Add(d)
+		s.log.Info(msg, "group", s.group, "msg_id", m.MsgID, "topic", rec.Topic, "partition", rec.Partition,
+			"offset", rec.Offset, "deliveries", st.deliveries, "retry_in", d, "err", err)
 	}
 }
+
+// maxPollHold bounds how long deliver sleeps in place before it pauses the
+// partition instead.
+const maxPollHold = 5 * time.Second
 
 // deadLetterLogEvery is how often a dead-letter produce that keeps failing
 // is logged again; the first failure is logged at once.

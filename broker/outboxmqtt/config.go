@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
@@ -27,10 +28,9 @@ const (
 	DefaultKeepAlive          = 30 * time.Second
 	DefaultSessionExpiry      = 4294967295 * time.Second // MQTT 5's "never expires"
 	DefaultMaxDeliveries      = 5
-	DefaultRedeliveryDelay    = 100 * time.Millisecond
-
-	// maxRedeliveryDelay caps the doubling of RedeliveryDelay.
-	maxRedeliveryDelay = 10 * time.Second
+	DefaultRedeliveryDelay    = redelivery.DefaultDelay
+	DefaultRedeliveryDelayMax = redelivery.DefaultDelayMax
+	DefaultDeadLetterAfter    = redelivery.DefaultDeadLetterAfter
 )
 
 // NoSubscribers says what the publisher does with a PUBACK whose reason code
@@ -135,14 +135,25 @@ type SubscriberConfig struct {
 	// TopicTemplate is the publisher's TopicTemplate. Defaults to the URL's
 	// topic parameter, else "outbox/{topic}".
 	TopicTemplate string
-	// MaxDeliveries is how many times a message is handed to the handler
-	// before it goes to the dead-letter topic. Defaults to the URL's
+	// MaxDeliveries is the least number of failed handler calls after which
+	// a message goes to the dead-letter topic; it goes there once it has
+	// also been failing for DeadLetterAfter. Defaults to the URL's
 	// max_deliveries parameter, else 5.
 	MaxDeliveries int
 	// RedeliveryDelay is the wait before the second delivery of a message
-	// whose handler failed; it doubles for each further delivery, up to 10s.
-	// Defaults to the URL's redelivery_delay parameter, else 100ms.
+	// whose handler failed; it doubles for each further delivery, up to
+	// RedeliveryDelayMax. Defaults to the URL's redelivery_delay parameter,
+	// else 1s.
 	RedeliveryDelay time.Duration
+	// RedeliveryDelayMax caps the doubling of RedeliveryDelay. Defaults to
+	// the URL's redelivery_delay_max parameter, else 1m.
+	RedeliveryDelayMax time.Duration
+	// DeadLetterAfter is how long a message must have been failing (since
+	// its first failed handler call) before it goes to the dead-letter
+	// topic, at its MaxDeliveries-th failure or later; a negative value asks
+	// for no such span. Defaults to the URL's dead_letter_after parameter,
+	// else 10m.
+	DeadLetterAfter time.Duration
 	// DeadLetterTopic is the MQTT topic that messages go to after
 	// MaxDeliveries failed deliveries, with "{group}" standing for Group.
 	// Something must subscribe to it (with a persistent session), or the
@@ -181,7 +192,7 @@ var knownParams = map[string]string{
 	"topic": "both", "connect_timeout": "both", "keepalive": "both",
 	"source": "pub", "client_id": "pub", "qos": "pub", "window": "pub",
 	"no_subscribers": "pub", "ack_timeout": "pub",
-	"name": "sub", "consume": "sub", "max_deliveries": "sub", "redelivery_delay": "sub",
+	"name": "sub", "consume": "sub", "max_deliveries": "sub", "redelivery_delay": "sub", "redelivery_delay_max": "sub", "dead_letter_after": "sub",
 	"dead_topic": "sub", "session_expiry": "sub",
 }
 
@@ -225,7 +236,7 @@ func parseURL(raw string) (*brokerURL, error) {
 	}
 	for name, values := range b.params {
 		if _, ok := knownParams[name]; !ok {
-			return nil, fmt.Errorf("outboxmqtt: URL %q has unknown parameter %q; known: topic, client_id, qos, window, no_subscribers, source, connect_timeout, ack_timeout, keepalive, name, consume, max_deliveries, redelivery_delay, dead_topic, session_expiry", b.redacted, name)
+			return nil, fmt.Errorf("outboxmqtt: URL %q has unknown parameter %q; known: topic, client_id, qos, window, no_subscribers, source, connect_timeout, ack_timeout, keepalive, name, consume, max_deliveries, redelivery_delay, redelivery_delay_max, dead_letter_after, dead_topic, session_expiry", b.redacted, name)
 		}
 		if len(values) > 1 {
 			return nil, fmt.Errorf("outboxmqtt: URL %q sets parameter %q %d times; set it once", b.redacted, name, len(values))
@@ -369,6 +380,9 @@ type subscriberSettings struct {
 	clientID  string
 	filter    string // the topic filter, without $share/<group>/
 	deadTopic string
+	// redelivery is the policy of RedeliveryDelay, RedeliveryDelayMax,
+	// DeadLetterAfter and MaxDeliveries.
+	redelivery redelivery.Policy
 }
 
 func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
@@ -382,7 +396,8 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	b.str(&cfg.DeadLetterTopic, "dead_topic")
 	for _, e := range []error{
 		b.integer(&cfg.MaxDeliveries, "max_deliveries"),
-		b.duration(&cfg.RedeliveryDelay, "redelivery_delay"), b.duration(&cfg.SessionExpiry, "session_expiry"),
+		b.duration(&cfg.RedeliveryDelay, "redelivery_delay"), b.duration(&cfg.RedeliveryDelayMax, "redelivery_delay_max"),
+		b.duration(&cfg.DeadLetterAfter, "dead_letter_after"), b.duration(&cfg.SessionExpiry, "session_expiry"),
 		b.duration(&cfg.ConnectTimeout, "connect_timeout"), b.duration(&cfg.KeepAlive, "keepalive"),
 	} {
 		if e != nil {
@@ -405,9 +420,9 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if cfg.MaxDeliveries == 0 {
 		cfg.MaxDeliveries = DefaultMaxDeliveries
 	}
-	if cfg.RedeliveryDelay == 0 {
-		cfg.RedeliveryDelay = DefaultRedeliveryDelay
-	}
+	policy := redelivery.Policy{MaxDeliveries: cfg.MaxDeliveries, Delay: cfg.RedeliveryDelay,
+		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter}.Defaults()
+	cfg.RedeliveryDelay, cfg.RedeliveryDelayMax, cfg.DeadLetterAfter = policy.Delay, policy.DelayMax, policy.DeadLetterAfter
 	if cfg.SessionExpiry == 0 {
 		cfg.SessionExpiry = DefaultSessionExpiry
 	}
@@ -432,6 +447,9 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	case cfg.SessionExpiry < time.Second || cfg.SessionExpiry > 4294967295*time.Second:
 		return nil, fmt.Errorf("outboxmqtt: SessionExpiry is %s; use at least 1s (at most 4294967295s): the session is what keeps the group's messages while the member is away", cfg.SessionExpiry)
 	}
+	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
+		return nil, fmt.Errorf("outboxmqtt: %s", reason)
+	}
 	if err := checkTemplate("SubscriberConfig.TopicTemplate (URL parameter topic)", cfg.TopicTemplate, "{topic}"); err != nil {
 		return nil, err
 	}
@@ -455,6 +473,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		clientID:         "outbox-" + cfg.Group + "-" + cfg.Name,
 		filter:           strings.ReplaceAll(cfg.TopicTemplate, "{topic}", cfg.Topic),
 		deadTopic:        strings.ReplaceAll(cfg.DeadLetterTopic, "{group}", cfg.Group),
+		redelivery:       policy,
 	}
 	if reason := topicNameProblem(s.deadTopic); reason != "" {
 		return nil, fmt.Errorf("outboxmqtt: dead-letter topic %q %s; fix DeadLetterTopic (or ?dead_topic=)", s.deadTopic, reason)

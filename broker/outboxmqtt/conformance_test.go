@@ -39,6 +39,23 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestBackoff(t *testing.T) {
+	requireBroker(t, "127.0.0.1:1883")
+	var envs sync.Map // *brokertest.Bundle -> *env
+	brokertest.RunBackoff(t, brokertest.BackoffEnv{
+		Setup: func(t *testing.T) *brokertest.Bundle {
+			e := newEnv(t, sharedURL)
+			b := e.bundle()
+			envs.Store(b, e)
+			return b
+		},
+		NewSubscriber: func(t *testing.T, b *brokertest.Bundle, o brokertest.BackoffOptions) brokertest.Subscriber {
+			e, _ := envs.Load(b)
+			return e.(*env).subscriberWith(t, o)
+		},
+	})
+}
+
 // env is one test's view of the adapter on a broker, with topics of its own.
 type env struct {
 	t   *testing.T
@@ -140,6 +157,15 @@ func (e *env) bundle() *brokertest.Bundle {
 // as a restarted process would.
 func (e *env) subscriber(t *testing.T, group string, maxDeliveries int) *testSubscriber {
 	t.Helper()
+	// Short delays, and dead-lettering at the MaxDeliveries-th failure.
+	return e.subscriberWith(t, brokertest.BackoffOptions{Group: group, MaxDeliveries: maxDeliveries,
+		RedeliveryDelay: 10 * time.Millisecond, RedeliveryDelayMax: 100 * time.Millisecond, DeadLetterAfter: time.Millisecond})
+}
+
+// subscriberWith is subscriber with the redelivery settings of o.
+func (e *env) subscriberWith(t *testing.T, o brokertest.BackoffOptions) *testSubscriber {
+	t.Helper()
+	group := o.Group
 	e.mu.Lock()
 	if e.dead[group] == nil {
 		e.dead[group] = watch(t, e.url, e.deadTopic(group))
@@ -153,14 +179,16 @@ func (e *env) subscriber(t *testing.T, group string, maxDeliveries int) *testSub
 	}
 	e.mu.Unlock()
 	sub, err := NewSubscriber(testCtx(t, 10*time.Second), SubscriberConfig{
-		URL:             e.url,
-		Group:           group,
-		Name:            name,
-		Topic:           e.topic(),
-		MaxDeliveries:   maxDeliveries,
-		RedeliveryDelay: 10 * time.Millisecond,
-		DeadLetterTopic: e.deadTopic("{group}"),
-		SessionExpiry:   10 * time.Minute,
+		URL:                e.url,
+		Group:              group,
+		Name:               name,
+		Topic:              e.topic(),
+		MaxDeliveries:      o.MaxDeliveries,
+		RedeliveryDelay:    o.RedeliveryDelay,
+		RedeliveryDelayMax: o.RedeliveryDelayMax,
+		DeadLetterAfter:    o.DeadLetterAfter,
+		DeadLetterTopic:    e.deadTopic("{group}"),
+		SessionExpiry:      10 * time.Minute,
 	})
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)

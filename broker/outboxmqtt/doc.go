@@ -28,7 +28,9 @@
 //	consume=order.paid      subscriber: the row topic to consume (may be "+" or "#").
 //	name=<host name>        subscriber: the member's name within its group.
 //	max_deliveries=5        subscriber: handler calls before the dead-letter topic.
-//	redelivery_delay=100ms  subscriber: wait before a new call after a handler error, doubling.
+//	redelivery_delay=1s     subscriber: wait before a new call after a handler error, doubling.
+//	redelivery_delay_max=1m subscriber: the longest such wait.
+//	dead_letter_after=10m   subscriber: how long a message must fail before the dead-letter topic.
 //	dead_topic=outbox/dead/{group}  subscriber: the dead-letter topic.
 //	session_expiry=4294967295s subscriber: how long the broker keeps an absent member's
 //	                        session; the default, MQTT 5's largest, means never
@@ -142,13 +144,16 @@
 // Run sends a message's PUBACK only after the handler returned nil. MQTT
 // has no negative acknowledgement and redelivers only after a reconnection,
 // so on a handler error Run calls the handler again itself, after
-// redelivery_delay (doubling, at most 10s), up to max_deliveries calls in
-// all. Meanwhile the member's later messages wait (their PUBACKs must follow
-// in order): with the defaults a message that fails every time holds the
-// member for 1.5s before it is dead-lettered. A chaos run with 2,836
-// injected handler failures took minutes to drain for that reason; with a
-// handler that does not fail, one member on mosquitto here receives about
-// 18,000 msgs/s.
+// redelivery_delay (doubling, at most redelivery_delay_max). It gives up at a
+// failed call that is at least the max_deliveries-th once the message has
+// been failing for dead_letter_after: with the defaults (1s doubling to 1m,
+// 5 calls, 10m) a message that fails every time is dead-lettered at its 16th
+// call, about 10 minutes after the first, so a database outage of several
+// minutes does not empty the member into the dead-letter topic. A handler
+// error for which outbox.IsUnavailable holds (Inbox.Handler's, when its
+// database is down) pauses the member with the same growing waits and is
+// not counted. Meanwhile the member's later messages wait (their PUBACKs
+// must follow in order).
 //
 // After the last call, or at once for an error marked with outbox.Permanent
 // or a message that is not an outbox event, Run publishes the message with QoS 1

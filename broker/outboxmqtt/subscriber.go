@@ -14,6 +14,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // Subscriber is one member of a consumer group: it consumes the group's
@@ -182,9 +183,13 @@ func (q *inbox) pop() (received, bool) {
 // Each message is decoded with cloudevents.Decode; one that is not an outbox
 // event goes to the dead-letter topic at once. A nil error from h sends the
 // PUBACK. MQTT has no negative acknowledgement, so on h's error Run calls h
-// again after RedeliveryDelay (doubling), up to MaxDeliveries calls in all,
-// and then publishes the message to the dead-letter topic and acks it; an
-// error for which outbox.IsPermanent holds goes there at once. A message
+// again after RedeliveryDelay (doubling, up to RedeliveryDelayMax), and at a
+// failure that is at least the MaxDeliveries-th, once the message has been
+// failing for DeadLetterAfter, publishes it to the dead-letter topic and
+// acks it; an error for which outbox.IsPermanent holds goes there at once.
+// An error for which outbox.IsUnavailable holds (the handler's database is
+// down) pauses the member with the same growing delay and does not count
+// toward MaxDeliveries. The member's later messages wait meanwhile. A message
 // whose connection was lost before its ack is delivered again by the
 // broker, and counted afresh. h gets a context that is not canceled when
 // ctx ends, so that the message in hand can finish.
@@ -291,28 +296,24 @@ func (sub *Subscriber) handle(ctx, hctx context.Context, cm *autopaho.Connection
 	if err != nil {
 		return sub.deadLetter(ctx, cm, sess, r, err, 0)
 	}
-	delay := sub.s.RedeliveryDelay
-	for delivery := 1; ; delivery++ {
-		err := h(hctx, m)
-		if err == nil {
-			sess.ackIfCurrent(r.gen, r.pub.Packet())
-			return nil
-		}
-		if outbox.IsPermanent(err) || delivery >= sub.s.MaxDeliveries {
-			return sub.deadLetter(ctx, cm, sess, r, err, delivery)
-		}
-		// Stopping: leave the message unacked; the broker delivers it
-		// again when the member reconnects.
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, maxRedeliveryDelay)
-		if r.gen != sess.generation() {
-			return nil
-		}
+	res := sub.s.redelivery.Deliver(0, func() error { return h(hctx, m) },
+		func(d time.Duration) bool {
+			// Stopping, or the connection lost: leave the message unacked;
+			// the broker delivers it again when the member reconnects.
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(d):
+			}
+			return r.gen == sess.generation()
+		}, nil)
+	switch res.Outcome {
+	case redelivery.Handled:
+		sess.ackIfCurrent(r.gen, r.pub.Packet())
+	case redelivery.DeadLetter:
+		return sub.deadLetter(ctx, cm, sess, r, res.Err, res.Deliveries)
 	}
+	return nil
 }
 
 // deadLetter publishes the message as received, with the reason added, to

@@ -11,22 +11,25 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/internal/redact"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
 const (
-	DefaultSource            = "/outbox"
-	DefaultSubject           = "outbox.{topic}"
-	DefaultStream            = "OUTBOX"
-	DefaultDuplicates        = 2 * time.Minute
-	DefaultMaxAge            = time.Duration(0) // no age limit
-	DefaultTimeout           = 5 * time.Second
-	DefaultDeadLetterSubject = "outbox_dead.{group}"
-	DefaultDeadLetterStream  = "OUTBOX_DEAD"
-	DefaultMaxDeliveries     = 5
-	DefaultAckWait           = 30 * time.Second
-	DefaultRedeliveryDelay   = time.Second
-	DefaultPrefetch          = 16
+	DefaultSource             = "/outbox"
+	DefaultSubject            = "outbox.{topic}"
+	DefaultStream             = "OUTBOX"
+	DefaultDuplicates         = 2 * time.Minute
+	DefaultMaxAge             = time.Duration(0) // no age limit
+	DefaultTimeout            = 5 * time.Second
+	DefaultDeadLetterSubject  = "outbox_dead.{group}"
+	DefaultDeadLetterStream   = "OUTBOX_DEAD"
+	DefaultMaxDeliveries      = 5
+	DefaultAckWait            = 30 * time.Second
+	DefaultRedeliveryDelay    = redelivery.DefaultDelay
+	DefaultRedeliveryDelayMax = redelivery.DefaultDelayMax
+	DefaultDeadLetterAfter    = redelivery.DefaultDeadLetterAfter
+	DefaultPrefetch           = 16
 )
 
 const (
@@ -99,8 +102,9 @@ type SubscriberConfig struct {
 	// NewPublisher does when it does not exist, so either may start first.
 	// Defaults to "OUTBOX".
 	Stream string
-	// MaxDeliveries is how many times a message is handed to the handler
-	// before it goes to the dead-letter subject (query parameter
+	// MaxDeliveries is the least number of failed deliveries after which a
+	// message goes to the dead-letter subject; it goes there once it has
+	// also been failing for DeadLetterAfter (query parameter
 	// "max_deliveries"). Defaults to 5.
 	MaxDeliveries int
 	// DeadLetterSubject is the subject template of the dead-letter path, with
@@ -118,9 +122,20 @@ type SubscriberConfig struct {
 	// Used when NewSubscriber creates the consumer. Defaults to 30s.
 	AckWait time.Duration
 	// RedeliveryDelay is how long a message whose handler failed waits
-	// before it is delivered again; it doubles with each delivery, up to one
-	// minute (query parameter "redelivery_delay"). Defaults to 1s.
+	// before it is delivered again (a nak with this delay); it doubles with
+	// each delivery, up to RedeliveryDelayMax (query parameter
+	// "redelivery_delay"). Defaults to 1s.
 	RedeliveryDelay time.Duration
+	// RedeliveryDelayMax caps the doubling of RedeliveryDelay (query
+	// parameter "redelivery_delay_max"). Defaults to 1m.
+	RedeliveryDelayMax time.Duration
+	// DeadLetterAfter is how long a message must have been failing before
+	// it goes to the dead-letter subject, at its MaxDeliveries-th failed
+	// delivery or later. The broker's delivery count measures it: the n-th
+	// delivery comes at least the sum of the first n-1 delays after the
+	// first; a negative value asks for no such span (query parameter
+	// "dead_letter_after"). Defaults to 10m.
+	DeadLetterAfter time.Duration
 	// DeliverNew makes a new group start with the messages published after
 	// its consumer is created, instead of every message the stream holds
 	// (query parameter "deliver=new"). Defaults to false (all).
@@ -166,6 +181,7 @@ var knownParams = []string{
 	"subject", "stream", "timeout", "creds", // both
 	"duplicates", "max_age", "storage", // publisher
 	"topic", "max_deliveries", "dead", "dead_stream", "ack_wait", "redelivery_delay", "deliver", "prefetch", // subscriber
+	"redelivery_delay_max", "dead_letter_after",
 }
 
 // parseURL splits "nats://a:4222,nats://b:4222?k=v" into servers and query,
@@ -339,6 +355,7 @@ type subscriberSettings struct {
 	filter     string             // the consumer's filter subject
 	consumer   string             // the durable consumer's name
 	deadPrefix string             // dead-letter subject prefix, "outbox_dead."
+	redelivery redelivery.Policy
 }
 
 func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
@@ -355,7 +372,8 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	for _, d := range []struct {
 		dst  *time.Duration
 		name string
-	}{{&cfg.AckWait, "ack_wait"}, {&cfg.RedeliveryDelay, "redelivery_delay"}, {&cfg.Timeout, "timeout"}} {
+	}{{&cfg.AckWait, "ack_wait"}, {&cfg.RedeliveryDelay, "redelivery_delay"}, {&cfg.RedeliveryDelayMax, "redelivery_delay_max"},
+		{&cfg.DeadLetterAfter, "dead_letter_after"}, {&cfg.Timeout, "timeout"}} {
 		if err := u.dur(d.dst, d.name); err != nil {
 			return nil, err
 		}
@@ -391,9 +409,12 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if cfg.AckWait == 0 {
 		cfg.AckWait = DefaultAckWait
 	}
-	if cfg.RedeliveryDelay == 0 {
-		cfg.RedeliveryDelay = DefaultRedeliveryDelay
+	policy := redelivery.Policy{MaxDeliveries: cfg.MaxDeliveries, Delay: cfg.RedeliveryDelay,
+		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter}.Defaults()
+	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
+		return nil, fmt.Errorf("outboxnats: %s", reason)
 	}
+	cfg.RedeliveryDelay, cfg.RedeliveryDelayMax, cfg.DeadLetterAfter = policy.Delay, policy.DelayMax, policy.DeadLetterAfter
 	if cfg.Prefetch == 0 {
 		cfg.Prefetch = DefaultPrefetch
 	}
@@ -442,8 +463,6 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		return nil, fmt.Errorf("outboxnats: MaxDeliveries (max_deliveries) is %d; it must be at least 1", cfg.MaxDeliveries)
 	case cfg.AckWait < 0 || (cfg.AckWait > 0 && cfg.AckWait < time.Second):
 		return nil, fmt.Errorf("outboxnats: AckWait (ack_wait) is %s; it must be at least 1s", cfg.AckWait)
-	case cfg.RedeliveryDelay < 0:
-		return nil, fmt.Errorf("outboxnats: RedeliveryDelay (redelivery_delay) is %s; it must be positive", cfg.RedeliveryDelay)
 	case cfg.Prefetch < 0:
 		return nil, fmt.Errorf("outboxnats: Prefetch (prefetch) is %d; it must be at least 1", cfg.Prefetch)
 	case cfg.Timeout < 0:
@@ -462,6 +481,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		filter:           filter,
 		consumer:         ConsumerName(cfg.Group),
 		deadPrefix:       deadPrefix,
+		redelivery:       policy,
 	}, nil
 }
 

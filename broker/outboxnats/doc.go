@@ -27,11 +27,14 @@
 // Subscriber only:
 //
 //	topic=order.paid              consume one topic (default: every topic)
-//	max_deliveries=5              handler attempts before the dead-letter path
+//	max_deliveries=5              failed deliveries before the dead-letter path,
+//	                              together with dead_letter_after
 //	dead=outbox_dead.{group}      dead-letter subject template; {group} last
 //	dead_stream=OUTBOX_DEAD       the dead-letter stream, created when missing
 //	ack_wait=30s                  redelivery after an ack that never came
 //	redelivery_delay=1s           wait after a handler error, doubling per delivery
+//	redelivery_delay_max=1m       the longest such wait
+//	dead_letter_after=10m         how long a message must fail before the dead-letter path
 //	deliver=all                   all or new: where a new group starts
 //	prefetch=16                   messages fetched ahead of the handler
 //
@@ -113,8 +116,11 @@
 // messages. Run acks a message with a confirmed ack (DoubleAck: the server
 // answers) after the handler returned nil, and before it takes the next
 // message, so the inbox transaction commits before the ack. A handler error
-// naks the message with a delay (redelivery_delay, doubling); the
-// max_deliveries-th failure, an outbox.Permanent error, or a message that is
+// naks the message with a delay (redelivery_delay, doubling up to
+// redelivery_delay_max). A failure that is at least the max_deliveries-th,
+// once the message has been failing for dead_letter_after (measured by the
+// delivery count: the n-th delivery comes at least the sum of the first n-1
+// delays after the first), an outbox.Permanent error, or a message that is
 // not an outbox event is published to the group's dead-letter subject with
 // its headers and body plus Outbox-Dead-Reason, Outbox-Dead-Group,
 // Outbox-Dead-Subject and Outbox-Dead-Sequence, and the original is
@@ -122,6 +128,15 @@
 // MaxDeliver is unlimited and the subscriber counts deliveries itself, so that
 // a message whose dead letter could not be stored is delivered again (and
 // dead-lettered then) instead of being stranded.
+//
+// A handler error for which outbox.IsUnavailable holds (Inbox.Handler's
+// when its database is down) is not a failed delivery: Run keeps the
+// message in hand and in progress, pauses with the same growing delay, and
+// hands it to the handler again; the broker's delivery count does not move.
+// The messages fetched ahead (Prefetch) are taken out of the subscription
+// and kept in progress too, and handled in order once the outage is over;
+// only a message the broker was still sending when the pause began is
+// delivered again after AckWait, one delivery counted.
 //
 // # A consumer
 //

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,9 +16,6 @@ import (
 
 	"github.com/outbox-go/outbox"
 )
-
-// maxRedeliveryDelay caps the doubling of SubscriberConfig.RedeliveryDelay.
-const maxRedeliveryDelay = time.Minute
 
 // pullExpiry is how long one pull request waits on the server.
 const pullExpiry = 5 * time.Second
@@ -147,10 +146,16 @@ func (s *Subscriber) Close() error {
 // A nil error from h is acked with a confirmed ack (the broker answers it)
 // before the next message is taken, so that the inbox's commit and the ack
 // happen in that order. An error asks for the message again after
-// RedeliveryDelay (doubling per delivery); at the MaxDeliveries-th failed
-// delivery, or at once for an error wrapped with outbox.Permanent or a
-// message that is not an outbox event, the message goes to the dead-letter
-// subject and is terminated once the broker acked the dead letter.
+// RedeliveryDelay (doubling per delivery, up to RedeliveryDelayMax: a nak
+// with that delay); at a failed delivery that is at least the
+// MaxDeliveries-th once the message has been failing for DeadLetterAfter,
+// or at once for an error wrapped with outbox.Permanent or a message that is
+// not an outbox event, the message goes to the dead-letter subject and is
+// terminated once the broker acked the dead letter. An error for which
+// outbox.IsUnavailable holds (the handler's database is down) is waited
+// out with the message in hand: Run pauses with the same growing delay,
+// keeps the message in progress, and hands it to h again, without a
+// delivery counted.
 //
 // h's context is not canceled when ctx ends, so that the handler in hand
 // can finish. Run returns an error when consumption stops for good: the
@@ -167,40 +172,99 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	it, err := s.cons.Messages(
-		jetstream.PullMaxMessages(s.st.Prefetch),
-		// Short pull requests (heartbeat every 2.5s) let the client notice
-		// within seconds that a request got lost, e.g. one sent while
-		// JetStream was still starting after a restart, and send another.
-		jetstream.PullExpiry(pullExpiry),
-		jetstream.WithMessagesErrOnMissingHeartbeat(false),
-	)
-	if err != nil {
-		return jsError("consume from consumer "+s.st.consumer, err)
+	open := func() (jetstream.MessagesContext, error) {
+		it, err := s.cons.Messages(
+			jetstream.PullMaxMessages(s.st.Prefetch),
+			// Short pull requests (heartbeat every 2.5s) let the client
+			// notice within seconds that a request got lost, e.g. one sent
+			// while JetStream was still starting after a restart, and send
+			// another.
+			jetstream.PullExpiry(pullExpiry),
+			jetstream.WithMessagesErrOnMissingHeartbeat(false),
+		)
+		if err != nil {
+			return nil, jsError("consume from consumer "+s.st.consumer, err)
+		}
+		return it, nil
 	}
-	defer it.Stop()
+	it, err := open()
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // guards it, which an outage replaces
+	current := func() jetstream.MessagesContext {
+		mu.Lock()
+		defer mu.Unlock()
+		return it
+	}
+	defer func() { current().Stop() }()
 	// Drain stops fetching but still hands out the messages fetched already,
 	// which go back to the broker below.
-	stopDrain := context.AfterFunc(ctx, it.Drain)
+	stopDrain := context.AfterFunc(ctx, func() { current().Drain() })
 	defer stopDrain()
+
+	// During an outage the messages fetched ahead are taken out of the
+	// drained iterator and kept in progress (ahead), so that their AckWait
+	// does not run out and count deliveries; they are handled next, in
+	// order, and then a new iterator fetches on.
+	ahead := &heldMsgs{}
+	stopAhead := ahead.keepAlive(s.st.AckWait / 2)
+	defer stopAhead()
+	drained := false
+	onOutage := func() {
+		if drained {
+			return
+		}
+		drained = true
+		cur := current()
+		cur.Drain()
+		for {
+			m, err := cur.Next(jetstream.NextMaxWait(s.st.Timeout))
+			if err != nil {
+				return
+			}
+			ahead.push(m)
+		}
+	}
+
 	hctx := context.WithoutCancel(ctx)
 	for {
-		var msg jetstream.Msg
-		if ctx.Err() != nil {
-			msg, err = it.Next(jetstream.NextMaxWait(s.st.Timeout))
-		} else {
-			msg, err = it.Next()
-		}
-		if err != nil {
+		msg, ok := ahead.pop()
+		if !ok && drained {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-				errors.Is(err, jetstream.ErrBadRequest) || s.nc.IsClosed() {
-				return fmt.Errorf("outboxnats: consuming group %q from stream %s stopped: %w", s.st.Group, s.st.Stream, err)
+			nit, err := open()
+			if err != nil {
+				return err
 			}
-			s.log.Warn("outboxnats: consuming", "group", s.st.Group, "err", err)
+			mu.Lock()
+			it = nit
+			mu.Unlock()
+			drained = false
+			if ctx.Err() != nil {
+				nit.Drain() // ctx ended while the old iterator was current
+			}
 			continue
+		}
+		if !ok {
+			cur := current()
+			if ctx.Err() != nil {
+				msg, err = cur.Next(jetstream.NextMaxWait(s.st.Timeout))
+			} else {
+				msg, err = cur.Next()
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+					errors.Is(err, jetstream.ErrBadRequest) || s.nc.IsClosed() {
+					return fmt.Errorf("outboxnats: consuming group %q from stream %s stopped: %w", s.st.Group, s.st.Stream, err)
+				}
+				s.log.Warn("outboxnats: consuming", "group", s.st.Group, "err", err)
+				continue
+			}
 		}
 		if ctx.Err() != nil {
 			// Fetched ahead but not handled: hand it back for another
@@ -208,12 +272,68 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 			_ = msg.Nak()
 			continue
 		}
-		s.handle(hctx, msg, h)
+		s.handle(ctx, hctx, msg, h, onOutage)
 	}
 }
 
-// handle runs h on one message and settles it.
-func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Handler) {
+// heldMsgs are messages fetched ahead and taken out of their iterator
+// during an outage, in order.
+type heldMsgs struct {
+	mu   sync.Mutex
+	msgs []jetstream.Msg
+}
+
+func (q *heldMsgs) push(m jetstream.Msg) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.msgs = append(q.msgs, m)
+}
+
+func (q *heldMsgs) pop() (jetstream.Msg, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.msgs) == 0 {
+		return nil, false
+	}
+	m := q.msgs[0]
+	q.msgs[0] = nil
+	q.msgs = q.msgs[1:]
+	return m, true
+}
+
+// keepAlive tells the broker every period that the held messages are in
+// progress, until stop.
+func (q *heldMsgs) keepAlive(period time.Duration) (stop func()) {
+	t := time.NewTicker(period)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-t.C:
+				q.mu.Lock()
+				msgs := slices.Clone(q.msgs)
+				q.mu.Unlock()
+				for _, m := range msgs {
+					_ = m.InProgress()
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(done)
+		<-finished
+	}
+}
+
+// handle runs h on one message and settles it. ctx is Run's: when it ends
+// during an outage pause, the message is handed back. onOutage is called at
+// the first outage, before the pause.
+func (s *Subscriber) handle(ctx, hctx context.Context, msg jetstream.Msg, h outbox.Handler, onOutage func()) {
 	md, err := msg.Metadata()
 	if err != nil {
 		// Not a JetStream delivery that can be told apart from the next one:
@@ -224,25 +344,42 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Han
 	}
 	m, err := decodeMessage(msg.Headers(), msg.Data())
 	if err != nil {
-		s.deadLetter(ctx, msg, md, "", err)
+		s.deadLetter(hctx, msg, md, "", err)
 		return
 	}
-	maxDeliveries := uint64(1)
-	if n := s.st.MaxDeliveries; n > 0 { // always, after settings
-		maxDeliveries = uint64(n)
-	}
-	if md.NumDelivered > maxDeliveries {
-		// The handler had its MaxDeliveries tries; an earlier attempt to
-		// dead-letter the message failed, or it went unacknowledged.
-		s.deadLetter(ctx, msg, md, m.MsgID, fmt.Errorf("delivered %d times, over MaxDeliveries %d", md.NumDelivered, s.st.MaxDeliveries))
+	p := s.st.redelivery
+	n := int(min(md.NumDelivered, 1<<20)) //nolint:gosec // G115: bounded
+	if prev := n - 1; prev > 0 && p.Exhausted(prev, p.Span(prev)) {
+		// The delivery before this one failed for good; dead-lettering it
+		// failed, or its ack was lost.
+		s.deadLetter(hctx, msg, md, m.MsgID, fmt.Errorf("delivered %d times, the last failed delivery past MaxDeliveries %d and DeadLetterAfter %s", md.NumDelivered, p.MaxDeliveries, p.DeadLetterAfter))
 		return
 	}
 	stop := s.keepAlive(msg)
-	err = h(ctx, m)
+	// An outage (outbox.IsUnavailable) is waited out here, with the
+	// message in hand and kept in progress: a nak would count a delivery.
+	for outages := 1; ; outages++ {
+		err = h(hctx, m)
+		if err == nil || outbox.IsPermanent(err) || !outbox.IsUnavailable(err) {
+			break
+		}
+		if outages == 1 {
+			onOutage()
+		}
+		wait := p.Backoff(outages)
+		s.log.Info("outboxnats: handler reports an outage; pausing, the delivery is not counted", "group", s.st.Group,
+			"msg_id", m.MsgID, "retry_in", wait, "err", err)
+		if !sleep(ctx, wait) {
+			stop()
+			// Stopping: back to the broker, for the next subscriber.
+			_ = msg.NakWithDelay(wait)
+			return
+		}
+	}
 	stop()
 	switch {
 	case err == nil:
-		actx, cancel := context.WithTimeout(ctx, s.st.Timeout)
+		actx, cancel := context.WithTimeout(hctx, s.st.Timeout)
 		defer cancel()
 		if aerr := msg.DoubleAck(actx); aerr != nil {
 			// The broker delivers the message again after AckWait; the
@@ -250,21 +387,33 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg, h outbox.Han
 			s.log.Warn("outboxnats: ack not confirmed; the message will be delivered again", "group", s.st.Group, "msg_id", m.MsgID, "err", aerr)
 		}
 	case outbox.IsPermanent(err):
-		s.deadLetter(ctx, msg, md, m.MsgID, err)
-	case md.NumDelivered >= maxDeliveries:
-		s.deadLetter(ctx, msg, md, m.MsgID, fmt.Errorf("failed %d deliveries (MaxDeliveries), the last with: %w", md.NumDelivered, err))
+		s.deadLetter(hctx, msg, md, m.MsgID, err)
+	case p.Exhausted(n, p.Span(n)):
+		s.deadLetter(hctx, msg, md, m.MsgID, fmt.Errorf("failed %d deliveries (MaxDeliveries %d, failing for DeadLetterAfter %s), the last with: %w",
+			md.NumDelivered, p.MaxDeliveries, p.DeadLetterAfter, err))
 	default:
-		_ = msg.NakWithDelay(s.redeliveryDelay(md.NumDelivered))
+		wait := p.Backoff(n)
+		s.log.Debug("outboxnats: handler failed; the message is delivered again", "group", s.st.Group, "msg_id", m.MsgID,
+			"deliveries", md.NumDelivered, "retry_in", wait, "err", err)
+		_ = msg.NakWithDelay(wait)
 	}
 }
 
-// redeliveryDelay is RedeliveryDelay doubled per delivery so far, capped.
+// redeliveryDelay is the delay of the nak after the delivered-th delivery.
 func (s *Subscriber) redeliveryDelay(delivered uint64) time.Duration {
-	d := s.st.RedeliveryDelay
-	for i := uint64(1); i < delivered && d < maxRedeliveryDelay; i++ {
-		d *= 2
+	return s.st.redelivery.Backoff(int(min(delivered, 1<<20))) //nolint:gosec // G115: bounded
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
-	return min(d, maxRedeliveryDelay)
 }
 
 // keepAlive tells the broker every AckWait/2 that the handler is still

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,12 +47,35 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestBackoff(t *testing.T) {
+	requireShared(t)
+	var urls sync.Map // *brokertest.Bundle -> its URL
+	brokertest.RunBackoff(t, brokertest.BackoffEnv{
+		Setup: func(t *testing.T) *brokertest.Bundle {
+			u, _ := testURL(t, sharedURL())
+			b := newBundleAt(t, u)
+			urls.Store(b, u)
+			return b
+		},
+		NewSubscriber: func(t *testing.T, b *brokertest.Bundle, o brokertest.BackoffOptions) brokertest.Subscriber {
+			u, _ := urls.Load(b)
+			return newBackoffSubscriber(t, u.(string), o, 0)
+		},
+	})
+}
+
 const suiteTopic = "suite.events"
 
 // newBundle builds the suite's view of the adapter on streams of its own.
 func newBundle(t *testing.T, serverURL string) *brokertest.Bundle {
 	t.Helper()
 	u, _ := testURL(t, serverURL)
+	return newBundleAt(t, u)
+}
+
+// newBundleAt is newBundle on the streams of the test URL u.
+func newBundleAt(t *testing.T, u string) *brokertest.Bundle {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pub, err := NewPublisher(ctx, PublisherConfig{URL: u})
@@ -117,16 +141,27 @@ func newTestSubscriber(t testing.TB, u, group string, maxDeliveries int) *Subscr
 // the default).
 func newAckWaitSubscriber(t testing.TB, u, group string, maxDeliveries int, ackWait time.Duration) *Subscriber {
 	t.Helper()
+	// Short delays, and the dead-letter subject at the MaxDeliveries-th
+	// failure.
+	return newBackoffSubscriber(t, u, brokertest.BackoffOptions{Group: group, MaxDeliveries: maxDeliveries,
+		RedeliveryDelay: 50 * time.Millisecond, RedeliveryDelayMax: 200 * time.Millisecond, DeadLetterAfter: -1}, ackWait)
+}
+
+// newBackoffSubscriber is a subscriber with the redelivery settings of o.
+func newBackoffSubscriber(t testing.TB, u string, o brokertest.BackoffOptions, ackWait time.Duration) *Subscriber {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sub, err := NewSubscriber(ctx, SubscriberConfig{
-		URL:             u,
-		Group:           group,
-		Topic:           suiteTopic,
-		MaxDeliveries:   maxDeliveries,
-		RedeliveryDelay: 50 * time.Millisecond,
-		AckWait:         ackWait,
-		Logger:          quiet(),
+		URL:                u,
+		Group:              o.Group,
+		Topic:              suiteTopic,
+		MaxDeliveries:      o.MaxDeliveries,
+		RedeliveryDelay:    o.RedeliveryDelay,
+		RedeliveryDelayMax: o.RedeliveryDelayMax,
+		DeadLetterAfter:    o.DeadLetterAfter,
+		AckWait:            ackWait,
+		Logger:             quiet(),
 	})
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)

@@ -1,6 +1,7 @@
 package outboxredis
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
@@ -97,16 +99,33 @@ type SubscriberConfig struct {
 	// Consumer is this subscriber's consumer name within the group. Two
 	// subscribers must not share one. Defaults to "<hostname>-<pid>-<random>".
 	Consumer string
-	// MaxDeliveries is how many times a message is handed to the handler
-	// before it goes to the dead-letter stream. Defaults to the URL's
-	// maxdeliveries parameter, else 5.
+	// MaxDeliveries is the least number of failed handler calls after which
+	// a message goes to the dead-letter stream; it goes there once it has
+	// also been failing for DeadLetterAfter. Defaults to the URL's
+	// maxdeliveries (or max_deliveries) parameter, else 5.
 	MaxDeliveries int
+	// RedeliveryDelay is the pause before a message whose handler failed is
+	// handed to the handler again; it doubles with each failure, up to
+	// RedeliveryDelayMax. The subscriber keeps the entry claimed meanwhile,
+	// and the entries behind it wait. Defaults to the URL's
+	// redelivery_delay parameter, else 1s.
+	RedeliveryDelay time.Duration
+	// RedeliveryDelayMax caps the doubling of RedeliveryDelay. Defaults to
+	// the URL's redelivery_delay_max parameter, else 1m.
+	RedeliveryDelayMax time.Duration
+	// DeadLetterAfter is how long a message must have been failing (since
+	// its first failed handler call in this subscriber) before it goes to
+	// the dead-letter stream, at its MaxDeliveries-th failure or later; a
+	// negative value asks for no such span. Defaults to the URL's
+	// dead_letter_after parameter, else 10m.
+	DeadLetterAfter time.Duration
 	// MinIdle is how long a delivered entry may stay unacknowledged before
-	// it is delivered again (XAUTOCLAIM): the pause before a failed message
-	// is retried, and how soon the messages of a subscriber that died move
-	// on. While a handler runs longer than MinIdle/2 the subscriber keeps
-	// its entry claimed, so a slow handler is not delivered twice. Defaults
-	// to the URL's minidle parameter, else 30s.
+	// it is delivered again (XAUTOCLAIM): how soon the messages of a
+	// subscriber that died, or stopped while its handler was failing, move
+	// on. While a subscriber holds entries (a slow handler, or a failing one
+	// waiting for its next call) it keeps them claimed every MinIdle/2, so
+	// they are not delivered twice. Defaults to the URL's minidle parameter,
+	// else 30s.
 	MinIdle time.Duration
 	// Block is how long one XREADGROUP waits for new entries: it bounds how
 	// long Run takes to return after its context ends when it is idle.
@@ -133,6 +152,8 @@ type params struct {
 	dead          string
 	minIdle       time.Duration
 	maxDeliveries int
+	// redelivery_delay, redelivery_delay_max, dead_letter_after
+	redeliveryDelay, redeliveryDelayMax, deadLetterAfter time.Duration
 }
 
 // parseURL splits raw into go-redis options and this package's parameters.
@@ -191,12 +212,26 @@ func parseURL(raw string) (*redis.Options, params, error) {
 		}
 		p.minIdle = d
 	}
-	if v, ok := take("maxdeliveries"); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return nil, p, configErrorf("URL parameter maxdeliveries=%q is not a positive integer", v)
+	for _, name := range []string{"maxdeliveries", "max_deliveries"} {
+		if v, ok := take(name); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return nil, p, configErrorf("URL parameter %s=%q is not a positive integer", name, v)
+			}
+			p.maxDeliveries = n
 		}
-		p.maxDeliveries = n
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+	}{{"redelivery_delay", &p.redeliveryDelay}, {"redelivery_delay_max", &p.redeliveryDelayMax}, {"dead_letter_after", &p.deadLetterAfter}} {
+		if v, ok := take(d.name); ok {
+			t, err := time.ParseDuration(v)
+			if err != nil || t <= 0 {
+				return nil, p, configErrorf(`URL parameter %s=%q is not a positive duration; use e.g. "1s"`, d.name, v)
+			}
+			*d.v = t
+		}
 	}
 	u.RawQuery = q.Encode()
 	opts, err := redis.ParseURL(u.String())
@@ -274,6 +309,15 @@ func (cfg SubscriberConfig) resolve() (SubscriberConfig, *redis.Options, error) 
 	if cfg.MaxDeliveries == 0 {
 		cfg.MaxDeliveries = DefaultMaxDeliveries
 	}
+	cfg.RedeliveryDelay = cmp.Or(cfg.RedeliveryDelay, p.redeliveryDelay)
+	cfg.RedeliveryDelayMax = cmp.Or(cfg.RedeliveryDelayMax, p.redeliveryDelayMax)
+	cfg.DeadLetterAfter = cmp.Or(cfg.DeadLetterAfter, p.deadLetterAfter)
+	policy := redelivery.Policy{MaxDeliveries: cfg.MaxDeliveries, Delay: cfg.RedeliveryDelay,
+		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter}.Defaults()
+	if reason := policy.Check("SubscriberConfig.RedeliveryDelay", "SubscriberConfig.RedeliveryDelayMax"); reason != "" {
+		return cfg, nil, configErrorf("%s", reason)
+	}
+	cfg.RedeliveryDelay, cfg.RedeliveryDelayMax, cfg.DeadLetterAfter = policy.Delay, policy.DelayMax, policy.DeadLetterAfter
 	if cfg.MinIdle == 0 {
 		cfg.MinIdle = p.minIdle
 	}

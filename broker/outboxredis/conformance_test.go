@@ -2,20 +2,37 @@ package outboxredis
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/brokertest"
 )
 
-// testMinIdle is the subscribers' MinIdle in tests: the pause before a
-// failed message comes back.
+// testMinIdle is the subscribers' MinIdle in tests: the pause before the
+// entries of a subscriber that died come back.
 const testMinIdle = 200 * time.Millisecond
 
-func TestConformance(t *testing.T) {
-	rdb := sharedClient(t)
-	brokertest.Run(t, brokertest.Env{
+func TestConformance(t *testing.T) { brokertest.Run(t, conformanceEnv(sharedClient(t))) }
+
+func TestBackoff(t *testing.T) {
+	brokertest.RunBackoff(t, brokertest.BackoffEnv{
+		Setup: conformanceEnv(sharedClient(t)).Setup,
+		NewSubscriber: func(t *testing.T, b *brokertest.Bundle, o brokertest.BackoffOptions) brokertest.Subscriber {
+			subscribe, _ := subscribers.Load(b)
+			return subscribe.(func(*testing.T, brokertest.BackoffOptions) brokertest.Subscriber)(t, o)
+		},
+	})
+}
+
+// subscribers maps each Bundle of conformanceEnv to its subscriber constructor.
+var subscribers sync.Map // *brokertest.Bundle -> func(*testing.T, brokertest.BackoffOptions) brokertest.Subscriber
+
+func conformanceEnv(rdb *redis.Client) brokertest.Env {
+	return brokertest.Env{
 		Features: brokertest.Features{
 			Ordered:     true,
 			Dedup:       false,
@@ -40,24 +57,33 @@ func TestConformance(t *testing.T) {
 			if err := rdb.Set(ctx, streamKey(template, refusedTopic), "not a stream", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			return &brokertest.Bundle{
+			subscribe := func(t *testing.T, o brokertest.BackoffOptions) brokertest.Subscriber {
+				sub, err := NewSubscriber(ctx, SubscriberConfig{
+					URL:                sharedURL,
+					Group:              o.Group,
+					Topic:              topic,
+					Stream:             template,
+					MaxDeliveries:      o.MaxDeliveries,
+					RedeliveryDelay:    o.RedeliveryDelay,
+					RedeliveryDelayMax: o.RedeliveryDelayMax,
+					DeadLetterAfter:    o.DeadLetterAfter,
+					MinIdle:            testMinIdle,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = sub.Close() })
+				return sub
+			}
+			b := &brokertest.Bundle{
 				Publisher: pub,
 				Topic:     topic,
 				// opts.RedeliverAfter is not used: testMinIdle is shorter.
 				NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
-					sub, err := NewSubscriber(ctx, SubscriberConfig{
-						URL:           sharedURL,
-						Group:         opts.Group,
-						Topic:         topic,
-						Stream:        template,
-						MaxDeliveries: opts.MaxDeliveries,
-						MinIdle:       testMinIdle,
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { _ = sub.Close() })
-					return sub
+					// Short delays, and the dead-letter stream at the
+					// MaxDeliveries-th failure.
+					return subscribe(t, brokertest.BackoffOptions{Group: opts.Group, MaxDeliveries: opts.MaxDeliveries,
+						RedeliveryDelay: 10 * time.Millisecond, RedeliveryDelayMax: 100 * time.Millisecond, DeadLetterAfter: time.Millisecond})
 				},
 				Unreachable: func(t *testing.T) outbox.Publisher {
 					// A publisher built while its server ran, whose server
@@ -94,6 +120,8 @@ func TestConformance(t *testing.T) {
 					return msgs, nil
 				},
 			}
+			subscribers.Store(b, subscribe)
+			return b
 		},
-	})
+	}
 }

@@ -24,8 +24,14 @@
 //	                  Default "{stream}:dead:{group}".
 //	minidle=D         how long a delivered entry may stay unacknowledged
 //	                  before it is delivered again (subscriber). Default 30s.
-//	maxdeliveries=N   deliveries before the dead-letter stream (subscriber).
-//	                  Default 5.
+//	maxdeliveries=N   failed deliveries before the dead-letter stream,
+//	                  together with dead_letter_after (subscriber); also
+//	                  max_deliveries. Default 5.
+//	redelivery_delay=D      pause before a failed message is handed to the
+//	                  handler again, doubling (subscriber). Default 1s.
+//	redelivery_delay_max=D  the longest such pause (subscriber). Default 1m.
+//	dead_letter_after=D     how long a message must fail before the
+//	                  dead-letter stream (subscriber). Default 10m.
 //
 // Every other parameter goes to go-redis's ParseURL, which rejects names it
 // does not know: dial_timeout, read_timeout, write_timeout (durations, or
@@ -78,8 +84,8 @@
 // its commands, so the messages of one topic reach the group in relay order.
 // One Subscriber handles its entries one at a time in stream order; several
 // subscribers of one group share the entries and so do not keep order
-// between them, and a message whose handler failed comes back after the
-// messages behind it.
+// between them. A message whose handler fails is held and handed to the
+// handler again, so the messages behind it wait and keep their order.
 //
 // Redis does not deduplicate on publish: a message the relay publishes twice
 // (a crash between publish and mark) is two entries, and the group gets both.
@@ -93,12 +99,17 @@
 // at its end, so the group gets every message added after NewSubscriber
 // returns, even before Run. Run reads new entries with XREADGROUP ... BLOCK,
 // calls the handler, and acknowledges with XACK once it returned nil. An
-// entry whose handler failed stays pending; after MinIdle the next
-// XAUTOCLAIM, by this or another subscriber of the group, delivers it again,
-// and so does an entry whose subscriber died. The delivery count is Redis's
-// own (XPENDING). On the MaxDeliveries-th failed delivery, at once for an
-// error that satisfies outbox.IsPermanent, and at once for an entry that is
-// not an event, a server-side script adds the entry to the dead-letter
+// entry whose handler failed stays claimed by its subscriber, which hands it
+// to the handler again after redelivery_delay (doubling up to
+// redelivery_delay_max); an error for which outbox.IsUnavailable holds
+// (Inbox.Handler's when its database is down) pauses the same way without
+// counting. An entry whose subscriber died stays pending; after MinIdle the
+// next XAUTOCLAIM, by another subscriber of the group, delivers it again,
+// and Redis counts that delivery (XPENDING). At a failed delivery that is at
+// least the MaxDeliveries-th once the entry has been failing for
+// dead_letter_after, at once for an error that satisfies
+// outbox.IsPermanent, and at once for an entry that is not an event, a
+// server-side script adds the entry to the dead-letter
 // stream, with its original fields plus dead-reason, dead-stream, dead-id,
 // dead-group and dead-deliveries, and acknowledges it. Subscriber.DeadLetters
 // reads that stream; to retry a dead letter, XADD its fields to the stream

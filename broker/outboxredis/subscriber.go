@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
 // opTimeout bounds one command of the subscriber's own (XACK, XAUTOCLAIM,
@@ -123,11 +124,16 @@ var ErrAlreadyRunning = errors.New("outboxredis: Subscriber.Run is already runni
 //
 // Each delivery goes through cloudevents.Decode; an entry that is not an
 // event goes to the dead-letter stream at once. h's nil error acknowledges
-// the entry (XACK). Any other error leaves it pending, and it is delivered
-// again, by this or another subscriber of the group, once it has been idle
-// for MinIdle. The delivery that is the MaxDeliveries-th, or whose error
-// satisfies outbox.IsPermanent, moves the entry to the dead-letter stream
-// and acknowledges it, both in one server-side script.
+// the entry (XACK). After any other error Run keeps the entry claimed and
+// hands it to h again after RedeliveryDelay (doubling, up to
+// RedeliveryDelayMax), while the entries behind it wait. A failure that is
+// at least the MaxDeliveries-th, once the entry has been failing for
+// DeadLetterAfter, or an error that satisfies outbox.IsPermanent, moves the
+// entry to the dead-letter stream and acknowledges it, both in one
+// server-side script. An error that satisfies outbox.IsUnavailable (the
+// handler's database is down) pauses Run with the same growing delay and
+// is not counted. An entry left pending by a subscriber that died is
+// delivered again, counted by Redis, once it has been idle for MinIdle.
 //
 // Run survives Redis going away: it retries with a growing pause (up to 2s)
 // and, if the group vanished (a restart without persistence), creates it
@@ -376,18 +382,37 @@ func (r *runner) handle(e *redis.XMessage, deliveries int64) error {
 	if deliveries > limit {
 		return r.deadLetter(e, deliveries, fmt.Sprintf("delivered %d times, over MaxDeliveries (%d): a consumer stopped or died while handling it", deliveries, limit))
 	}
-	herr := r.h(r.hctx, m)
-	switch {
-	case herr == nil:
+	s := r.s
+	policy := redelivery.Policy{MaxDeliveries: s.cfg.MaxDeliveries, Delay: s.cfg.RedeliveryDelay,
+		DelayMax: s.cfg.RedeliveryDelayMax, DeadLetterAfter: s.cfg.DeadLetterAfter}
+	// Redis counted this delivery; the handler's failures before it were
+	// in earlier deliveries.
+	res := policy.Deliver(int(deliveries-1), func() error { return r.h(r.hctx, m) },
+		func(d time.Duration) bool {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-r.ctx.Done():
+				return false
+			case <-t.C:
+				return true
+			}
+		}, nil)
+	switch res.Outcome {
+	case redelivery.Handled:
 		ctx, cancel := r.opContext()
 		defer cancel()
-		return r.s.rdb.XAck(ctx, r.s.stream, r.s.cfg.Group, e.ID).Err()
-	case outbox.IsPermanent(herr):
-		return r.deadLetter(e, deliveries, "permanent handler error: "+herr.Error())
-	case deliveries >= limit:
-		return r.deadLetter(e, deliveries, fmt.Sprintf("handler failed on delivery %d of %d: %v", deliveries, limit, herr))
+		return s.rdb.XAck(ctx, s.stream, s.cfg.Group, e.ID).Err()
+	case redelivery.DeadLetter:
+		if outbox.IsPermanent(res.Err) {
+			return r.deadLetter(e, int64(res.Deliveries), "permanent handler error: "+res.Err.Error())
+		}
+		return r.deadLetter(e, int64(res.Deliveries), fmt.Sprintf("handler failed on delivery %d (MaxDeliveries %d, failing for DeadLetterAfter %s): %v",
+			res.Deliveries, limit, s.cfg.DeadLetterAfter, res.Err))
 	}
-	return nil // left pending: delivered again after MinIdle
+	// Stopping between two calls: left pending, delivered again after
+	// MinIdle.
+	return nil
 }
 
 // keepClaimed resets the idle time of the entries ids returns every

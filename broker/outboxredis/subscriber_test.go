@@ -25,6 +25,11 @@ func newTestSubscriber(t *testing.T, cfg SubscriberConfig) *Subscriber {
 	if cfg.MinIdle == 0 {
 		cfg.MinIdle = testMinIdle
 	}
+	if cfg.RedeliveryDelay == 0 && cfg.DeadLetterAfter == 0 {
+		// Short delays, and the dead-letter stream at the
+		// MaxDeliveries-th failure.
+		cfg.RedeliveryDelay, cfg.RedeliveryDelayMax, cfg.DeadLetterAfter = 10*time.Millisecond, 100*time.Millisecond, time.Millisecond
+	}
 	sub, err := NewSubscriber(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

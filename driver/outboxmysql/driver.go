@@ -1,9 +1,11 @@
 package outboxmysql
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"net"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -56,6 +58,40 @@ func classify(err error) sqlstore.ErrorKind {
 		return sqlstore.ErrConnection
 	}
 	return sqlstore.ErrOther
+}
+
+// MarkConsumedTx implements outbox.Driver. An error that means the server
+// cannot be reached satisfies outbox.IsUnavailable.
+func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
+	fresh, err := d.SQLDriver.MarkConsumedTx(ctx, tx, group, msgID)
+	return fresh, unavailable(err)
+}
+
+// RunInTx implements outbox.Driver. An error that means the server cannot be
+// reached (connection refused, reset or killed, the server shutting down,
+// too many connections) satisfies outbox.IsUnavailable, fn's own error
+// included.
+func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
+	return unavailable(d.SQLDriver.RunInTx(ctx, fn))
+}
+
+// unavailable wraps err with outbox.DatabaseUnavailable when it means the
+// server cannot be reached. A Permanent error stays as it is.
+func unavailable(err error) error {
+	if err == nil || outbox.IsPermanent(err) {
+		return err
+	}
+	var me *mysql.MySQLError
+	var ne *net.OpError
+	switch {
+	case classify(err) == sqlstore.ErrConnection, errors.Is(err, sql.ErrConnDone), errors.As(err, &ne):
+	case errors.As(err, &me) && (me.Number == 1040 || // ER_CON_COUNT_ERROR: too many connections
+		me.Number == 1053 || // ER_SERVER_SHUTDOWN
+		me.Number == 1927): // MariaDB's ER_CONNECTION_KILLED
+	default:
+		return err
+	}
+	return outbox.DatabaseUnavailable(err)
 }
 
 // IsUniqueViolation reports whether err is MySQL's ER_DUP_ENTRY (1062): for

@@ -3,6 +3,7 @@ package outboxpgx
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"io"
 	"net"
@@ -62,14 +63,43 @@ func (d *Driver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message)
 	return d.Store.InsertTx(ctx, txQuerier{tx}, msgs)
 }
 
-// MarkConsumedTx implements outbox.Driver.
+// MarkConsumedTx implements outbox.Driver. An error that means the server
+// cannot be reached satisfies outbox.IsUnavailable.
 func (d *Driver) MarkConsumedTx(ctx context.Context, tx pgx.Tx, group, msgID string) (bool, error) {
-	return d.Store.MarkConsumedTx(ctx, txQuerier{tx}, group, msgID)
+	fresh, err := d.Store.MarkConsumedTx(ctx, txQuerier{tx}, group, msgID)
+	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver.
+// RunInTx implements outbox.Driver. An error that means the server cannot be
+// reached (the pool cannot connect, the connection was refused, reset or
+// terminated, the server is shutting down or starting) satisfies
+// outbox.IsUnavailable, fn's own error included.
 func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
+	return unavailable(pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(ctx, tx) }))
+}
+
+// MarkConsumedTx implements outbox.Driver, as Driver's does.
+func (d *StdlibDriver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
+	fresh, err := d.SQLDriver.MarkConsumedTx(ctx, tx, group, msgID)
+	return fresh, unavailable(err)
+}
+
+// RunInTx implements outbox.Driver, as Driver's does.
+func (d *StdlibDriver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
+	return unavailable(d.SQLDriver.RunInTx(ctx, fn))
+}
+
+// unavailable wraps err with outbox.DatabaseUnavailable when it means the
+// server cannot be reached. A Permanent error stays as it is.
+func unavailable(err error) error {
+	if err == nil || outbox.IsPermanent(err) {
+		return err
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || classify(err) == sqlstore.ErrConnection || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+		return outbox.DatabaseUnavailable(err)
+	}
+	return err
 }
 
 // classify translates PostgreSQL error codes for the store.

@@ -1,7 +1,9 @@
 package outboxsqlite
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -110,6 +112,40 @@ func classify(err error) sqlstore.ErrorKind {
 		}
 	}
 	return sqlstore.ErrOther
+}
+
+// MarkConsumedTx implements outbox.Driver. An error that means the
+// database cannot be used for now satisfies outbox.IsUnavailable.
+func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
+	fresh, err := d.SQLDriver.MarkConsumedTx(ctx, tx, group, msgID)
+	return fresh, unavailable(err)
+}
+
+// RunInTx implements outbox.Driver. An error that means the database cannot
+// be used for now (the file cannot be opened, an I/O error, the disk full,
+// the database locked by another writer beyond the busy timeout) satisfies
+// outbox.IsUnavailable, fn's own error included.
+func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
+	return unavailable(d.SQLDriver.RunInTx(ctx, fn))
+}
+
+// unavailable wraps err with outbox.DatabaseUnavailable when it means the
+// database cannot be used for now. A Permanent error stays as it is.
+func unavailable(err error) error {
+	if err == nil || outbox.IsPermanent(err) {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff { // the primary result code
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return outbox.DatabaseUnavailable(err)
+		}
+	}
+	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) {
+		return outbox.DatabaseUnavailable(err)
+	}
+	return err
 }
 
 // IsUniqueViolation reports whether err is a SQLite UNIQUE or PRIMARY KEY
