@@ -58,7 +58,7 @@ func newHorizonEnv(t *testing.T) *horizonEnv {
 		return errs
 	})
 	e.relay, err = outbox.NewRelay(d, pub, outbox.RelayConfig{BatchSize: 100,
-		RetryBase: 2 * time.Second, RetryMax: 2 * time.Second, MaxRetries: 2,
+		RetryBase: 2 * time.Second, RetryMax: 2 * time.Second, MaxRetries: 2, RetryBudget: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
