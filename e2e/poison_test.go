@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,7 +251,7 @@ func TestPoisonWebhook(t *testing.T) {
 	// The payload goes through a jsonb column, which respaces it: the
 	// marker is a string value.
 	marker := []byte(`drop-my-connection`)
-	var a *arrivals
+	var a atomic.Pointer[arrivals]
 	recv := webhookReceiver(t, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		if !bytes.Contains(body, marker) {
 			return false
@@ -262,10 +263,10 @@ func TestPoisonWebhook(t *testing.T) {
 		}
 		abort(conn)
 		return true
-	}, func() *arrivals { return a })
+	}, a.Load)
 	runPoison(t, poisonCase{name: "webhook", topic: "transfer.done",
 		pub:    func(t *testing.T) outbox.Publisher { return newWebhook(t, recv.URL) },
-		listen: func(_ *testing.T, got *arrivals) { a = got },
+		listen: func(_ *testing.T, got *arrivals) { a.Store(got) },
 		poison: outbox.Message{MsgID: "poison-drops-connection", Payload: []byte(`{"do":"drop-my-connection"}`)},
 	})
 }
