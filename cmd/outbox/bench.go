@@ -37,10 +37,13 @@ type benchOptions struct {
 	writer       bool
 	baseline     bool
 	scaling      bool
-	cpuProfile   string
-	round        time.Duration
-	meter        *cpuMeter
-	pub          publisherOptions
+	poisonRun    bool
+	// poison, when set, is a row fill writes after the first half.
+	poison     *outbox.Message
+	cpuProfile string
+	round      time.Duration
+	meter      *cpuMeter
+	pub        publisherOptions
 }
 
 // runBench runs `outbox bench`: it fills (or, with --producers, concurrently
@@ -67,6 +70,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8); shapes order and transfer (Writer.Write), and on PostgreSQL batched (QueueWrite) and on-commit (WriteOnCommit)")
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
+	f.boolVar(&o.poisonRun, "poison", "relay through a webhook to a local receiver that drops the connection on one poison message: each run relays --messages twice, with and without the poison among them, and prints both rates and poison_ratio (--broker is not used)")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
@@ -105,6 +109,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "--round must be at least 10ms")
 	case o.scaling && o.relays < 2:
 		return usagef(f.hint(), "--scaling compares --relays N with one relay: give --relays 2 or more")
+	case o.poisonRun && (o.writer || o.scaling || o.baseline || o.producers > 0):
+		return usagef(f.hint(), "--poison fills the table first and compares two relay runs: drop --writer, --scaling, --baseline and --producers")
+	case o.poisonRun && o.broker != "discard:":
+		return usagef(f.hint(), "--poison publishes to a local webhook receiver of its own: drop --broker")
 	case o.scaling && o.writer:
 		return usagef(f.hint(), "--scaling measures relays; --writer measures the writer: give one of them")
 	}
@@ -146,6 +154,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.writer {
 		return benchWriter(ctx, db, o, stdout)
+	}
+	if o.poisonRun {
+		o.meter = newCPUMeter(db.Dialect, "http")
+		return benchPoison(ctx, db, o, stdout)
 	}
 	bb, err := newBrokerBench(ctx, o.broker, stdout)
 	if err != nil {
@@ -412,7 +424,7 @@ func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
 	payload := benchPayload(o.payloadBytes)
 	if o.producers == 0 {
-		if err := fill(ctx, db, prefix, o.messages, payload); err != nil {
+		if err := fill(ctx, db, prefix, o.messages, payload, o.poison); err != nil {
 			return benchResult{}, err
 		}
 	}
@@ -478,16 +490,28 @@ func benchPayload(size int) func(i int) json.RawMessage {
 	}
 }
 
-// fill inserts n messages in transactions of 1000, untimed.
-func fill(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage) error {
+// fill inserts n messages in transactions of up to 1000, untimed, and
+// poison, when not nil, after the first half of them.
+func fill(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage, poison *outbox.Message) error {
 	const chunk = 1000
-	for start := 0; start < n; start += chunk {
-		msgs := make([]outbox.Message, 0, chunk)
-		for i := start; i < min(start+chunk, n); i++ {
+	for start := 0; start < n; {
+		end := min(start+chunk, n)
+		if poison != nil && start < n/2 && end > n/2 {
+			end = n / 2
+		}
+		msgs := make([]outbox.Message, 0, end-start)
+		for i := start; i < end; i++ {
 			msgs = append(msgs, outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: benchTopic, Payload: payload(i)})
 		}
 		if err := writeTx(ctx, db, msgs); err != nil {
 			return fmt.Errorf("fill: %w", err)
+		}
+		start = end
+		if poison != nil && start == n/2 {
+			if err := writeTx(ctx, db, []outbox.Message{*poison}); err != nil {
+				return fmt.Errorf("fill: the poison: %w", err)
+			}
+			poison = nil
 		}
 	}
 	return nil
