@@ -70,7 +70,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8); shapes order and transfer (Writer.Write), and on PostgreSQL batched (QueueWrite) and on-commit (WriteOnCommit)")
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
-	f.boolVar(&o.poisonRun, "poison", "relay through a webhook to a local receiver that drops the connection on one poison message: each run relays --messages twice, with and without the poison among them, and prints both rates and poison_ratio (--broker is not used)")
+	f.boolVar(&o.poisonRun, "poison", "each run relays --messages twice, with and without one poison message among them, and prints both rates and poison_ratio; through a local webhook receiver that drops the connection on the poison (--broker discard:, the default), or RabbitMQ (--broker amqp://..., the poison with a 200 KB header)")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
@@ -111,8 +111,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "--scaling compares --relays N with one relay: give --relays 2 or more")
 	case o.poisonRun && (o.writer || o.scaling || o.baseline || o.producers > 0):
 		return usagef(f.hint(), "--poison fills the table first and compares two relay runs: drop --writer, --scaling, --baseline and --producers")
-	case o.poisonRun && o.broker != "discard:":
-		return usagef(f.hint(), "--poison publishes to a local webhook receiver of its own: drop --broker")
 	case o.scaling && o.writer:
 		return usagef(f.hint(), "--scaling measures relays; --writer measures the writer: give one of them")
 	}
@@ -356,6 +354,8 @@ type benchResult struct {
 	// busy is the share of the run each relay spent, on average, in claims,
 	// publishes and marks (stage times over relays × elapsed).
 	busy [3]float64
+	// poisonFailed counts the attempts of the run's poison that failed.
+	poisonFailed int64
 }
 
 // micros formats a per-message duration in microseconds.
@@ -392,6 +392,10 @@ type benchHook struct {
 	end       time.Time
 	// stages sums the batches' claim, publish and mark durations.
 	stages [3]time.Duration
+	// poison is the msg_id of the run's poison, whose attempts that were
+	// not sent poisonFailed counts.
+	poison       string
+	poisonFailed atomic.Int64
 }
 
 func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
@@ -411,6 +415,13 @@ func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 		h.lat = append(h.lat, float64(rep.Duration.Microseconds())/1000)
 	}
 	h.mu.Unlock()
+	if h.poison != "" {
+		for _, r := range rep.Results {
+			if r.Message.MsgID == h.poison && r.Outcome.Kind != outbox.OutcomeSent && r.Outcome.Kind != outbox.OutcomeRelease {
+				h.poisonFailed.Add(1)
+			}
+		}
+	}
 	h.dead.Add(int64(rep.Dead))
 	if h.done.Add(int64(rep.Sent+rep.Dead)) >= h.target {
 		h.closeOnce.Do(func() {
@@ -429,6 +440,9 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 		}
 	}
 	hook := &benchHook{target: int64(o.messages), endToEnd: o.producers > 0, finished: make(chan struct{})}
+	if o.poison != nil {
+		hook.poison = o.poison.MsgID
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -471,7 +485,8 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 	if err != nil {
 		return benchResult{}, err
 	}
-	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches, cpu: use}
+	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches, cpu: use,
+		poisonFailed: hook.poisonFailed.Load()}
 	if hook.end.IsZero() {
 		res.elapsed = time.Since(start)
 	}

@@ -9,7 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox"
@@ -20,29 +20,56 @@ import (
 // carries it.
 const poisonMarker = "outbox-bench-poison"
 
-// benchPoison runs `outbox bench --poison`: through a webhook to a receiver
-// of its own, each run relays --messages N twice on the emptied table, once
-// as they are and once with one poison row among them (after the first
-// half), whose every POST the receiver answers by dropping the connection.
-// The relay runs with the default retry settings; the poison stays NEW
-// (its retry budget is a day) and is left out of the count. It prints both
-// rates and their ratio; its last line is `result msgs_per_s=<healthy>
-// poisoned_msgs_per_s=<n> poison_ratio=<n>` (medians over --runs).
+// benchPoison runs `outbox bench --poison`: each run relays --messages N
+// twice on the emptied table, once as they are and once with one poison
+// row among them (after the first half) that the transport cannot carry.
+// Through a webhook (--broker discard:, the default) it publishes to a
+// receiver of its own, which drops the connection of every POST of the
+// poison; through RabbitMQ (--broker amqp://...) the poison has a header
+// of 200 KB, over the broker's frame size, on which the broker closes the
+// connection. The relay runs with the default retry settings; the poison
+// stays NEW (its retry budget is a day) and is left out of the count. It
+// prints both rates and their ratio; its last line is `result
+// msgs_per_s=<healthy> poisoned_msgs_per_s=<n> poison_ratio=<n>` (medians
+// over --runs).
 func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.Writer) error {
-	recv, err := startPoisonReceiver()
-	if err != nil {
-		return err
+	var pubURL, where string
+	var poison func(msgID string) *outbox.Message
+	scheme, _, _ := strings.Cut(strings.ToLower(o.broker), ":")
+	switch scheme {
+	case "discard":
+		recv, err := startPoisonReceiver()
+		if err != nil {
+			return err
+		}
+		defer recv.close()
+		pubURL, where = recv.url, "a webhook to a local receiver at "+recv.url+" that drops the connection on the poison"
+		poison = func(msgID string) *outbox.Message {
+			return &outbox.Message{MsgID: msgID, Topic: benchTopic, Payload: json.RawMessage(`{"poison":"` + poisonMarker + `"}`)}
+		}
+	case "amqp", "amqps":
+		bb, err := newBrokerBench(ctx, o.broker, stdout)
+		if err != nil {
+			return err
+		}
+		defer bb.close()
+		pubURL, where = bb.url, "RabbitMQ at "+redactDSN(o.broker)+", the poison with a header of 200 KB"
+		poison = func(msgID string) *outbox.Message {
+			return &outbox.Message{MsgID: msgID, Topic: benchTopic, Payload: json.RawMessage(`{"poison":true}`),
+				Headers: map[string]string{"big": strings.Repeat("x", 200<<10)}}
+		}
+	default:
+		return fmt.Errorf("--poison publishes to a local webhook receiver (--broker discard:, the default) or to RabbitMQ (--broker amqp://...), not %s:", scheme)
 	}
-	defer recv.close()
-	pub, closePub, err := openPublisher(ctx, recv.url, o.pub)
+	pub, closePub, err := openPublisher(ctx, pubURL, o.pub)
 	if err != nil {
 		return err
 	}
 	defer closePub()
 	pubs := []outbox.Publisher{pub}
 	st := rawStore(db)
-	fmt.Fprintf(stdout, "bench: %s, webhook to a local receiver at %s that drops the connection on the poison: messages=%d batch=%d relays=%d payload=%dB runs=%d\n",
-		db.where, recv.url, o.messages, o.batch, o.relays, o.payloadBytes, o.runs)
+	fmt.Fprintf(stdout, "bench: %s, %s: messages=%d batch=%d relays=%d payload=%dB runs=%d\n",
+		db.where, where, o.messages, o.batch, o.relays, o.payloadBytes, o.runs)
 	prefix := benchMsgIDPrefix + randomPrefix()
 	var healthy, poisoned, ratios []float64
 	for run := 1; run <= o.runs; run++ {
@@ -58,10 +85,8 @@ func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.W
 			name := fmt.Sprintf("%s-h%d", prefix, run)
 			if withPoison {
 				name = fmt.Sprintf("%s-p%d", prefix, run)
-				ro.poison = &outbox.Message{MsgID: name + "-poison", Topic: benchTopic,
-					Payload: json.RawMessage(`{"poison":"` + poisonMarker + `"}`)}
+				ro.poison = poison(name + "-poison")
 			}
-			recv.dropped.Store(0)
 			res, err := benchRun(ctx, db, pubs, &ro, name)
 			if err != nil {
 				return err
@@ -71,10 +96,10 @@ func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.W
 			}
 			what := "healthy"
 			if withPoison {
-				what = fmt.Sprintf("with a poison (the receiver dropped %d connections on it)", recv.dropped.Load())
-				if recv.dropped.Load() == 0 {
-					return fmt.Errorf("run %d: the relay never published the poison, so the run measured nothing", run)
+				if res.poisonFailed == 0 {
+					return fmt.Errorf("run %d: the relay never attempted the poison, so the run measured nothing", run)
 				}
+				what = fmt.Sprintf("with a poison (%d failed attempts of it)", res.poisonFailed)
 				rates[1] = res.rate()
 			} else {
 				rates[0] = res.rate()
@@ -97,9 +122,8 @@ func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.W
 // every message, except that it drops the connection, unanswered, of every
 // request whose body holds poisonMarker.
 type poisonReceiver struct {
-	url     string
-	srv     *http.Server
-	dropped atomic.Int64
+	url string
+	srv *http.Server
 }
 
 func startPoisonReceiver() (*poisonReceiver, error) {
@@ -118,7 +142,6 @@ func startPoisonReceiver() (*poisonReceiver, error) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		r.dropped.Add(1)
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			w.WriteHeader(http.StatusInternalServerError)
