@@ -13,6 +13,7 @@ FUZZTIME       ?= 200000x
 CHAOS_DURATION ?= 3m
 CHAOS_DB       ?= postgres
 CHAOS_BROKER   ?= nats
+CHAOS_OUTAGE   ?= 30s
 
 .DEFAULT_GOAL := help
 
@@ -63,9 +64,13 @@ bench-brokers: build ## relay through each broker vs the broker's own acked rate
 	  'mqtt://127.0.0.1:1883?topic=bench/{topic}' 'kfake:'; do \
 	  echo "== $$b"; bin/outbox bench --db $(PG)?sslmode=disable --broker "$$b" --messages $(BENCH_MESSAGES) --batch 500 --runs $(BENCH_RUNS) --relays $(RELAYS); done
 
+.PHONY: bench-poison
+bench-poison: build ## the relay through a local webhook with and without one poison message (its POSTs drop the connection) among BENCH_MESSAGES: both rates and poison_ratio (target >= 0.9)
+	bin/outbox bench --poison --db $(PG) --messages $(BENCH_MESSAGES) --runs $(BENCH_RUNS)
+
 .PHONY: chaos
-chaos: build ## CHAOS_DURATION (3m) of producers, relay processes, a private nats-server and a subscriber, killed at random; then every committed message must have exactly one effect (CHAOS_DB=postgres|mysql|sqlite, CHAOS_BROKER=nats|amqp|redis|mqtt)
-	cd e2e && OUTBOX_BIN=$(CURDIR)/bin/outbox $(GO) test -tags chaos -run TestChaos -count=1 -v -timeout 60m . -args -chaos.duration=$(CHAOS_DURATION) -chaos.db=$(CHAOS_DB) -chaos.broker=$(CHAOS_BROKER)
+chaos: build ## CHAOS_DURATION (3m) of producers, relay processes, a private nats-server and a subscriber, killed at random, and the broker down once for CHAOS_OUTAGE (30s); then every committed message must have exactly one effect and none be DEAD (CHAOS_DB=postgres|mysql|sqlite, CHAOS_BROKER=nats|amqp|redis|mqtt)
+	cd e2e && OUTBOX_BIN=$(CURDIR)/bin/outbox $(GO) test -tags chaos -run TestChaos -count=1 -v -timeout 60m . -args -chaos.duration=$(CHAOS_DURATION) -chaos.db=$(CHAOS_DB) -chaos.broker=$(CHAOS_BROKER) -chaos.outage=$(CHAOS_OUTAGE)
 
 .PHONY: bench-writer
 bench-writer: build ## the writer's ratios alone, 15 rounds of each shape (its per-round ratios swing widely on a shared host)

@@ -197,6 +197,10 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 		err = db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE last_error LIKE ?`, like).Scan(&n)
 		return n, err
 	}
+	h.countDead = func(ctx context.Context) (n int, err error) {
+		err = db.QueryRowContext(ctx, countDeadSQL).Scan(&n)
+		return n, err
+	}
 	return &chaosStore{
 		relayDSN: relayDSN,
 		tx: func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
@@ -227,7 +231,10 @@ type chaosBroker struct {
 	what       string // for the log
 	restart    func(t *testing.T)
 	restartGap time.Duration // the least time between two restarts
-	refusal    *refusal      // how the broker refuses every publish for a while
+	// down stops the broker, and up starts it again on the same port and
+	// data.
+	down, up func(t *testing.T)
+	refusal  *refusal // how the broker refuses every publish for a while
 }
 
 func newChaosBroker(t *testing.T, name string) *chaosBroker {
@@ -240,6 +247,7 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 		cb.newBroker = natsBroker
 		cb.what = "a private nats-server at " + srv.addr() + ", SIGKILLed and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.down, cb.up = func(*testing.T) { srv.stop() }, srv.start
 		cb.refusal = natsRefusal(srv.addr(), "CHAOS")
 	case "amqp":
 		node := rabbittest.Start(t)
@@ -247,6 +255,7 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 		cb.newBroker = amqpBroker
 		cb.what = "a private RabbitMQ node, stopped and started again"
 		cb.restart, cb.restartGap = func(t *testing.T) { node.Restart(t) }, 20*time.Second
+		cb.down, cb.up = func(t *testing.T) { node.Stop(t) }, func(t *testing.T) { node.Start(t) }
 		cb.refusal = amqpRefusal(node.URL, "chaos")
 	case "redis":
 		srv := startPrivate(t, redisSpec)
@@ -254,6 +263,7 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 		cb.newBroker = redisBroker
 		cb.what = "a private redis-server at " + srv.addr() + " (append-only file fsynced on every write), stopped and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.down, cb.up = func(*testing.T) { srv.stop() }, srv.start
 		cb.refusal = redisRefusal(srv.addr())
 	case "mqtt":
 		srv := startPrivate(t, mosquittoSpec)
@@ -261,6 +271,7 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 		cb.newBroker = mqttBroker
 		cb.what = "a private mosquitto at " + srv.addr() + " (persistence on), stopped and started again"
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
+		cb.down, cb.up = func(*testing.T) { srv.stop() }, srv.start
 		cb.refusal = mqttRefusal(srv)
 	default:
 		t.Fatalf("-chaos.broker=%q: want nats, amqp, redis or mqtt", name)

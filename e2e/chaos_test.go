@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,6 +28,7 @@ var (
 	chaosDuration   = flag.Duration("chaos.duration", 2*time.Minute, "how long producers write and the chaos lasts, before the final drain and check")
 	chaosRelays     = flag.Int("chaos.relays", 3, "relay processes running at once")
 	chaosDB         = flag.String("chaos.db", "postgres", "the producers' database and the relays': postgres, mysql (MariaDB) or sqlite")
+	chaosOutage     = flag.Duration("chaos.outage", 30*time.Second, "how long the broker stays down, once in the run: longer than the short-window relays' retries and their --retry-budget")
 	chaosBrokerName = flag.String("chaos.broker", "nats", "the broker, a private instance: nats (SIGKILLed), amqp (a RabbitMQ node), redis (fsync always) or mqtt (mosquitto with persistence), the last three restarted")
 )
 
@@ -53,7 +55,8 @@ func TestChaos(t *testing.T) {
 	h, st := newChaosStore(ctx, t, b, *chaosDB)
 	dsn := st.relayDSN
 	logs := t.TempDir()
-	t.Logf("chaos on %s for %s: %d relay processes, %s", *chaosDB, *chaosDuration, *chaosRelays, cb.what)
+	t.Logf("chaos on %s for %s: %d relay processes (the odd ones with %v, the others with the default retry settings), %s; the broker down once for %s",
+		*chaosDB, *chaosDuration, *chaosRelays, shortRetryWindow, cb.what, *chaosOutage)
 
 	// The subscriber: stopped and started again by the chaos, or crashed in
 	// the middle of a handler and abandoned (crashed: each one's Run
@@ -70,7 +73,7 @@ func TestChaos(t *testing.T) {
 	// The relays: real processes.
 	relays := make([]*relayProc, *chaosRelays)
 	for i := range relays {
-		relays[i] = startRelay(t, bin, dsn, url, filepath.Join(logs, fmt.Sprintf("relay-%d.log", i)))
+		relays[i] = startRelay(t, bin, dsn, url, filepath.Join(logs, fmt.Sprintf("relay-%d.log", i)), shortWindow(i))
 	}
 	defer func() {
 		for _, r := range relays {
@@ -96,7 +99,7 @@ func TestChaos(t *testing.T) {
 	// The chaos.
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) //nolint:gosec // chaos, not secrets
 	var kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, dupRounds, cleanups, refusals int
-	refusedRows := 0 // the most rows a refusal was seen to have met
+	refusalMet := 0 // the most marks of a refusal seen (rows and log lines)
 	var cleaned int64
 	var subCrashes []subCrash
 	var idleCrashes int     // crashes called off: no message came
@@ -117,14 +120,15 @@ func TestChaos(t *testing.T) {
 	}
 	// refuse has the broker refuse every publish for 0.5-2 s, or longer, up
 	// to 10 s, until a relay has met the refusal (the relays may be pausing
-	// after a broker restart).
+	// after a broker restart). A relay that met it charged some rows, whose
+	// last error names it, or took it for an outage and logged it.
 	refuse := func() {
 		count := func() int {
 			n, err := h.countLastError(ctx, cb.refusal.like)
 			if err != nil {
 				t.Fatalf("counting the rows the refusal met: %v", err)
 			}
-			return n
+			return n + logMentions(t, logs, strings.Trim(cb.refusal.like, "%"))
 		}
 		before := count()
 		restore := cb.refusal.start(t, sub.s)
@@ -135,8 +139,23 @@ func TestChaos(t *testing.T) {
 		}
 		restore()
 		refusals++
-		refusedRows = max(refusedRows, n)
+		refusalMet = max(refusalMet, n)
 	}
+	// outage stops the broker for chaosOutage, once.
+	var outages, outageMet int
+	outage := func() {
+		t.Logf("chaos: the broker goes down for %s", *chaosOutage)
+		cb.down(t)
+		sleepCtx(ctx, *chaosOutage)
+		n, err := h.countOutbox(ctx, true)
+		if err != nil {
+			t.Fatalf("counting the rows not sent at the outage's end: %v", err)
+		}
+		outageMet = n
+		cb.up(t)
+		outages++
+	}
+	outageAt := time.Now().Add(*chaosDuration * 2 / 5)
 	lastBrokerKill := time.Now()
 	third := time.Now().Add(*chaosDuration / 3)
 	quarter, half := time.Now().Add(*chaosDuration/4), time.Now().Add(*chaosDuration/2)
@@ -150,13 +169,13 @@ func TestChaos(t *testing.T) {
 		case a < 30: // a relay dies, wherever it is in its batch
 			relays[i].kill()
 			sleepCtx(prodCtx, time.Duration(rnd.IntN(300))*time.Millisecond)
-			relays[i] = startRelay(t, bin, dsn, url, relays[i].log)
+			relays[i] = startRelay(t, bin, dsn, url, relays[i].log, shortWindow(i))
 			kills++
 		case a < 45: // a relay is told to stop: it finishes its batch and exits 0
 			if err := relays[i].term(30 * time.Second); err != nil {
 				t.Errorf("relay stopped with SIGTERM: %v (log %s)", err, relays[i].log)
 			}
-			relays[i] = startRelay(t, bin, dsn, url, relays[i].log)
+			relays[i] = startRelay(t, bin, dsn, url, relays[i].log, shortWindow(i))
 			terms++
 		case a < 55: // a relay freezes (a long pause, a stalled VM) holding its claim
 			d := time.Duration(500+rnd.IntN(2500)) * time.Millisecond
@@ -195,6 +214,10 @@ func TestChaos(t *testing.T) {
 		if refusals == 0 && time.Now().After(third) {
 			refuse()
 		}
+		if outages == 0 && time.Now().After(outageAt) {
+			outage()
+			lastBrokerKill = time.Now()
+		}
 		// At least two crashes: one in which the handlers die, one in
 		// which they finish.
 		if len(subCrashes) == 0 && time.Now().After(quarter) || len(subCrashes) == 1 && time.Now().After(half) {
@@ -206,6 +229,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	prodWG.Wait()
+	if outages == 0 {
+		outage()
+	}
 	if dupRounds == 0 {
 		chaosDuplicates(ctx, t, b, h)
 	}
@@ -213,8 +239,9 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts; %d cleanups deleted %d SENT rows",
 		*chaosDuration, produced.Load()+late.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, cleanups, cleaned)
 	logSubCrashes(t, subCrashes, idleCrashes)
-	t.Logf("chaos: the broker refused every publish %d times for 0.5-10 s (%s); at most %d rows were seen with that refusal as their last error",
-		refusals, cb.refusal.what, refusedRows)
+	t.Logf("chaos: the broker refused every publish %d times for 0.5-10 s (%s); the relays met it: at most %d rows with it as their last error and relay log lines naming it",
+		refusals, cb.refusal.what, refusalMet)
+	t.Logf("chaos: the broker was down %d time for %s; %d rows were not sent at its end", outages, *chaosOutage, outageMet)
 	h.cleaned = cleaned
 	if st.lateTx != nil {
 		t.Logf("chaos: %d of those held their outbox row's id for 0.1-3 s before committing or rolling back", late.Load())
@@ -234,8 +261,19 @@ func TestChaos(t *testing.T) {
 		<-gone
 	}
 	h.check(t, committed)
-	if refusedRows == 0 && *chaosDuration >= 30*time.Second {
-		t.Errorf("the broker refused every publish %d times, yet no row had that refusal (%s) as its last error: the relays never met it, so it was not tested", refusals, cb.refusal.like)
+	dead, err := h.countDead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chaos: %d DEAD rows", dead)
+	if dead > 0 {
+		t.Errorf("%d rows are DEAD: no message may die of the chaos (outages, refusals, restarts)", dead)
+	}
+	if outageMet == 0 {
+		t.Errorf("no row was waiting at the end of the broker's %s outage, so the outage was not tested", *chaosOutage)
+	}
+	if refusalMet == 0 && *chaosDuration >= 30*time.Second {
+		t.Errorf("the broker refused every publish %d times, yet no row had that refusal (%s) as its last error and no relay logged it: the relays never met it, so it was not tested", refusals, cb.refusal.like)
 	}
 	if len(subCrashes) < 2 && *chaosDuration >= 30*time.Second {
 		t.Errorf("the subscriber crashed %d times in the middle of a handler, not at least twice (handlers dying, and finishing), so that check was not made", len(subCrashes))
@@ -250,6 +288,24 @@ func TestChaos(t *testing.T) {
 			t.Logf("%s, last lines:\n%s", filepath.Base(r.log), lastLines(b, n))
 		}
 	}
+}
+
+// logMentions counts the lines of the relays' logs in dir that contain s.
+func logMentions(t *testing.T, dir, s string) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "relay-*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("reading %s: %v", f, err)
+		}
+		n += strings.Count(string(b), s)
+	}
+	return n
 }
 
 // logSubCrashes says how the subscriber's crashes went.
@@ -309,7 +365,17 @@ type relayProc struct {
 	log  string
 }
 
-func startRelay(t *testing.T, bin, dsn, url, log string) *relayProc {
+// shortRetryWindow is the retry settings of every other relay of the run: a
+// message's retries are over within seconds and its budget within 20 s, so
+// that the run's outage (chaos.outage) outlasts them all, as a day-long
+// outage would outlast the defaults. The other relays run with the
+// defaults.
+var shortRetryWindow = []string{"--retry-base", "100ms", "--retry-max", "1s", "--max-retries", "5", "--retry-budget", "20s"}
+
+// shortWindow reports whether relay i runs with shortRetryWindow.
+func shortWindow(i int) bool { return i%2 == 1 }
+
+func startRelay(t *testing.T, bin, dsn, url, log string, short bool) *relayProc {
 	t.Helper()
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -317,9 +383,12 @@ func startRelay(t *testing.T, bin, dsn, url, log string) *relayProc {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "--- start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(bin, "relay", "--db", dsn, "--broker", url, "--batch", "50", "--interval", "50ms",
-		"--retry-base", "100ms", "--retry-max", "1s", "--max-retries", "50", "--publish-timeout", (relayLease / 2).String(),
-		"--stats-interval", "0", "--log-level", "warn")
+	args := []string{"relay", "--db", dsn, "--broker", url, "--batch", "50", "--interval", "50ms",
+		"--publish-timeout", (relayLease / 2).String(), "--stats-interval", "0", "--log-level", "warn"}
+	if short {
+		args = append(args, shortRetryWindow...)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s relay: %v", bin, err)

@@ -187,6 +187,8 @@ type harness struct {
 	// countLastError counts the producer's outbox rows whose last_error is
 	// LIKE like.
 	countLastError func(ctx context.Context, like string) (int, error)
+	// countDead counts the producer's DEAD outbox rows.
+	countDead func(ctx context.Context) (int, error)
 
 	mu         sync.Mutex
 	committed  map[string]bool
@@ -256,8 +258,15 @@ func newHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 		err = h.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE last_error LIKE $1`, like).Scan(&n)
 		return n, err
 	}
+	h.countDead = func(ctx context.Context) (n int, err error) {
+		err = h.pool.QueryRow(ctx, countDeadSQL).Scan(&n)
+		return n, err
+	}
 	return h
 }
+
+// countDeadSQL counts the DEAD outbox rows.
+const countDeadSQL = `SELECT count(*) FROM outbox WHERE status = 2`
 
 // countOutboxSQL counts the outbox rows, or only those not SENT.
 func countOutboxSQL(notSent bool) string {
@@ -561,10 +570,13 @@ func (h *harness) waitEffects(ctx context.Context, t *testing.T, n int, what str
 	}
 }
 
-// waitOutboxDrained waits until no outbox row is NEW.
+// waitOutboxDrained waits until every outbox row is SENT. It fails when a
+// row is DEAD (it will never be sent), or when the count of rows not SENT
+// has not fallen for a minute: a relay may be waiting out a message's retry
+// delay.
 func (h *harness) waitOutboxDrained(ctx context.Context, t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	last, progress := -1, time.Now()
 	for {
 		pending, err := h.countOutbox(ctx, true)
 		if err != nil {
@@ -573,8 +585,18 @@ func (h *harness) waitOutboxDrained(ctx context.Context, t *testing.T) {
 		if pending == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d outbox rows still not SENT after a minute", h.b.Name, pending)
+		dead, err := h.countDead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dead > 0 {
+			t.Fatalf("%s: %d outbox rows are DEAD (%d not SENT in all)", h.b.Name, dead, pending)
+		}
+		if pending < last || last < 0 {
+			last, progress = pending, time.Now()
+		}
+		if time.Since(progress) > time.Minute {
+			t.Fatalf("%s: %d outbox rows still not SENT, none sent for a minute", h.b.Name, pending)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

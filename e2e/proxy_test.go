@@ -109,6 +109,13 @@ func (p *tcpProxy) kill() {
 	}
 }
 
+// heal lets the connections after a kill through again.
+func (p *tcpProxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
 // close kills the proxy and stops listening.
 func (p *tcpProxy) close() {
 	p.kill()

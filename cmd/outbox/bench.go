@@ -37,10 +37,13 @@ type benchOptions struct {
 	writer       bool
 	baseline     bool
 	scaling      bool
-	cpuProfile   string
-	round        time.Duration
-	meter        *cpuMeter
-	pub          publisherOptions
+	poisonRun    bool
+	// poison, when set, is a row fill writes after the first half.
+	poison     *outbox.Message
+	cpuProfile string
+	round      time.Duration
+	meter      *cpuMeter
+	pub        publisherOptions
 }
 
 // runBench runs `outbox bench`: it fills (or, with --producers, concurrently
@@ -67,6 +70,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8); shapes order and transfer (Writer.Write), and on PostgreSQL batched (QueueWrite) and on-commit (WriteOnCommit)")
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
+	f.boolVar(&o.poisonRun, "poison", "each run relays --messages twice, with and without one poison message among them, and prints both rates and poison_ratio; through a local webhook receiver that drops the connection on the poison (--broker discard:, the default), or RabbitMQ (--broker amqp://..., the poison with a 200 KB header)")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
@@ -105,6 +109,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "--round must be at least 10ms")
 	case o.scaling && o.relays < 2:
 		return usagef(f.hint(), "--scaling compares --relays N with one relay: give --relays 2 or more")
+	case o.poisonRun && (o.writer || o.scaling || o.baseline || o.producers > 0):
+		return usagef(f.hint(), "--poison fills the table first and compares two relay runs: drop --writer, --scaling, --baseline and --producers")
 	case o.scaling && o.writer:
 		return usagef(f.hint(), "--scaling measures relays; --writer measures the writer: give one of them")
 	}
@@ -146,6 +152,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.writer {
 		return benchWriter(ctx, db, o, stdout)
+	}
+	if o.poisonRun {
+		o.meter = newCPUMeter(db.Dialect, "http")
+		return benchPoison(ctx, db, o, stdout)
 	}
 	bb, err := newBrokerBench(ctx, o.broker, stdout)
 	if err != nil {
@@ -344,6 +354,8 @@ type benchResult struct {
 	// busy is the share of the run each relay spent, on average, in claims,
 	// publishes and marks (stage times over relays × elapsed).
 	busy [3]float64
+	// poisonFailed counts the attempts of the run's poison that failed.
+	poisonFailed int64
 }
 
 // micros formats a per-message duration in microseconds.
@@ -380,6 +392,10 @@ type benchHook struct {
 	end       time.Time
 	// stages sums the batches' claim, publish and mark durations.
 	stages [3]time.Duration
+	// poison is the msg_id of the run's poison, whose attempts that were
+	// not sent poisonFailed counts.
+	poison       string
+	poisonFailed atomic.Int64
 }
 
 func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
@@ -399,6 +415,13 @@ func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 		h.lat = append(h.lat, float64(rep.Duration.Microseconds())/1000)
 	}
 	h.mu.Unlock()
+	if h.poison != "" {
+		for _, r := range rep.Results {
+			if r.Message.MsgID == h.poison && r.Outcome.Kind != outbox.OutcomeSent && r.Outcome.Kind != outbox.OutcomeRelease {
+				h.poisonFailed.Add(1)
+			}
+		}
+	}
 	h.dead.Add(int64(rep.Dead))
 	if h.done.Add(int64(rep.Sent+rep.Dead)) >= h.target {
 		h.closeOnce.Do(func() {
@@ -412,11 +435,14 @@ func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
 	payload := benchPayload(o.payloadBytes)
 	if o.producers == 0 {
-		if err := fill(ctx, db, prefix, o.messages, payload); err != nil {
+		if err := fill(ctx, db, prefix, o.messages, payload, o.poison); err != nil {
 			return benchResult{}, err
 		}
 	}
 	hook := &benchHook{target: int64(o.messages), endToEnd: o.producers > 0, finished: make(chan struct{})}
+	if o.poison != nil {
+		hook.poison = o.poison.MsgID
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -459,7 +485,8 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 	if err != nil {
 		return benchResult{}, err
 	}
-	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches, cpu: use}
+	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches, cpu: use,
+		poisonFailed: hook.poisonFailed.Load()}
 	if hook.end.IsZero() {
 		res.elapsed = time.Since(start)
 	}
@@ -478,16 +505,28 @@ func benchPayload(size int) func(i int) json.RawMessage {
 	}
 }
 
-// fill inserts n messages in transactions of 1000, untimed.
-func fill(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage) error {
+// fill inserts n messages in transactions of up to 1000, untimed, and
+// poison, when not nil, after the first half of them.
+func fill(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage, poison *outbox.Message) error {
 	const chunk = 1000
-	for start := 0; start < n; start += chunk {
-		msgs := make([]outbox.Message, 0, chunk)
-		for i := start; i < min(start+chunk, n); i++ {
+	for start := 0; start < n; {
+		end := min(start+chunk, n)
+		if poison != nil && start < n/2 && end > n/2 {
+			end = n / 2
+		}
+		msgs := make([]outbox.Message, 0, end-start)
+		for i := start; i < end; i++ {
 			msgs = append(msgs, outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: benchTopic, Payload: payload(i)})
 		}
 		if err := writeTx(ctx, db, msgs); err != nil {
 			return fmt.Errorf("fill: %w", err)
+		}
+		start = end
+		if poison != nil && start == n/2 {
+			if err := writeTx(ctx, db, []outbox.Message{*poison}); err != nil {
+				return fmt.Errorf("fill: the poison: %w", err)
+			}
+			poison = nil
 		}
 	}
 	return nil
