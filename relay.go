@@ -629,7 +629,7 @@ func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outco
 		case perr == errNotAttempted:
 			o = Outcome{Kind: OutcomeRelease}
 		case i == j.charge:
-			perr = chargeError(perr)
+			perr = chargeError(perr, j.alone)
 			o = r.refusal(m, perr)
 		case j.releaseRefused && perr != nil && !IsUnavailable(perr) && !IsUndeliverable(perr) && !errors.Is(perr, ErrHeldBack):
 			o = Outcome{Kind: OutcomeRelease}

@@ -141,8 +141,10 @@ type batchResult struct {
 type judgement struct {
 	verdict verdict
 	// charge: the message at this index broke the connection while the
-	// others went through; its unavailable error is a refusal of its own.
+	// others went through, or (alone) failed as unavailable again with
+	// nothing else due; its unavailable error is a refusal of its own.
 	charge int
+	alone  bool
 	// releaseRefused: the refusals were an outage; they spend no retries.
 	releaseRefused bool
 	// reason is the error the verdict rests on.
@@ -228,6 +230,13 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 		case h.open:
 			h.probes++
 			j.verdict = outage
+			if len(first) == 1 && (isIn(h.poison, u) || u == h.suspect) {
+				// Nothing but a suspect is due: charged, or the outage
+				// could last as long as it does.
+				j.charge, j.alone = first[0].idx, true
+				track(h.poison, u)
+				h.suspect = 0
+			}
 		case sent > 0:
 			// The batch broke off part way: the first message it could not
 			// publish is suspected, and goes alone after the others next
@@ -240,20 +249,23 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 			// broker is down, not the suspect's fault.
 			h.suspect = 0
 			j.verdict = h.openOutage(&j)
-		case isIn(h.poison, u):
-			// A message charged before for breaking the connection, alone
-			// again: charged again, without a pause for the others.
-			j.charge = first[0].idx
+		case len(first) > 1:
+			// Nothing went through: half as many next time, until one
+			// message alone tells whether it is the message or the broker.
+			h.limit = max(1, len(first)/2)
+			j.verdict = narrow
+		case isIn(h.poison, u), u == h.suspect:
+			// Alone again, with nothing else due to tell it from an outage:
+			// the message is charged (its retry budget keeps it alive
+			// through a real outage), and tried after the others once
+			// others come.
+			j.charge, j.alone = first[0].idx, true
+			track(h.poison, u)
+			h.suspect = 0
 			j.verdict = goOn
-		case u == h.suspect:
-			// The suspect failed again, alone, with nothing else due to
-			// tell it from an outage: wait like one, and try it again
-			// after the others when they come.
-			j.verdict = h.openOutage(&j)
 		default:
-			// Nothing went through: the first message is suspected, and
-			// the next batch tells whether the others go through without
-			// it.
+			// One message alone failed: the next batch tells whether the
+			// others go through without it.
 			h.suspect = u
 			j.verdict = narrow
 		}
@@ -381,8 +393,12 @@ func errorSignature(m Message, err error) string {
 	return b.String()
 }
 
-// chargeError is the refusal recorded for a message that broke the
-// connection to the broker while other messages went through.
-func chargeError(err error) error {
+// chargeError is the refusal recorded for a message charged for an
+// unavailable error: it broke the connection while other messages went
+// through, or it failed so again alone, with nothing else to publish.
+func chargeError(err error, alone bool) error {
+	if alone {
+		return fmt.Errorf("publishing this message failed again with nothing else to publish (it broke the connection to the broker, or the broker is down); it is charged a retry: %w", err)
+	}
 	return fmt.Errorf("publishing this message broke the connection to the broker while other messages went through; it is charged a retry: %w", err)
 }

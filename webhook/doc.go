@@ -52,13 +52,12 @@
 // request that got no response within Config.Timeout although the connection
 // was made, because the endpoint may have acted on it. Were they
 // unavailable, one message that the receiver cannot take would pause the
-// relay every time it came up. Such timeouts pause the relay, like a
-// connection that cannot be made, only when two or more requests of a batch
-// timed out and the endpoint answered none (neither a 2xx nor a refusal):
-// then it hangs, and a hung endpoint must not slowly park every message as
-// DEAD. A lone timeout is a refusal: a message that hangs the endpoint with
-// only messages of its own key behind it would otherwise never spend a
-// retry, and hold up its key for good.
+// relay every time it came up. When the endpoint answered none of the
+// call's requests (neither a 2xx nor a refusal), the timeouts are
+// unavailable, like a connection that cannot be made: a hung endpoint must
+// not slowly park every message as DEAD. The relay then tells a hung
+// endpoint from one message that hangs it: it publishes that message alone,
+// after the others, and charges it a retry when the others go through.
 //
 // # Verifying signatures
 //

@@ -129,29 +129,21 @@ func (p *Publisher) Close() error {
 // retry: a status that concerns the message (400, 409, 413, 415, 422, 500
 // and other 4xx; a *StatusError), or no response within Timeout on an
 // established connection while the endpoint answered another request of
-// the same call, since the endpoint may have acted on the message. When two
-// or more requests of the call timed out and none was answered (see
-// answeredAny), such timeouts are unavailable instead.
+// the same call, since the endpoint may have acted on the message. When no
+// request of the call was answered (see answeredAny), such timeouts are
+// unavailable instead.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := outbox.PublishKeyGroups(ctx, msgs, p.concurrency, p.send)
-	if errs == nil || answeredAny(errs) || timeouts(errs) < 2 {
+	if errs == nil || answeredAny(errs) || timeouts(errs) == 0 {
 		return errs
 	}
 	// A request that got no answer in time cannot tell by itself a hung
-	// endpoint from a message the endpoint chokes on. Counted as a refusal
-	// every time, a hung endpoint would spend a retry of every message in
-	// flight, batch after batch, and park them all as DEAD. Counted as
-	// unavailable every time, one message whose handling outlasts Timeout
-	// would pause the relay whenever it came up, and never leave. So the
-	// call decides: when two or more of its requests timed out and the
-	// endpoint answered none, the timeouts are the endpoint's, and the relay
-	// pauses without spending retries; when it answered some, it is at
-	// work, and a message that timed out spends its retry. A lone timeout
-	// spends one too: a message that hangs the endpoint, with only messages
-	// of its own key behind it (held back, never sent), would otherwise be
-	// released and claimed again for good, and block its key and every row
-	// behind it. The price is that a hung endpoint with one message to send
-	// at a time spends that message's retries, with the relay's backoff.
+	// endpoint from a message the endpoint chokes on. When the endpoint
+	// answered another request of the call, it is at work, and a message
+	// that timed out spends its retry. When it answered none, the timeouts
+	// are unavailable: the relay tells a hung endpoint from a message that
+	// hangs it by publishing that message alone after the others (see
+	// outbox.RelayConfig and the relay's handling of unavailable errors).
 	for i, err := range errs {
 		var nr *noResponseError
 		switch {

@@ -281,3 +281,24 @@ func TestRelayPausesOnHungEndpoint(t *testing.T) {
 	})
 	pausesThenSends(t, b.pub, 12, 4, 1, func() bool { return hung.Load() >= 12 }, func() { answering.Store(true) }, "a hung endpoint")
 }
+
+// TestRelayChargesMessageThatHangs: a message whose request the endpoint
+// never answers, while it answers every other: the relay publishes it alone
+// after the others, charges its retries and makes it DEAD, and every other
+// message is sent without a retry.
+func TestRelayChargesMessageThatHangs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, webhook.Config{Timeout: 50 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Ce-Id") == "m-7" {
+			hang(w, r)
+		}
+	})
+	st := newMemStore(20)
+	cfg := outbox.RelayConfig{BatchSize: 10, MaxRetries: 2, RetryBudget: -1, Interval: time.Millisecond,
+		RetryBase: time.Millisecond, RetryMax: time.Millisecond, PauseBase: 5 * time.Millisecond, ProbeInterval: 20 * time.Millisecond}
+	runRelay(t, st, b.pub, cfg, 10*time.Second, func() bool { sent, dead, _ := st.counts(); return sent == 19 && dead == 1 })
+	sent, dead, retries := st.counts()
+	if sent != 19 || dead != 1 || retries != 2 {
+		t.Fatalf("%d SENT, %d DEAD, %d retries; want 19, 1 (the message that hangs, after its 2 retries), 2", sent, dead, retries)
+	}
+}
