@@ -253,7 +253,9 @@ func TestHelp(t *testing.T) {
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	r := mustRun(t, "version")
-	if r.stdout != "outbox devel\n" && !strings.HasPrefix(r.stdout, "outbox v") {
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != 4 || lines[0] != "outbox devel" && !strings.HasPrefix(lines[0], "outbox v") ||
+		!strings.HasPrefix(lines[1], "commit: ") || !strings.HasPrefix(lines[2], "built:  ") || !strings.HasPrefix(lines[3], "go:     go1.") {
 		t.Fatalf("version: %q", r.stdout)
 	}
 	if r2 := mustRun(t, "--version"); r2.stdout != r.stdout {
