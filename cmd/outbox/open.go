@@ -314,10 +314,21 @@ func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (p
 	addURLSecret(brokerURL)
 	p, err := b.open(ctx, brokerURL, o.Source)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s; check --broker / OUTBOX_BROKER", scrub(oneLine(err.Error())))
+		msg := fmt.Sprintf("%s; check --broker / OUTBOX_BROKER", scrub(oneLine(err.Error())))
+		if outbox.IsUnavailable(err) {
+			return nil, nil, unreachableError(msg)
+		}
+		return nil, nil, errors.New(msg)
 	}
 	return p, func() { _ = p.Close() }, nil
 }
+
+// unreachableError is a broker that could not be reached, with its message
+// already scrubbed: it satisfies outbox.IsUnavailable.
+type unreachableError string
+
+func (e unreachableError) Error() string        { return string(e) }
+func (e unreachableError) Is(target error) bool { return target == outbox.ErrUnavailable }
 
 // checkUserInfo refuses a URL whose user name or password holds an "@",
 // "/", "?" or "#" not percent-encoded: parsers disagree on where such a

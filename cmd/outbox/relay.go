@@ -88,6 +88,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"keep them longer than any redelivery; 0 (the default) leaves them")
 	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute,
 		"wait between two rounds of the cleanup flags; each round's last statement reads the whole table (outbox on PostgreSQL, inbox everywhere)")
+	f.note("The servers of --metrics-addr and --admin-addr also answer, without the admin token,\n" +
+		"GET " + livenessPath + " (200 while the process runs) and GET " + readinessPath + " (200 when the database answers,\n" +
+		"the tables are at the schema version this relay needs and no relay holds the broker or the\n" +
+		"database for down; else 503 with the reason, e.g. \"not ready: connecting to the broker: ...\").\n" +
+		"A broker that cannot be reached at start-up is tried again, with a growing pause, until it\n" +
+		"answers or the relay is stopped; a bad URL or refused credentials end the relay at once.")
 	f.note(fmt.Sprintf("The servers of --metrics-addr and --admin-addr each hold at most %d connections (more clients wait\n"+
 		"to be accepted), and close one that takes over %s to send its headers, %s to send its\n"+
 		"request, %s to be answered, or stays idle for %s; headers are limited to %d KiB.\n"+
@@ -127,11 +133,20 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer adminSrv.close()
 	}
+	// The health endpoints answer from here on: /readyz says which step
+	// start-up waits on.
+	ready := newReadiness()
+	for _, srv := range []*httpServer{metrics, adminSrv} {
+		if srv != nil {
+			srv.serve(log, ready)
+		}
+	}
 
 	popts := publisherOptions{
 		Source: o.source, WebhookSecret: o.webhookSecret, WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
 	}
-	pub, closePub, err := openPublisher(ctx, o.broker, popts)
+	ready.setStarting("connecting to the broker")
+	pub, closePub, err := openPublisherWaiting(ctx, log, ready, o.broker, popts)
 	if err != nil {
 		return startUpFailed(ctx, log, err)
 	}
@@ -141,7 +156,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// them all; the webhook's client is shared (it has a pool).
 	pubs := []outbox.Publisher{pub}
 	for isBrokerURL(o.broker) && len(pubs) < o.workers {
-		p, closeP, err := openPublisher(ctx, o.broker, popts)
+		p, closeP, err := openPublisherWaiting(ctx, log, ready, o.broker, popts)
 		if err != nil {
 			return startUpFailed(ctx, log, err)
 		}
@@ -159,6 +174,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		conns++
 	}
 	db.dsn = withPoolSize(db.dsn, conns)
+	ready.setStarting("connecting to the database")
 	d, err := db.open(ctx, true)
 	if err != nil {
 		return startUpFailed(ctx, log, err)
@@ -208,6 +224,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		relays[i] = r
 	}
+	ready.running(d.Store, relays)
 	t := d.Store.Tables()
 	log.Info("relay started", "db", d.where, "table", t.Outbox, "broker", redactDSN(o.broker),
 		"batch", o.batch, "max_retries", o.maxRetries, "retry_budget", o.retryBudget, "workers", o.workers)
