@@ -50,7 +50,7 @@ func TestRelayHidesWebhookCredentials(t *testing.T) {
 			"webhook: POST https://hooks.example/in?token=old-t0ken-s3cret: 503 Service Unavailable")
 		var stderr func() string
 		stop := startRelayLogged(t, &stderr, []string{"OUTBOX_ADMIN_TOKEN=adm-t0ken-s3cret"},
-			"--db", b.dsn, "--broker", hook, "--max-retries", "1", "--interval", "50ms", "--log-level", "debug",
+			"--db", b.dsn, "--broker", hook, "--max-retries", "1", "--retry-budget", "0", "--interval", "50ms", "--log-level", "debug",
 			"--admin-addr", "127.0.0.1:0")
 		base := urlInLog(t, stderr, adminURL)
 		waitFor(t, "poison DEAD and fine SENT", 30*time.Second, func() bool {
