@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -14,30 +15,32 @@ import (
 )
 
 type relayOptions struct {
-	broker         string
-	batch          int
-	interval       time.Duration
-	maxRetries     int
-	retryBase      time.Duration
-	retryMax       time.Duration
-	publishTimeout time.Duration
-	source         string
-	webhookSecret  string
-	webhookTimeout time.Duration
-	concurrency    int
-	logFormat      string
-	logLevel       string
-	statsInterval  time.Duration
-	workers        int
-	metricsAddr    string
-	adminAddr      string
-	adminToken     string
-	adminWritable  bool
-	cleanupAge     time.Duration
-	cleanupInbox   time.Duration
-	cleanupEvery   time.Duration
-	retryBudget    time.Duration
-	probeInterval  time.Duration
+	broker            string
+	batch             int
+	interval          time.Duration
+	maxRetries        int
+	retryBase         time.Duration
+	retryMax          time.Duration
+	publishTimeout    time.Duration
+	source            string
+	webhookSecret     string
+	webhookSecretFile string
+	webhookLegacy     bool
+	webhookTimeout    time.Duration
+	concurrency       int
+	logFormat         string
+	logLevel          string
+	statsInterval     time.Duration
+	workers           int
+	metricsAddr       string
+	adminAddr         string
+	adminToken        string
+	adminWritable     bool
+	cleanupAge        time.Duration
+	cleanupInbox      time.Duration
+	cleanupEvery      time.Duration
+	retryBudget       time.Duration
+	probeInterval     time.Duration
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,7 +67,14 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.durationVar(&o.publishTimeout, "publish-timeout", 30*time.Second, "bound on publishing one batch")
 	f.stringVar(&o.source, "source", "", "URI", "CloudEvents source attribute of every message (default: the broker URL's source parameter, where the broker takes one, else \""+webhook.DefaultSource+"\")")
 	f.stringVar(&o.webhookSecret, "webhook-secret", "", "SECRET",
-		"sign each webhook body with HMAC-SHA256 in the header "+webhook.DefaultSignatureHeader+"; prefer the variable, which ps does not show")
+		"sign each webhook request as Standard Webhooks do (headers webhook-id, webhook-timestamp, webhook-signature: "+
+			"HMAC-SHA256); raw bytes or whsec_<base64>; prefer the variable or --webhook-secret-file, which ps does not show")
+	f.stringVar(&o.webhookSecretFile, "webhook-secret-file", "", "PATH",
+		"read webhook secrets from PATH, one a line (blank lines and lines starting with # ignored); with several, "+
+			"each request carries a signature per secret, for a rotation; after --webhook-secret's")
+	f.boolVar(&o.webhookLegacy, "webhook-legacy-signature",
+		"also send the signature of earlier releases, for receivers not yet moved: "+webhook.DefaultSignatureHeader+
+			": sha256=<hex HMAC-SHA256 of the body> under the first secret (no timestamp: no protection against replays)")
 	f.durationVar(&o.webhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook request")
 	f.intVar(&o.concurrency, "concurrency", webhook.DefaultConcurrency, "N", "most webhook requests in flight at once")
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
@@ -142,8 +152,13 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
+	secrets, err := o.webhookSecrets()
+	if err != nil {
+		return err
+	}
 	popts := publisherOptions{
-		Source: o.source, WebhookSecret: o.webhookSecret, WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
+		Source: o.source, WebhookSecrets: secrets, LegacySignature: o.webhookLegacy,
+		WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
 	}
 	ready.setStarting("connecting to the broker")
 	pub, closePub, err := openPublisherWaiting(ctx, log, ready, o.broker, popts)
@@ -328,6 +343,8 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--cleanup-inbox-older-than %s is negative; give an age such as 720h, or 0 to leave inbox records", o.cleanupInbox)
 	case o.cleanupEvery <= 0:
 		return bad("--cleanup-interval %s must be positive", o.cleanupEvery)
+	case o.webhookLegacy && o.webhookSecret == "" && o.webhookSecretFile == "":
+		return bad("--webhook-legacy-signature needs --webhook-secret or --webhook-secret-file")
 	case o.adminAddr == "" && (o.adminToken != "" || o.adminWritable):
 		return bad("--admin-token and --admin-writable need --admin-addr")
 	case o.adminWritable && o.adminToken == "":
@@ -344,6 +361,35 @@ func (o *relayOptions) validate(f *flagSet) error {
 		}
 	}
 	return nil
+}
+
+// webhookSecrets returns --webhook-secret followed by the secrets of
+// --webhook-secret-file.
+func (o *relayOptions) webhookSecrets() ([]string, error) {
+	var secrets []string
+	if o.webhookSecret != "" {
+		secrets = append(secrets, o.webhookSecret)
+	}
+	if o.webhookSecretFile == "" {
+		return secrets, nil
+	}
+	data, err := os.ReadFile(o.webhookSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-secret-file %s: %w", o.webhookSecretFile, unwrapAll(err))
+	}
+	n := len(secrets)
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		addSecret(line)
+		secrets = append(secrets, line)
+	}
+	if len(secrets) == n {
+		return nil, fmt.Errorf("--webhook-secret-file %s holds no secret; write one a line", o.webhookSecretFile)
+	}
+	return secrets, nil
 }
 
 // newLogger returns a logger writing to w in format "text" or "json", showing
