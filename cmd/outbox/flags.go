@@ -173,7 +173,15 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 				f.printUsage(f.stdout)
 				return nil, flag.ErrHelp
 			}
-			return nil, usagef(f.hint(), "%s: %s", f.name(), flagError(err))
+			msg := flagError(err)
+			if name, ok := strings.CutPrefix(msg, "unknown flag --"); ok {
+				var names []string
+				f.fs.VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
+				if near := closest(name, names); near != "" {
+					msg += "; did you mean --" + near + "?"
+				}
+			}
+			return nil, usagef(f.hint(), "%s: %s", f.name(), msg)
 		}
 		rest := f.fs.Args()
 		if len(rest) == 0 {
@@ -300,3 +308,37 @@ func (f *flagSet) printUsage(w io.Writer) {
 const envNote = "Every flag can also be set in the environment as OUTBOX_<FLAG NAME> in upper case with\n" +
 	"dashes as underscores (OUTBOX_DB, OUTBOX_BROKER, OUTBOX_TABLE, OUTBOX_BATCH, ...);\n" +
 	"a flag on the command line wins over the variable."
+
+// closest returns the candidate nearest to s in edit distance, when it is
+// near enough to be a misspelling of it (at most a third of s's length, and
+// at most 3 edits), or "". A tie goes to the first candidate.
+func closest(s string, candidates []string) string {
+	best, bestDist := "", min(3, max(1, len(s)/3))+1
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

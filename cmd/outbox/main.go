@@ -87,6 +87,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		msg := fmt.Sprintf("unknown command %q", name)
 		if strings.HasPrefix(name, "-") {
 			msg = fmt.Sprintf("unknown flag %q; flags go after the command, e.g. outbox relay --db DSN", name)
+		} else {
+			var names []string
+			for _, c := range commands {
+				names = append(names, c.name)
+			}
+			if near := closest(name, names); near != "" {
+				msg += fmt.Sprintf("; did you mean %q?", near)
+			}
 		}
 		return report(stderr, &usageError{msg: msg, hint: "outbox help"})
 	}
