@@ -33,6 +33,19 @@ type flagDoc struct {
 	def         string // shown as "default X" unless empty
 	required    bool
 	noEnv       bool
+	// env names the variable the flag reads, instead of OUTBOX_<NAME>.
+	env string
+	// deprecatedEnv is a variable the flag still reads when env is not
+	// set, with a warning saying to use env.
+	deprecatedEnv string
+}
+
+// envVar is the variable flag d reads.
+func (d *flagDoc) envVar() string {
+	if d.env != "" {
+		return d.env
+	}
+	return envName(d.name)
 }
 
 // flagSet wraps flag.FlagSet with what every subcommand shares: flags also read
@@ -48,6 +61,7 @@ type flagSet struct {
 	examples []string
 	docs     []*flagDoc
 	stdout   io.Writer
+	stderr   io.Writer       // for warnings; none when nil
 	set      map[string]bool // set on the command line or from the environment
 	// noEnv: no flag reads a variable (commandLineOnly).
 	noEnv bool
@@ -201,8 +215,17 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 		if f.set[d.name] || !f.readsEnv(d) {
 			continue
 		}
-		env := envName(d.name)
+		env := d.envVar()
 		v, ok := os.LookupEnv(env)
+		if (!ok || v == "") && d.deprecatedEnv != "" {
+			if v, ok = os.LookupEnv(d.deprecatedEnv); ok && v != "" {
+				env = d.deprecatedEnv
+				if f.stderr != nil {
+					fmt.Fprintf(f.stderr, "outbox: %s: warning: %s is deprecated for --%s and will stop working; set %s instead\n",
+						f.name(), d.deprecatedEnv, d.name, d.envVar())
+				}
+			}
+		}
 		if !ok || v == "" {
 			continue
 		}
@@ -218,7 +241,7 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 		if !f.set[d.name] || f.fs.Lookup(d.name).Value.String() == "" {
 			or := ""
 			if f.readsEnv(d) {
-				or = " (or " + envName(d.name) + ")"
+				or = " (or " + d.envVar() + ")"
 			}
 			return nil, usagef(f.hint(), "%s: missing --%s%s: %s", f.name(), d.name, or, d.usage)
 		}
@@ -282,7 +305,7 @@ func (f *flagSet) printUsage(w io.Writer) {
 			case d.noEnv:
 				tail = append(tail, "command line only")
 			default:
-				tail = append(tail, "env "+envName(d.name))
+				tail = append(tail, "env "+d.envVar())
 			}
 			if len(tail) > 0 {
 				fmt.Fprintf(w, "  %s\n        %s (%s)\n", name, d.usage, strings.Join(tail, "; "))
