@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -419,11 +420,20 @@ func (t *relayTotals) attrs() []any {
 		"dead", t.dead.Load(), "released", t.released.Load()}
 }
 
-// batchLogger is an outbox.BatchHook: it logs each batch at debug level and
-// adds it to the totals.
+// retryLogEvery is the least time between two log lines about a retried
+// message.
+const retryLogEvery = 10 * time.Second
+
+// batchLogger is an outbox.BatchHook: it logs each batch at debug level, a
+// message that will be retried at info level (one line per retryLogEvery at
+// most, counting the others), and adds each batch to the totals.
 type batchLogger struct {
 	log    *slog.Logger
 	totals *relayTotals
+
+	mu        sync.Mutex
+	lastRetry time.Time
+	unlogged  int // retried messages since the last line
 }
 
 func (b *batchLogger) OnBatch(ctx context.Context, rep outbox.BatchReport) {
@@ -434,6 +444,31 @@ func (b *batchLogger) OnBatch(ctx context.Context, rep outbox.BatchReport) {
 	b.totals.released.Add(int64(rep.Released))
 	b.log.DebugContext(ctx, "batch", "messages", len(rep.Results), "sent", rep.Sent, "retried", rep.Retried,
 		"dead", rep.Dead, "released", rep.Released, "duration", rep.Duration)
+	if rep.Retried > 0 {
+		b.logRetry(ctx, rep)
+	}
+}
+
+// logRetry logs the first retried message of rep, unless a line was logged
+// less than retryLogEvery ago.
+func (b *batchLogger) logRetry(ctx context.Context, rep outbox.BatchReport) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unlogged += rep.Retried
+	if time.Since(b.lastRetry) < retryLogEvery {
+		return
+	}
+	for _, res := range rep.Results {
+		if res.Outcome.Kind != outbox.OutcomeRetry {
+			continue
+		}
+		m := res.Message
+		b.log.InfoContext(ctx, "message refused; it will be retried", "msg_id", m.MsgID, "topic", m.Topic,
+			"failures", m.Retries+1, "retry_in", res.Outcome.Delay.Round(time.Millisecond),
+			"error", scrub(oneLine(res.Outcome.Error)), "retried_since_last_line", b.unlogged)
+		b.lastRetry, b.unlogged = time.Now(), 0
+		return
+	}
 }
 
 // budget maps --retry-budget to RelayConfig.RetryBudget, where 0 means the
