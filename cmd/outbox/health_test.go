@@ -239,3 +239,29 @@ func TestRelayWaitsForBrokerDown(t *testing.T) {
 		t.Fatalf("relay waiting for a broker that refuses connections: %s", r)
 	}
 }
+
+// TestRelayReadinessSchema: /readyz turns 503 with the reason while the
+// tables' recorded schema version is older than the relay needs, and 200
+// again once it is back.
+func TestRelayReadinessSchema(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		var stderr func() string
+		stop := startRelayLogged(t, &stderr, nil, "--db", b.dsn, "--broker", "discard:", "--interval", "50ms",
+			"--metrics-addr", "127.0.0.1:0")
+		base := urlInLog(t, stderr, healthURL)
+		waitProbe(t, base+"/readyz", 200, "ready\n", 30*time.Second)
+		b.exec(t, "CREATE TABLE saved_migrations AS SELECT * FROM outbox_migrations WHERE version >= 2")
+		b.exec(t, "DELETE FROM outbox_migrations WHERE version >= 2")
+		waitProbe(t, base+"/readyz", 503, "not ready: the outbox tables are at schema version 1 and this relay needs version ", 10*time.Second)
+		_, body := probe(t, base+"/readyz")
+		if !strings.Contains(body, "run 'outbox migrate'") {
+			t.Errorf("/readyz does not say what to do: %q", body)
+		}
+		b.exec(t, "INSERT INTO outbox_migrations SELECT * FROM saved_migrations")
+		waitProbe(t, base+"/readyz", 200, "ready\n", 10*time.Second)
+		if r := stop(); r.code != 0 {
+			t.Fatalf("relay: %s", r)
+		}
+	})
+}
