@@ -117,7 +117,7 @@ func maskedError(err error) string {
 	return scrub(oneLine(err.Error()))
 }
 
-// healthHandler serves livenessPath and readinessPath.
+// register serves livenessPath and readinessPath on mux.
 func (r *readiness) register(mux *http.ServeMux) {
 	mux.HandleFunc(livenessPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
