@@ -14,6 +14,13 @@ CHAOS_DURATION ?= 3m
 CHAOS_DB       ?= postgres
 CHAOS_BROKER   ?= nats
 CHAOS_OUTAGE   ?= 30s
+# The release binaries: version, commit and date stamped into "outbox version".
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE      ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_TAGS    := nodevbrokers
+RELEASE_LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT) -X main.buildDate=$(DATE)
 
 .DEFAULT_GOAL := help
 
@@ -44,6 +51,18 @@ fuzz: ## run each fuzz target for FUZZTIME (200000 inputs)
 .PHONY: build
 build: ## build bin/outbox
 	cd cmd/outbox && $(GO) build -o ../../bin/outbox .
+
+.PHONY: release
+release: ## static binaries for PLATFORMS in dist/, without the demo's and bench's in-process brokers, and dist/SHA256SUMS
+	@rm -rf dist && mkdir -p dist
+	@set -e; for p in $(PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; echo "== dist/outbox-$$os-$$arch"; \
+	  (cd cmd/outbox && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -tags $(RELEASE_TAGS) -trimpath \
+	    -ldflags "$(RELEASE_LDFLAGS)" -o $(CURDIR)/dist/outbox-$$os-$$arch .); done
+	@cd dist && sha256sum outbox-* > SHA256SUMS && cat SHA256SUMS
+
+.PHONY: deploy-check
+deploy-check: ## check deploy/: the Kubernetes manifests' flags, variables and probes against the binary, the systemd unit
+	cd cmd/outbox && $(GO) test -count=1 -run 'TestDeploy' -v .
 
 .PHONY: demo
 demo: ## run the seed scenario end to end (embedded SQLite)

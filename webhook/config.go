@@ -30,13 +30,26 @@ type Config struct {
 	// ce-source; it tells receivers which system produced the events.
 	// Defaults to "/outbox".
 	Source string
-	// Secret, when set, makes the publisher sign each body with HMAC-SHA256
-	// and send the signature in SignatureHeader; receivers check it with Verify.
-	// Defaults to "" (no signature).
+	// Secret, when set, makes the publisher sign each request as Standard
+	// Webhooks do: the headers webhook-id (the msg_id, as Idempotency-Key),
+	// webhook-timestamp (Unix seconds, at each attempt) and
+	// webhook-signature ("v1,<base64 HMAC-SHA256 of id.timestamp.body>").
+	// Receivers check them with Verify. A secret is taken as raw bytes, or as
+	// base64 after a "whsec_" prefix. Defaults to "" (no signature).
 	Secret string
-	// SignatureHeader is the name of the header that carries the signature,
-	// whose value is "sha256=" followed by the lower-case hex HMAC. Used only
-	// when Secret is set. Defaults to "X-Outbox-Signature-256".
+	// Secrets are further secrets, for a rotation: the request carries one
+	// signature per secret, Secret's first, separated by spaces, so that a
+	// receiver knowing any of them accepts it. Defaults to none.
+	Secrets []string
+	// LegacySignature also sends the signature of earlier releases in
+	// SignatureHeader: "sha256=" followed by the lower-case hex HMAC-SHA256
+	// of the body under the first secret (VerifyLegacy checks it), for
+	// receivers not yet moved to Verify. It signs no timestamp, so it does
+	// not protect against replays. Defaults to false.
+	LegacySignature bool
+	// SignatureHeader is the name of the header that carries the legacy
+	// signature. Used only with LegacySignature. Defaults to
+	// "X-Outbox-Signature-256".
 	SignatureHeader string
 	// Timeout bounds one request, from dialling until the response has been
 	// read. A request that could not connect in time pauses the relay
@@ -105,6 +118,19 @@ func (cfg Config) validate() (*url.URL, error) {
 	if _, err := url.Parse(cfg.Source); err != nil {
 		return nil, fmt.Errorf("webhook: Config.Source %q is not a URI reference (%v); use e.g. \"/outbox\" or \"https://example.com/orders\"", cfg.Source, err)
 	}
+	if cfg.Secret != "" {
+		if _, err := ParseSecret(cfg.Secret); err != nil {
+			return nil, fmt.Errorf("webhook: Config.Secret: %v; give raw bytes or whsec_ followed by base64", err)
+		}
+	}
+	for i, secret := range cfg.Secrets {
+		if _, err := ParseSecret(secret); err != nil {
+			return nil, fmt.Errorf("webhook: Config.Secrets[%d]: %v; give raw bytes or whsec_ followed by base64", i, err)
+		}
+	}
+	if cfg.LegacySignature && len(cfg.signingSecrets()) == 0 {
+		return nil, fmt.Errorf("webhook: Config.LegacySignature needs Config.Secret")
+	}
 	if !validToken(cfg.SignatureHeader) {
 		return nil, fmt.Errorf("webhook: Config.SignatureHeader %q is not a valid header name; use letters, digits and '-', e.g. %q", cfg.SignatureHeader, DefaultSignatureHeader)
 	}
@@ -130,6 +156,14 @@ func (cfg Config) validate() (*url.URL, error) {
 	return u, nil
 }
 
+// signingSecrets returns Secret, when set, followed by Secrets.
+func (cfg Config) signingSecrets() []string {
+	if cfg.Secret == "" {
+		return cfg.Secrets
+	}
+	return append([]string{cfg.Secret}, cfg.Secrets...)
+}
+
 // reservedRequestHeader says why name may not be a static header, or "".
 // Letting a static header through would either be overwritten silently or,
 // worse, contradict the per-message value a receiver relies on.
@@ -141,6 +175,8 @@ func reservedRequestHeader(name, signatureHeader string) string {
 		return "which the publisher sets itself"
 	case c == "Idempotency-Key":
 		return "which the publisher sets to each message's msg_id"
+	case c == HeaderID, c == HeaderTimestamp, c == HeaderSignature:
+		return "a Standard Webhooks signature header, which the publisher sets with Config.Secret"
 	case c == http.CanonicalHeaderKey(signatureHeader):
 		return "the signature header (Config.SignatureHeader)"
 	}

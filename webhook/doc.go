@@ -15,7 +15,10 @@
 //	ce-partitionkey: msg_key (only when set)
 //	ce-<name>:       one per row header
 //	Idempotency-Key: msg_id
-//	X-Outbox-Signature-256: sha256=<hex HMAC-SHA256 of the body> (only with Config.Secret)
+//	webhook-id:        msg_id, as Idempotency-Key (only with Config.Secret)
+//	webhook-timestamp: Unix seconds of the attempt (only with Config.Secret)
+//	webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">, one per secret (only with Config.Secret)
+//	X-Outbox-Signature-256: sha256=<hex HMAC-SHA256 of the body> (only with Config.LegacySignature)
 //
 // Header values are percent-encoded as the binding requires (bytes outside
 // printable ASCII, space, '"' and '%'), so a receiver decodes them with
@@ -61,11 +64,20 @@
 //
 // # Verifying signatures
 //
-// A receiver checks the signature over the raw body before parsing it:
+// The signature follows Standard Webhooks (https://www.standardwebhooks.com),
+// so their libraries verify it too. A receiver checks it over the raw body
+// before parsing it; Verify refuses a request signed more than the
+// tolerance (5 minutes by default) from now, which stops a replay, and one
+// whose timestamp was changed:
 //
 //	body, _ := io.ReadAll(r.Body)
-//	if !webhook.Verify(secret, body, r.Header.Get("X-Outbox-Signature-256")) {
-//		http.Error(w, "bad signature", http.StatusUnauthorized)
+//	if err := webhook.Verify([]string{secret}, r.Header, body, 0); err != nil {
+//		http.Error(w, err.Error(), http.StatusUnauthorized)
 //		return
 //	}
+//
+// or wraps its handler in Verifier. During a rotation of secrets the
+// publisher signs with both and the receiver accepts either. Receivers of
+// earlier releases keep X-Outbox-Signature-256 with Config.LegacySignature
+// and check it with VerifyLegacy.
 package webhook

@@ -16,12 +16,12 @@ import (
 func Example() {
 	const secret = "shared-secret"
 
-	// A receiver: it checks the signature over the raw body, then would
-	// deduplicate by ce-id before acting on the event.
+	// A receiver: it checks the signature (Standard Webhooks) over the raw
+	// body, then would deduplicate by ce-id before acting on the event.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if !webhook.Verify(secret, body, r.Header.Get("X-Outbox-Signature-256")) {
-			http.Error(w, "bad signature", http.StatusUnauthorized)
+		if err := webhook.Verify([]string{secret}, r.Header, body, webhook.DefaultTolerance); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		fmt.Println("ce-id:", r.Header.Get("ce-id"))

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,10 +31,11 @@ const (
 // Publisher POSTs messages to one HTTP endpoint as CloudEvents in binary mode.
 // It is safe for concurrent use.
 type Publisher struct {
-	url         string // as configured, for requests
-	redacted    string // with its credentials masked (redactURL), for errors
-	source      string // percent-encoded
-	secret      string // "" when not signing
+	url         string   // as configured, for requests
+	redacted    string   // with its credentials masked (redactURL), for errors
+	source      string   // percent-encoded
+	keys        [][]byte // signing keys; none when not signing
+	legacy      bool     // also sign in sigHeader (Config.LegacySignature)
 	sigHeader   string
 	timeout     time.Duration
 	concurrency int
@@ -56,7 +59,7 @@ func New(cfg Config) (*Publisher, error) {
 		url:         cfg.URL,
 		redacted:    redactURL(u),
 		source:      encodeValue(cfg.Source),
-		secret:      cfg.Secret,
+		legacy:      cfg.LegacySignature,
 		sigHeader:   http.CanonicalHeaderKey(cfg.SignatureHeader),
 		timeout:     cfg.Timeout,
 		concurrency: cfg.Concurrency,
@@ -68,6 +71,10 @@ func New(cfg Config) (*Publisher, error) {
 		for _, v := range values {
 			p.header.Add(name, v)
 		}
+	}
+	for _, secret := range cfg.signingSecrets() {
+		key, _ := ParseSecret(secret) // checked in validate
+		p.keys = append(p.keys, key)
 	}
 	if p.client == nil {
 		p.client = defaultClient(cfg.Concurrency)
@@ -212,9 +219,7 @@ func (p *Publisher) send(ctx context.Context, m *outbox.Message) error {
 	// A copy, because a caller's RoundTripper may modify the request's headers.
 	req.Header = p.header.Clone()
 	p.setEventHeaders(req.Header, m)
-	if p.secret != "" {
-		req.Header.Set(p.sigHeader, Sign(p.secret, m.Payload))
-	}
+	p.sign(req.Header, m.Payload, time.Now())
 
 	resp, err := p.client.Do(req) //nolint:bodyclose // closed below by drainAndClose
 	if err != nil {
@@ -291,4 +296,25 @@ func isTimeout(reqCtx context.Context, err error) bool {
 func drainAndClose(body io.ReadCloser) {
 	_, _ = io.CopyN(io.Discard, body, maxDrain)
 	_ = body.Close()
+}
+
+// sign adds the Standard Webhooks headers for body, sent now, to h, one
+// signature per key, and the legacy signature when asked for. It does
+// nothing without a key.
+func (p *Publisher) sign(h http.Header, body []byte, now time.Time) {
+	if len(p.keys) == 0 {
+		return
+	}
+	id := h.Get("Idempotency-Key")
+	ts := strconv.FormatInt(now.Unix(), 10)
+	sigs := make([]string, len(p.keys))
+	for i, k := range p.keys {
+		sigs[i] = signV1(k, id, ts, body)
+	}
+	h.Set(HeaderID, id)
+	h.Set(HeaderTimestamp, ts)
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
+	if p.legacy {
+		h.Set(p.sigHeader, signLegacy(p.keys[0], body))
+	}
 }

@@ -89,9 +89,10 @@ func TestPublishWireFormat(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cret"
 	b := setup(t, webhook.Config{
-		Source: "https://shop.example/orders",
-		Secret: secret,
-		Header: http.Header{"Authorization": {"Bearer token-1"}},
+		Source:          "https://shop.example/orders",
+		Secret:          secret,
+		LegacySignature: true,
+		Header:          http.Header{"Authorization": {"Bearer token-1"}},
 	}, nil)
 
 	created := time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.FixedZone("CEST", 2*3600))
@@ -140,7 +141,7 @@ func TestPublishWireFormat(t *testing.T) {
 		"Ce-Tenant":              "Z%C3%BCrich%20office",
 		"Idempotency-Key":        "order-42:OrderPaid",
 		"Authorization":          "Bearer token-1",
-		"X-Outbox-Signature-256": webhook.Sign(secret, payload),
+		"X-Outbox-Signature-256": webhook.SignLegacy(secret, payload),
 	}
 	for name, v := range want {
 		if got := r.Header.Values(name); len(got) != 1 || got[0] != v {
@@ -154,8 +155,14 @@ func TestPublishWireFormat(t *testing.T) {
 			}
 		}
 	}
-	if !webhook.Verify(secret, r.Body, r.Header.Get("X-Outbox-Signature-256")) {
-		t.Errorf("Verify rejected the signature the publisher sent")
+	if !webhook.VerifyLegacy(secret, r.Body, r.Header.Get("X-Outbox-Signature-256")) {
+		t.Errorf("VerifyLegacy rejected the signature the publisher sent")
+	}
+	if err := webhook.Verify([]string{secret}, r.Header, r.Body, 0); err != nil {
+		t.Errorf("Verify rejected the request the publisher sent: %v", err)
+	}
+	if id := r.Header.Get("Webhook-Id"); id != "order-42:OrderPaid" {
+		t.Errorf("webhook-id = %q, want the msg_id", id)
 	}
 	if tenant, err := url.PathUnescape(r.Header.Get("Ce-Tenant")); err != nil || tenant != "Zürich office" {
 		t.Errorf("decoded ce-tenant = %q, %v; want %q", tenant, err, "Zürich office")
@@ -172,7 +179,7 @@ func TestPublishOmitsOptionalAttributes(t *testing.T) {
 	if got := h.Get("Ce-Source"); got != "/outbox" {
 		t.Errorf("ce-source = %q, want the default /outbox", got)
 	}
-	for _, name := range []string{"Ce-Time", "Ce-Partitionkey", "X-Outbox-Signature-256"} {
+	for _, name := range []string{"Ce-Time", "Ce-Partitionkey", "X-Outbox-Signature-256", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"} {
 		if v, ok := h[name]; ok {
 			t.Errorf("header %s = %q, want it absent", name, v)
 		}
@@ -181,13 +188,13 @@ func TestPublishOmitsOptionalAttributes(t *testing.T) {
 
 func TestPublishCustomSignatureHeader(t *testing.T) {
 	t.Parallel()
-	b := setup(t, webhook.Config{Secret: "k", SignatureHeader: "X-Hub-Signature-256"}, nil)
+	b := setup(t, webhook.Config{Secret: "k", SignatureHeader: "X-Hub-Signature-256", LegacySignature: true}, nil)
 	m := msg("m1")
 	if errs := b.pub.Publish(t.Context(), []outbox.Message{m}); errs != nil {
 		t.Fatalf("Publish: %v", errs)
 	}
 	r := b.requests()[0]
-	if !webhook.Verify("k", r.Body, r.Header.Get("X-Hub-Signature-256")) {
+	if !webhook.VerifyLegacy("k", r.Body, r.Header.Get("X-Hub-Signature-256")) {
 		t.Errorf("X-Hub-Signature-256 = %q does not verify", r.Header.Get("X-Hub-Signature-256"))
 	}
 }
@@ -838,6 +845,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"negative timeout", webhook.Config{URL: "https://example.com", Timeout: -time.Second}, "Config.Timeout is -1s"},
 		{"negative concurrency", webhook.Config{URL: "https://example.com", Concurrency: -1}, "Config.Concurrency is -1"},
 		{"bad signature header", webhook.Config{URL: "https://example.com", Secret: "k", SignatureHeader: "X Sig"}, "Config.SignatureHeader"},
+		{"whsec secret not base64", webhook.Config{URL: "https://example.com", Secret: "whsec_!!"}, "Config.Secret: webhook: invalid secret"},
+		{"empty rotation secret", webhook.Config{URL: "https://example.com", Secret: "k", Secrets: []string{""}}, "Config.Secrets[0]"},
+		{"legacy without secret", webhook.Config{URL: "https://example.com", LegacySignature: true}, "Config.LegacySignature needs Config.Secret"},
+		{"static webhook-signature", webhook.Config{URL: "https://example.com", Header: http.Header{"Webhook-Signature": {"v1,x"}}}, "Standard Webhooks"},
 		{"bad source", webhook.Config{URL: "https://example.com", Source: "%zz"}, "Config.Source"},
 		{"ce header", webhook.Config{URL: "https://example.com", Header: http.Header{"ce-id": {"x"}}}, "CloudEvents attribute"},
 		{"idempotency header", webhook.Config{URL: "https://example.com", Header: http.Header{"Idempotency-Key": {"x"}}}, "Idempotency-Key"},
@@ -884,3 +895,25 @@ func TestNewCopiesHeader(t *testing.T) {
 // discardLog silences a test server's log of the handshake errors a test
 // provokes on purpose.
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// TestPublishSignsWithEverySecret: with several secrets each request carries
+// a signature per secret, and no legacy header unless asked for.
+func TestPublishSignsWithEverySecret(t *testing.T) {
+	t.Parallel()
+	b := setup(t, webhook.Config{Secret: "whsec_b2xkLXNlY3JldA==", Secrets: []string{"new-secret"}}, nil)
+	if errs := b.pub.Publish(t.Context(), []outbox.Message{msg(`id "1" 100% é`)}); errs != nil {
+		t.Fatalf("Publish: %v", errs)
+	}
+	r := b.requests()[0]
+	if n := len(strings.Fields(r.Header.Get("Webhook-Signature"))); n != 2 {
+		t.Errorf("webhook-signature %q: %d signatures, want 2", r.Header.Get("Webhook-Signature"), n)
+	}
+	for _, secret := range []string{"old-secret", "whsec_b2xkLXNlY3JldA==", "new-secret"} {
+		if err := webhook.Verify([]string{secret}, r.Header, r.Body, 0); err != nil {
+			t.Errorf("Verify with %q: %v", secret, err)
+		}
+	}
+	if v, ok := r.Header["X-Outbox-Signature-256"]; ok {
+		t.Errorf("X-Outbox-Signature-256 = %q without LegacySignature", v)
+	}
+}

@@ -12,22 +12,27 @@ import (
 // without a new header.
 const signaturePrefix = "sha256="
 
-// Sign returns the signature of body under secret, as the publisher sends it
-// in the signature header: "sha256=" followed by the lower-case hex
-// HMAC-SHA256 of the exact body bytes.
-func Sign(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
+// SignLegacy returns the legacy signature of body under secret, as the
+// publisher sends it in Config.SignatureHeader with Config.LegacySignature:
+// "sha256=" followed by the lower-case hex HMAC-SHA256 of the exact body
+// bytes, keyed with the secret's bytes as given.
+func SignLegacy(secret string, body []byte) string { return signLegacy([]byte(secret), body) }
+
+func signLegacy(key, body []byte) string {
+	mac := hmac.New(sha256.New, key)
 	mac.Write(body)
 	return signaturePrefix + hex.EncodeToString(mac.Sum(nil))
 }
 
-// Verify reports whether header is a valid signature of body under secret; it
-// is meant for receivers. Compute it over the raw request body before any
+// VerifyLegacy reports whether header is a valid legacy signature
+// (SignLegacy) of body under secret; it is meant for receivers that have
+// not moved to Verify. It checks no timestamp, so it cannot tell a replayed
+// request from a new one. Compute it over the raw request body before any
 // parsing, since re-encoded JSON would not match. The comparison takes
 // constant time, so the answer's timing does not reveal how much of a forged
 // signature was right. An empty secret never verifies: anyone could compute
 // such a signature, so accepting it would only hide a missing configuration.
-func Verify(secret string, body []byte, header string) bool {
+func VerifyLegacy(secret string, body []byte, header string) bool {
 	if secret == "" {
 		return false
 	}

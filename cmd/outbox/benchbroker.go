@@ -9,7 +9,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-go/outbox"
 )
@@ -38,12 +37,12 @@ func newBrokerBench(ctx context.Context, rawURL string, stdout io.Writer) (*brok
 	b := &brokerBench{url: rawURL}
 	switch scheme {
 	case "kfake":
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+		addrs, stop, err := startKfake()
 		if err != nil {
 			return nil, fmt.Errorf("starting the in-process fake Kafka: %w", err)
 		}
-		b.cleanup = append(b.cleanup, c.Close)
-		b.url = "kafka://" + strings.Join(c.ListenAddrs(), ",") + "?auto_create=true"
+		b.cleanup = append(b.cleanup, stop)
+		b.url = "kafka://" + strings.Join(addrs, ",") + "?auto_create=true"
 		scheme = "kafka"
 		fmt.Fprintf(stdout, "bench: kfake: franz-go's in-memory fake Kafka at %s (no disk, no replication: a client-side ceiling, not a Kafka figure)\n", b.url)
 	case "mqtt", "mqtts":

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func runCleanup(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("outbox cleanup", "--db DSN (--older-than DURATION | --inbox-older-than DURATION) [flags]",
 		"Delete SENT messages sent longer ago than --older-than, and inbox records (consumed_msg)\n"+
 			"older than --inbox-older-than, in batches, until none is left or --max-batches is reached.\n"+
@@ -19,7 +19,10 @@ func runCleanup(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	f.durationVar(&inboxOlderThan, "inbox-older-than", 0,
 		"delete inbox records, of every consumer group, consumed longer ago than this, e.g. 720h; a message that "+
 			"arrives again after its record is gone is applied again, so keep them longer than any redelivery")
-	f.intVar(&batch, "batch", 1000, "N", "most rows deleted by one statement, 1..100000")
+	f.stderr = stderr
+	// OUTBOX_BATCH is the relay's --batch, a different thing.
+	bd := f.intVar(&batch, "batch", 1000, "N", "most rows deleted by one statement, 1..100000 (OUTBOX_BATCH, the relay's, is read too but deprecated here)")
+	bd.env, bd.deprecatedEnv = "OUTBOX_CLEANUP_BATCH", "OUTBOX_BATCH"
 	f.intVar(&maxBatches, "max-batches", 0, "N", "stop after this many batches of each table; 0 means until done")
 	f.note("Give --older-than, --inbox-older-than or both. Neither table has an index on the age, so the\n" +
 		"last statement of each, the one that finds nothing more, reads the whole table.")

@@ -193,7 +193,7 @@ func TestRelayToWebhook(t *testing.T) {
 	if h == nil {
 		t.Fatalf("the endpoint did not receive w1; got %v", got)
 	}
-	if h.Get("Ce-Type") != "user.created" || h.Get("Ce-Source") != "/billing" || h.Get("X-Outbox-Signature-256") == "" {
+	if h.Get("Ce-Type") != "user.created" || h.Get("Ce-Source") != "/billing" || h.Get("Webhook-Signature") == "" {
 		t.Errorf("headers: %v", h)
 	}
 	if bodies["w1"] != `{"user":"ann"}` && bodies["w1"] != `{"user": "ann"}` {

@@ -11,41 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxnats"
 )
-
-// embeddedNATS is a NATS server with JetStream running inside this process,
-// on a random loopback port, storing its streams under a directory of the
-// demo's own.
-type embeddedNATS struct {
-	srv *server.Server
-	url string
-}
-
-func startEmbeddedNATS(storeDir string) (*embeddedNATS, error) {
-	srv, err := server.NewServer(&server.Options{
-		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT,
-		JetStream: true,
-		StoreDir:  storeDir,
-		NoSigs:    true,
-		NoLog:     true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("demo: embedded NATS: %w", err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return nil, errors.New("demo: the embedded NATS server did not start within 10s")
-	}
-	return &embeddedNATS{srv: srv, url: srv.ClientURL()}, nil
-}
 
 // deleteStreams removes the demo's streams, so that runs against a shared
 // server leave nothing behind.
@@ -64,11 +35,6 @@ func deleteStreams(url string, names ...string) {
 	for _, name := range names {
 		_ = js.DeleteStream(ctx, name)
 	}
-}
-
-func (e *embeddedNATS) stop() {
-	e.srv.Shutdown()
-	e.srv.WaitForShutdown()
 }
 
 // runNATS is seed 000's scenario with a real broker in the middle: the relay

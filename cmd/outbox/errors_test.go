@@ -93,8 +93,6 @@ func TestUsageAndConfigurationErrors(t *testing.T) {
 		{"db without scheme", nil, []string{"stats", "--db", "localhost"}, 1, []string{"not a database URL"}},
 		{"unknown broker scheme", nil, []string{"relay", "--db", sqlite, "--broker", "x://y"}, 1,
 			[]string{`outbox: unknown broker scheme "x" in --broker; supported: nats://, amqp(s)://, kafka://, redis(s)://, mqtt(s)://, http(s)://, discard:`}},
-		{"broker down", nil, []string{"relay", "--db", sqlite, "--broker", "amqp://guest:hunter22@127.0.0.1:1/"}, 1,
-			[]string{"outbox: broker unavailable", "connection refused", "check --broker"}},
 		{"bad broker parameter", nil, []string{"relay", "--db", sqlite, "--broker", "nats://127.0.0.1:4222?subjekt=x"}, 1,
 			[]string{`unknown URL parameter "subjekt"`}},
 		{"invalid table", nil, []string{"migrate", "--db", sqlite, "--table", "x;drop"}, 1,
@@ -253,7 +251,9 @@ func TestHelp(t *testing.T) {
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	r := mustRun(t, "version")
-	if r.stdout != "outbox devel\n" && !strings.HasPrefix(r.stdout, "outbox v") {
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != 4 || lines[0] != "outbox devel" && !strings.HasPrefix(lines[0], "outbox v") ||
+		!strings.HasPrefix(lines[1], "commit: ") || !strings.HasPrefix(lines[2], "built:  ") || !strings.HasPrefix(lines[3], "go:     go1.") {
 		t.Fatalf("version: %q", r.stdout)
 	}
 	if r2 := mustRun(t, "--version"); r2.stdout != r.stdout {

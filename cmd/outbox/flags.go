@@ -33,6 +33,19 @@ type flagDoc struct {
 	def         string // shown as "default X" unless empty
 	required    bool
 	noEnv       bool
+	// env names the variable the flag reads, instead of OUTBOX_<NAME>.
+	env string
+	// deprecatedEnv is a variable the flag still reads when env is not
+	// set, with a warning saying to use env.
+	deprecatedEnv string
+}
+
+// envVar is the variable flag d reads.
+func (d *flagDoc) envVar() string {
+	if d.env != "" {
+		return d.env
+	}
+	return envName(d.name)
 }
 
 // flagSet wraps flag.FlagSet with what every subcommand shares: flags also read
@@ -48,6 +61,7 @@ type flagSet struct {
 	examples []string
 	docs     []*flagDoc
 	stdout   io.Writer
+	stderr   io.Writer       // for warnings; none when nil
 	set      map[string]bool // set on the command line or from the environment
 	// noEnv: no flag reads a variable (commandLineOnly).
 	noEnv bool
@@ -173,7 +187,15 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 				f.printUsage(f.stdout)
 				return nil, flag.ErrHelp
 			}
-			return nil, usagef(f.hint(), "%s: %s", f.name(), flagError(err))
+			msg := flagError(err)
+			if name, ok := strings.CutPrefix(msg, "unknown flag --"); ok {
+				var names []string
+				f.fs.VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
+				if near := closest(name, names); near != "" {
+					msg += "; did you mean --" + near + "?"
+				}
+			}
+			return nil, usagef(f.hint(), "%s: %s", f.name(), msg)
 		}
 		rest := f.fs.Args()
 		if len(rest) == 0 {
@@ -193,8 +215,17 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 		if f.set[d.name] || !f.readsEnv(d) {
 			continue
 		}
-		env := envName(d.name)
+		env := d.envVar()
 		v, ok := os.LookupEnv(env)
+		if (!ok || v == "") && d.deprecatedEnv != "" {
+			if v, ok = os.LookupEnv(d.deprecatedEnv); ok && v != "" {
+				env = d.deprecatedEnv
+				if f.stderr != nil {
+					fmt.Fprintf(f.stderr, "outbox: %s: warning: %s is deprecated for --%s and will stop working; set %s instead\n",
+						f.name(), d.deprecatedEnv, d.name, d.envVar())
+				}
+			}
+		}
 		if !ok || v == "" {
 			continue
 		}
@@ -210,7 +241,7 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 		if !f.set[d.name] || f.fs.Lookup(d.name).Value.String() == "" {
 			or := ""
 			if f.readsEnv(d) {
-				or = " (or " + envName(d.name) + ")"
+				or = " (or " + d.envVar() + ")"
 			}
 			return nil, usagef(f.hint(), "%s: missing --%s%s: %s", f.name(), d.name, or, d.usage)
 		}
@@ -274,7 +305,7 @@ func (f *flagSet) printUsage(w io.Writer) {
 			case d.noEnv:
 				tail = append(tail, "command line only")
 			default:
-				tail = append(tail, "env "+envName(d.name))
+				tail = append(tail, "env "+d.envVar())
 			}
 			if len(tail) > 0 {
 				fmt.Fprintf(w, "  %s\n        %s (%s)\n", name, d.usage, strings.Join(tail, "; "))
@@ -300,3 +331,37 @@ func (f *flagSet) printUsage(w io.Writer) {
 const envNote = "Every flag can also be set in the environment as OUTBOX_<FLAG NAME> in upper case with\n" +
 	"dashes as underscores (OUTBOX_DB, OUTBOX_BROKER, OUTBOX_TABLE, OUTBOX_BATCH, ...);\n" +
 	"a flag on the command line wins over the variable."
+
+// closest returns the candidate nearest to s in edit distance, when it is
+// near enough to be a misspelling of it (at most a third of s's length, and
+// at most 3 edits), or "". A tie goes to the first candidate.
+func closest(s string, candidates []string) string {
+	best, bestDist := "", min(3, max(1, len(s)/3))+1
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

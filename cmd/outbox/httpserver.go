@@ -37,10 +37,12 @@ const (
 )
 
 // httpServer is a server that outbox relay runs beside its relays: the
-// metrics (--metrics-addr) and the admin handler (--admin-addr).
+// metrics (--metrics-addr) and the admin handler (--admin-addr), each with
+// the health endpoints /healthz and /readyz.
 type httpServer struct {
 	flag   string // the flag that set the address, for errors
 	ln     net.Listener
+	mux    *http.ServeMux
 	srv    *http.Server
 	done   chan struct{} // closed when Serve has returned
 	closed sync.Once
@@ -69,10 +71,13 @@ func listenHTTP(ctx context.Context, flag, addr string) (*httpServer, error) {
 	return &httpServer{flag: flag, ln: newLimitListener(ln, httpMaxConns)}, nil
 }
 
-// start serves h and logs msg with the URL of path.
-func (s *httpServer) start(h http.Handler, log *slog.Logger, msg, path string) {
+// serve starts serving the health endpoints of ready; start adds the
+// server's own handler.
+func (s *httpServer) serve(log *slog.Logger, ready *readiness) {
+	s.mux = http.NewServeMux()
+	ready.register(s.mux)
 	s.srv = &http.Server{
-		Handler:           h,
+		Handler:           s.mux,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      httpWriteTimeout,
@@ -87,6 +92,13 @@ func (s *httpServer) start(h http.Handler, log *slog.Logger, msg, path string) {
 			log.Error("server of --"+s.flag+" failed", "error", err)
 		}
 	}()
+	log.Info("serving health checks", "server", "--"+s.flag, "url", "http://"+s.ln.Addr().String()+readinessPath)
+}
+
+// start serves h beside the health endpoints, which serve must have
+// started, and logs msg with the URL of path.
+func (s *httpServer) start(h http.Handler, log *slog.Logger, msg, path string) {
+	s.mux.Handle("/", h)
 	log.Info(msg, "url", "http://"+s.ln.Addr().String()+path)
 }
 

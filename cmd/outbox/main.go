@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -88,6 +87,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		msg := fmt.Sprintf("unknown command %q", name)
 		if strings.HasPrefix(name, "-") {
 			msg = fmt.Sprintf("unknown flag %q; flags go after the command, e.g. outbox relay --db DSN", name)
+		} else {
+			var names []string
+			for _, c := range commands {
+				names = append(names, c.name)
+			}
+			if near := closest(name, names); near != "" {
+				msg += fmt.Sprintf("; did you mean %q?", near)
+			}
 		}
 		return report(stderr, &usageError{msg: msg, hint: "outbox help"})
 	}
@@ -183,27 +190,4 @@ Example:
   outbox migrate
   outbox relay --broker https://example.com/events
 `, envNote)
-}
-
-func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
-	f := newFlagSet("outbox version", "", "Print the version of this binary.", stdout)
-	f.example("outbox version")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef(f.hint(), "version: unexpected argument %q", pos[0])
-	}
-	fmt.Fprintf(stdout, "outbox %s\n", version())
-	return nil
-}
-
-// version is the module version the binary was built from, or "devel".
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok || info.Main.Version == "" || info.Main.Version == "(devel)" {
-		return "devel"
-	}
-	return info.Main.Version
 }

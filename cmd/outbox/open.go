@@ -271,8 +271,12 @@ type publisherOptions struct {
 	// Source is the CloudEvents source attribute. Empty: the broker URL's
 	// source parameter, where the broker takes one, else "/outbox".
 	Source string
-	// WebhookSecret, when set, signs each webhook body with HMAC-SHA256.
-	WebhookSecret string
+	// WebhookSecrets, when set, sign each webhook request (Standard
+	// Webhooks), one signature per secret.
+	WebhookSecrets []string
+	// LegacySignature also sends the signature of earlier releases in
+	// X-Outbox-Signature-256.
+	LegacySignature bool
 	// WebhookTimeout bounds one webhook request. Defaults to 10s.
 	WebhookTimeout time.Duration
 	// Concurrency is the most requests in flight at once. Defaults to 16.
@@ -294,16 +298,25 @@ func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (p
 		return outbox.Discard, func() {}, nil
 	case "http", "https":
 		addURLSecret(brokerURL)
-		addSecret(o.WebhookSecret)
+		for _, secret := range o.WebhookSecrets {
+			addSecret(secret)
+		}
+		var first string
+		var more []string
+		if len(o.WebhookSecrets) > 0 {
+			first, more = o.WebhookSecrets[0], o.WebhookSecrets[1:]
+		}
 		wp, err := webhook.New(webhook.Config{
-			URL:         brokerURL,
-			Source:      o.Source,
-			Secret:      o.WebhookSecret,
-			Timeout:     o.WebhookTimeout,
-			Concurrency: o.Concurrency,
+			URL:             brokerURL,
+			Source:          o.Source,
+			Secret:          first,
+			Secrets:         more,
+			LegacySignature: o.LegacySignature,
+			Timeout:         o.WebhookTimeout,
+			Concurrency:     o.Concurrency,
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%v; check --broker, --source, --webhook-timeout and --concurrency", err)
+			return nil, nil, fmt.Errorf("%v; check --broker, --source, --webhook-secret, --webhook-secret-file, --webhook-timeout and --concurrency", err)
 		}
 		return wp, func() { _ = wp.Close() }, nil
 	}
@@ -314,10 +327,21 @@ func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (p
 	addURLSecret(brokerURL)
 	p, err := b.open(ctx, brokerURL, o.Source)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s; check --broker / OUTBOX_BROKER", scrub(oneLine(err.Error())))
+		msg := fmt.Sprintf("%s; check --broker / OUTBOX_BROKER", scrub(oneLine(err.Error())))
+		if outbox.IsUnavailable(err) {
+			return nil, nil, unreachableError(msg)
+		}
+		return nil, nil, errors.New(msg)
 	}
 	return p, func() { _ = p.Close() }, nil
 }
+
+// unreachableError is a broker that could not be reached, with its message
+// already scrubbed: it satisfies outbox.IsUnavailable.
+type unreachableError string
+
+func (e unreachableError) Error() string        { return string(e) }
+func (e unreachableError) Is(target error) bool { return target == outbox.ErrUnavailable }
 
 // checkUserInfo refuses a URL whose user name or password holds an "@",
 // "/", "?" or "#" not percent-encoded: parsers disagree on where such a

@@ -74,7 +74,7 @@ func TestOpenPublisher(t *testing.T) {
 		t.Fatalf("discard: %v, %v", pub, err)
 	}
 	closeFn()
-	pub, closeFn, err = openPublisher(t.Context(), "https://user:pw-in-url@example.com/hook", publisherOptions{Source: "/x", WebhookSecret: "s3cret"})
+	pub, closeFn, err = openPublisher(t.Context(), "https://user:pw-in-url@example.com/hook", publisherOptions{Source: "/x", WebhookSecrets: []string{"s3cret"}})
 	if err != nil || pub == nil {
 		t.Fatalf("https: %v", err)
 	}

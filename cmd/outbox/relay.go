@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,30 +16,32 @@ import (
 )
 
 type relayOptions struct {
-	broker         string
-	batch          int
-	interval       time.Duration
-	maxRetries     int
-	retryBase      time.Duration
-	retryMax       time.Duration
-	publishTimeout time.Duration
-	source         string
-	webhookSecret  string
-	webhookTimeout time.Duration
-	concurrency    int
-	logFormat      string
-	logLevel       string
-	statsInterval  time.Duration
-	workers        int
-	metricsAddr    string
-	adminAddr      string
-	adminToken     string
-	adminWritable  bool
-	cleanupAge     time.Duration
-	cleanupInbox   time.Duration
-	cleanupEvery   time.Duration
-	retryBudget    time.Duration
-	probeInterval  time.Duration
+	broker            string
+	batch             int
+	interval          time.Duration
+	maxRetries        int
+	retryBase         time.Duration
+	retryMax          time.Duration
+	publishTimeout    time.Duration
+	source            string
+	webhookSecret     string
+	webhookSecretFile string
+	webhookLegacy     bool
+	webhookTimeout    time.Duration
+	concurrency       int
+	logFormat         string
+	logLevel          string
+	statsInterval     time.Duration
+	workers           int
+	metricsAddr       string
+	adminAddr         string
+	adminToken        string
+	adminWritable     bool
+	cleanupAge        time.Duration
+	cleanupInbox      time.Duration
+	cleanupEvery      time.Duration
+	retryBudget       time.Duration
+	probeInterval     time.Duration
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,7 +68,14 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.durationVar(&o.publishTimeout, "publish-timeout", 30*time.Second, "bound on publishing one batch")
 	f.stringVar(&o.source, "source", "", "URI", "CloudEvents source attribute of every message (default: the broker URL's source parameter, where the broker takes one, else \""+webhook.DefaultSource+"\")")
 	f.stringVar(&o.webhookSecret, "webhook-secret", "", "SECRET",
-		"sign each webhook body with HMAC-SHA256 in the header "+webhook.DefaultSignatureHeader+"; prefer the variable, which ps does not show")
+		"sign each webhook request as Standard Webhooks do (headers webhook-id, webhook-timestamp, webhook-signature: "+
+			"HMAC-SHA256); raw bytes or whsec_<base64>; prefer the variable or --webhook-secret-file, which ps does not show")
+	f.stringVar(&o.webhookSecretFile, "webhook-secret-file", "", "PATH",
+		"read webhook secrets from PATH, one a line (blank lines and lines starting with # ignored); with several, "+
+			"each request carries a signature per secret, for a rotation; after --webhook-secret's")
+	f.boolVar(&o.webhookLegacy, "webhook-legacy-signature",
+		"also send the signature of earlier releases, for receivers not yet moved: "+webhook.DefaultSignatureHeader+
+			": sha256=<hex HMAC-SHA256 of the body> under the first secret (no timestamp: no protection against replays)")
 	f.durationVar(&o.webhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook request")
 	f.intVar(&o.concurrency, "concurrency", webhook.DefaultConcurrency, "N", "most webhook requests in flight at once")
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
@@ -88,6 +99,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"keep them longer than any redelivery; 0 (the default) leaves them")
 	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute,
 		"wait between two rounds of the cleanup flags; each round's last statement reads the whole table (outbox on PostgreSQL, inbox everywhere)")
+	f.note("The servers of --metrics-addr and --admin-addr also answer, without the admin token,\n" +
+		"GET " + livenessPath + " (200 while the process runs) and GET " + readinessPath + " (200 when the database answers,\n" +
+		"the tables are at the schema version this relay needs and no relay holds the broker or the\n" +
+		"database for down; else 503 with the reason, e.g. \"not ready: connecting to the broker: ...\").\n" +
+		"A broker that cannot be reached at start-up is tried again, with a growing pause, until it\n" +
+		"answers or the relay is stopped; a bad URL or refused credentials end the relay at once.")
 	f.note(fmt.Sprintf("The servers of --metrics-addr and --admin-addr each hold at most %d connections (more clients wait\n"+
 		"to be accepted), and close one that takes over %s to send its headers, %s to send its\n"+
 		"request, %s to be answered, or stays idle for %s; headers are limited to %d KiB.\n"+
@@ -127,11 +144,25 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer adminSrv.close()
 	}
-
-	popts := publisherOptions{
-		Source: o.source, WebhookSecret: o.webhookSecret, WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
+	// The health endpoints answer from here on: /readyz says which step
+	// start-up waits on.
+	ready := newReadiness()
+	for _, srv := range []*httpServer{metrics, adminSrv} {
+		if srv != nil {
+			srv.serve(log, ready)
+		}
 	}
-	pub, closePub, err := openPublisher(ctx, o.broker, popts)
+
+	secrets, err := o.webhookSecrets()
+	if err != nil {
+		return err
+	}
+	popts := publisherOptions{
+		Source: o.source, WebhookSecrets: secrets, LegacySignature: o.webhookLegacy,
+		WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
+	}
+	ready.setStarting("connecting to the broker")
+	pub, closePub, err := openPublisherWaiting(ctx, log, ready, o.broker, popts)
 	if err != nil {
 		return startUpFailed(ctx, log, err)
 	}
@@ -141,7 +172,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// them all; the webhook's client is shared (it has a pool).
 	pubs := []outbox.Publisher{pub}
 	for isBrokerURL(o.broker) && len(pubs) < o.workers {
-		p, closeP, err := openPublisher(ctx, o.broker, popts)
+		p, closeP, err := openPublisherWaiting(ctx, log, ready, o.broker, popts)
 		if err != nil {
 			return startUpFailed(ctx, log, err)
 		}
@@ -159,6 +190,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		conns++
 	}
 	db.dsn = withPoolSize(db.dsn, conns)
+	ready.setStarting("connecting to the database")
 	d, err := db.open(ctx, true)
 	if err != nil {
 		return startUpFailed(ctx, log, err)
@@ -208,6 +240,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		relays[i] = r
 	}
+	ready.running(d.Store, relays)
 	t := d.Store.Tables()
 	log.Info("relay started", "db", d.where, "table", t.Outbox, "broker", redactDSN(o.broker),
 		"batch", o.batch, "max_retries", o.maxRetries, "retry_budget", o.retryBudget, "workers", o.workers)
@@ -311,6 +344,8 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--cleanup-inbox-older-than %s is negative; give an age such as 720h, or 0 to leave inbox records", o.cleanupInbox)
 	case o.cleanupEvery <= 0:
 		return bad("--cleanup-interval %s must be positive", o.cleanupEvery)
+	case o.webhookLegacy && o.webhookSecret == "" && o.webhookSecretFile == "":
+		return bad("--webhook-legacy-signature needs --webhook-secret or --webhook-secret-file")
 	case o.adminAddr == "" && (o.adminToken != "" || o.adminWritable):
 		return bad("--admin-token and --admin-writable need --admin-addr")
 	case o.adminWritable && o.adminToken == "":
@@ -327,6 +362,35 @@ func (o *relayOptions) validate(f *flagSet) error {
 		}
 	}
 	return nil
+}
+
+// webhookSecrets returns --webhook-secret followed by the secrets of
+// --webhook-secret-file.
+func (o *relayOptions) webhookSecrets() ([]string, error) {
+	var secrets []string
+	if o.webhookSecret != "" {
+		secrets = append(secrets, o.webhookSecret)
+	}
+	if o.webhookSecretFile == "" {
+		return secrets, nil
+	}
+	data, err := os.ReadFile(o.webhookSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-secret-file %s: %w", o.webhookSecretFile, unwrapAll(err))
+	}
+	n := len(secrets)
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		addSecret(line)
+		secrets = append(secrets, line)
+	}
+	if len(secrets) == n {
+		return nil, fmt.Errorf("--webhook-secret-file %s holds no secret; write one a line", o.webhookSecretFile)
+	}
+	return secrets, nil
 }
 
 // newLogger returns a logger writing to w in format "text" or "json", showing
@@ -356,11 +420,20 @@ func (t *relayTotals) attrs() []any {
 		"dead", t.dead.Load(), "released", t.released.Load()}
 }
 
-// batchLogger is an outbox.BatchHook: it logs each batch at debug level and
-// adds it to the totals.
+// retryLogEvery is the least time between two log lines about a retried
+// message.
+const retryLogEvery = 10 * time.Second
+
+// batchLogger is an outbox.BatchHook: it logs each batch at debug level, a
+// message that will be retried at info level (one line per retryLogEvery at
+// most, counting the others), and adds each batch to the totals.
 type batchLogger struct {
 	log    *slog.Logger
 	totals *relayTotals
+
+	mu        sync.Mutex
+	lastRetry time.Time
+	unlogged  int // retried messages since the last line
 }
 
 func (b *batchLogger) OnBatch(ctx context.Context, rep outbox.BatchReport) {
@@ -371,6 +444,31 @@ func (b *batchLogger) OnBatch(ctx context.Context, rep outbox.BatchReport) {
 	b.totals.released.Add(int64(rep.Released))
 	b.log.DebugContext(ctx, "batch", "messages", len(rep.Results), "sent", rep.Sent, "retried", rep.Retried,
 		"dead", rep.Dead, "released", rep.Released, "duration", rep.Duration)
+	if rep.Retried > 0 {
+		b.logRetry(ctx, rep)
+	}
+}
+
+// logRetry logs the first retried message of rep, unless a line was logged
+// less than retryLogEvery ago.
+func (b *batchLogger) logRetry(ctx context.Context, rep outbox.BatchReport) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unlogged += rep.Retried
+	if time.Since(b.lastRetry) < retryLogEvery {
+		return
+	}
+	for _, res := range rep.Results {
+		if res.Outcome.Kind != outbox.OutcomeRetry {
+			continue
+		}
+		m := res.Message
+		b.log.InfoContext(ctx, "message refused; it will be retried", "msg_id", m.MsgID, "topic", m.Topic,
+			"failures", m.Retries+1, "retry_in", res.Outcome.Delay.Round(time.Millisecond),
+			"error", scrub(oneLine(res.Outcome.Error)), "retried_since_last_line", b.unlogged)
+		b.lastRetry, b.unlogged = time.Now(), 0
+		return
+	}
 }
 
 // budget maps --retry-budget to RelayConfig.RetryBudget, where 0 means the

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestClosest(t *testing.T) {
+	t.Parallel()
+	names := []string{"batch", "broker", "metrics-addr", "admin-addr", "db"}
+	for in, want := range map[string]string{
+		"bach":          "batch",
+		"brokr":         "broker",
+		"metrics-adr":   "metrics-addr",
+		"metricsaddr":   "metrics-addr",
+		"admin-adr":     "admin-addr",
+		"dv":            "db",
+		"zzz":           "",
+		"workers":       "",
+		"batch":         "batch",
+		"totally-other": "",
+	} {
+		if got := closest(in, names); got != want {
+			t.Errorf("closest(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, c := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"a", "", 1}, {"kitten", "sitting", 3}, {"relay", "rely", 1}} {
+		if got := editDistance(c.a, c.b); got != c.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
+		}
+	}
+}
+
+func TestDidYouMean(t *testing.T) {
+	t.Parallel()
+	checkError(t, runCLI(t, nil, "rely"), 2, `unknown command "rely"; did you mean "relay"?`)
+	checkError(t, runCLI(t, nil, "relay", "--bach", "5"), 2, "unknown flag --bach; did you mean --batch?")
+	checkError(t, runCLI(t, nil, "dead", "list", "--limt", "5"), 2, "did you mean --limit?")
+	r := runCLI(t, nil, "stats", "--zzz")
+	checkError(t, r, 2, "unknown flag --zzz")
+	if strings.Contains(r.stderr, "did you mean") {
+		t.Errorf("a suggestion for a flag nothing resembles: %s", r.stderr)
+	}
+}
