@@ -15,14 +15,28 @@ import (
 )
 
 // Claim implements outbox.Store: see claimMode for how each dialect keeps two
-// relays off the same rows.
+// relays off the same rows. The claim commits before it returns; the batch is
+// held by a lease of p.Lease, which must be positive.
 func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("outbox: claim: limit %d must be positive", p.Limit)
 	}
-	if s.c.mode == claimRange {
-		return s.claimRange(ctx, p)
+	if p.Lease <= 0 {
+		return nil, fmt.Errorf("outbox: claim: lease %s must be positive (RelayConfig.Lease)", p.Lease)
 	}
+	switch s.c.mode {
+	case claimRange:
+		return s.claimRange(ctx, p)
+	case claimRowLease:
+		return s.claimRows(ctx, p)
+	}
+	return s.claimChunks(ctx, p)
+}
+
+// claimChunks claims for PostgreSQL in one statement and commits at once:
+// the statement records the chunks it took in {{claims}} under a new token,
+// with the lease's end (see postgresDialect.claim).
+func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
 	after := p.AfterID
 	if after == 0 && s.c.sweepCheck != "" {
 		lwm, err := s.sweep(ctx)
@@ -31,30 +45,20 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		}
 		after = lwm
 	}
-	// The transaction outlives ctx: a relay told to stop still finishes the
-	// batch it holds (database/sql would roll back on ctx's cancellation).
-	begin := s.db.Begin
-	if rc, ok := s.db.(readCommittedDB); ok && s.c.mode == claimLockSelect {
-		// Under REPEATABLE READ, InnoDB's FOR UPDATE scan takes next-key
-		// locks: the gap after the last pending row is where every writer
-		// inserts, so business transactions waited for the relay's whole
-		// publish, and a mark that stepped onto a writer's new row while that
-		// writer waited for the gap deadlocked it (make chaos CHAOS_DB=mysql).
-		// READ COMMITTED locks the claimed rows only.
-		begin = rc.BeginReadCommitted
-	}
-	if setup := s.c.claimSetup; setup != "" {
-		begin = s.beginWith(setup)
-	}
-	tx, err := s.beginRetrying(context.WithoutCancel(ctx), begin)
-	if err != nil {
-		return nil, s.wrap("claim: begin", err)
-	}
 	q := s.c.claim
 	if p.AfterID > 0 && s.c.claimAfter != "" {
 		q = s.c.claimAfter
 	}
-	rows, err := tx.Query(ctx, q, after, p.Limit)
+	begin := s.db.Begin
+	if setup := s.c.claimSetup; setup != "" {
+		begin = s.beginWith(setup)
+	}
+	tx, err := s.beginRetrying(ctx, begin)
+	if err != nil {
+		return nil, s.wrap("claim: begin", err)
+	}
+	token := newToken()
+	rows, err := tx.Query(ctx, q, after, p.Limit, token, p.Lease.Milliseconds())
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)
@@ -64,7 +68,73 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap("claim", err)
 	}
-	return &txClaim{s: s, tx: tx, msgs: msgs}, nil
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		return nil, s.wrap("claim: commit", err)
+	}
+	return &leaseClaim{s: s, msgs: msgs, token: token}, nil
+}
+
+// claimRows claims for MySQL in one short READ COMMITTED transaction: the
+// due rows are locked (SKIP LOCKED: rows another relay is claiming are
+// passed over), their next_retry_at moves to the end of the lease, and the
+// transaction commits. The locking read sees each row's newest committed
+// version, so a row another relay leased since this statement began is not
+// due. The lease's end, as stored, is the claim's token.
+func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+	begin := s.db.Begin
+	if rc, ok := s.db.(readCommittedDB); ok {
+		// At REPEATABLE READ InnoDB's locking scan would also lock the
+		// gaps between the rows, where writers insert.
+		begin = rc.BeginReadCommitted
+	}
+	tx, err := s.beginRetrying(ctx, begin)
+	if err != nil {
+		return nil, s.wrap("claim: begin", err)
+	}
+	fail := func(op string, err error) (outbox.Claim, error) {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap(op, err)
+	}
+	q := s.c.claim
+	if p.AfterID > 0 && s.c.claimAfter != "" {
+		q = s.c.claimAfter
+	}
+	rows, err := tx.Query(ctx, q, p.AfterID, p.Limit)
+	if err != nil {
+		return fail("claim", err)
+	}
+	msgs, err := scanClaimed(rows, true, p.Limit)
+	if err != nil {
+		return fail("claim", err)
+	}
+	c := &leaseClaim{s: s, msgs: msgs}
+	if len(msgs) > 0 {
+		// The ninth column is the database's clock; the lease runs from it.
+		c.token = leaseEnd(msgs[0].NextRetryAt, p.Lease)
+		ids := make([]int64, len(msgs))
+		for i := range msgs {
+			msgs[i].NextRetryAt = time.Time{}
+			ids[i] = msgs[i].ID
+		}
+		q, args := s.c.withIDs(s.c.claimRecord, []any{c.token}, ids)
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return fail("claim: lease", err)
+		}
+	}
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		return nil, s.wrap("claim: commit", err)
+	}
+	return c, nil
+}
+
+// leaseEnd is the database time now+lease as text in the form a DATETIME(6)
+// column stores it. now's wall clock is the database's, whatever location
+// the driver labelled it with.
+func leaseEnd(now time.Time, lease time.Duration) string {
+	y, mo, d := now.Date()
+	h, mi, sec := now.Clock()
+	wall := time.Date(y, mo, d, h, mi, sec, now.Nanosecond(), time.UTC)
+	return wall.Add(lease).Truncate(time.Microsecond).Format("2006-01-02 15:04:05.000000")
 }
 
 // beginWith returns a begin function that also runs setup, in the same round
@@ -249,104 +319,114 @@ func split(msgs []outbox.Message, outcomes []outbox.Outcome, withRelease bool) (
 	return sent, others, nil
 }
 
-func (c *compiled) markSentArgs(ids []int64) (string, []any) {
-	if c.idList {
-		return c.withIDs(c.markSent, nil, ids)
-	}
-	return c.markSent, []any{jsonArray(ids)}
-}
-
-func (c *compiled) markOthersArgs(rows []outcomeRow) (string, []any) {
+func (c *compiled) markOthersArgs(rows []outcomeRow, token string) (string, []any) {
 	b, _ := json.Marshal(rows)
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	return c.withIDs(c.markOthers, []any{string(b)}, ids)
+	return c.withIDs(c.markOthers, []any{string(b), token}, ids)
 }
 
-// txClaim holds the claimed rows locked in an open transaction.
-type txClaim struct {
-	s    *Store
-	tx   Tx
-	msgs []outbox.Message
-	done bool
+// markSentArgs: PostgreSQL's markSent takes a bigint array and the token
+// whose lease it drops; the others a JSON array, or {{ids}}.
+func (c *compiled) markSentArgs(ids []int64, token string) (string, []any) {
+	switch {
+	case c.idList:
+		return c.withIDs(c.markSent, nil, ids)
+	case c.mode == claimChunks:
+		return c.markSent, []any{ids, token}
+	}
+	return c.markSent, []any{jsonArray(ids)}
 }
 
-func (c *txClaim) Messages() []outbox.Message { return c.msgs }
+// leaseClaim is a batch held by a lease (PostgreSQL: chunks recorded under
+// token; MySQL: next_retry_at moved to the lease's end, token). Finish marks
+// in a transaction of its own. The SENT mark applies to rows still NEW
+// whether or not the lease still holds (the messages went out); the other
+// outcomes only to rows the lease still holds, so that a relay that
+// outlived its lease cannot undo or shorten another relay's claim.
+type leaseClaim struct {
+	s     *Store
+	msgs  []outbox.Message
+	token string
+	done  bool
+}
 
-func (c *txClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
+func (c *leaseClaim) Messages() []outbox.Message { return c.msgs }
+
+func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
 	if c.done {
 		return fmt.Errorf("outbox: claim already finished")
 	}
 	c.done = true
 	if len(c.msgs) == 0 {
-		return c.s.wrap("finish", c.tx.Rollback(ctx))
+		return nil
 	}
-	lockMark := c.s.c.mode == claimLockMark
-	// With lock-and-mark every claimed row is already SENT in this transaction:
-	// released rows must be reverted; with lock-select they are simply left.
-	sent, others, err := split(c.msgs, outcomes, lockMark)
+	s := c.s
+	sent, others, err := split(c.msgs, outcomes, s.c.writeRelease)
 	if err != nil {
-		c.tx.Rollback(ctx)
 		return err
 	}
-	if len(sent) == 0 && allRelease(outcomes) {
-		return c.s.wrap("finish", c.tx.Rollback(ctx))
+	if len(others) == 0 {
+		if len(sent) == 0 {
+			return c.release(ctx, "finish: release claim")
+		}
+		// The common case: one statement, its own transaction.
+		q, args := s.c.markSentArgs(sent, c.token)
+		_, err := s.db.Exec(ctx, q, args...)
+		return s.wrap("mark sent", err)
 	}
-	if !lockMark && len(sent) > 0 {
-		q, args := c.s.c.markSentArgs(sent)
-		if _, err := c.tx.Exec(ctx, q, args...); err != nil {
-			c.tx.Rollback(context.WithoutCancel(ctx))
-			return c.s.wrap("mark sent", err)
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return s.wrap("finish: begin", err)
+	}
+	fail := func(op string, err error) error {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return s.wrap(op, err)
+	}
+	// The other outcomes first: they read the lease that the SENT mark
+	// (PostgreSQL) drops.
+	q, args := s.c.markOthersArgs(others, c.token)
+	if _, err := tx.Exec(ctx, q, args...); err != nil {
+		return fail("mark failed", err)
+	}
+	if len(sent) > 0 {
+		q, args := s.c.markSentArgs(sent, c.token)
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return fail("mark sent", err)
+		}
+	} else if s.c.mode == claimChunks {
+		if _, err := tx.Exec(ctx, s.c.claimRelease, c.token); err != nil {
+			return fail("finish: release claim", err)
 		}
 	}
-	if len(others) > 0 {
-		q, args := c.s.c.markOthersArgs(others)
-		if _, err := c.tx.Exec(ctx, q, args...); err != nil {
-			c.tx.Rollback(context.WithoutCancel(ctx))
-			return c.s.wrap("mark failed", err)
-		}
-	}
-	if ids := requeuedSent(c.msgs, outcomes); len(ids) > 0 && c.s.c.clearRequeued != "" {
-		if _, err := c.tx.Exec(ctx, c.s.c.clearRequeued, ids); err != nil {
-			c.tx.Rollback(context.WithoutCancel(ctx))
-			return c.s.wrap("mark sent", err)
-		}
-	}
-	if err := c.tx.Commit(ctx); err != nil {
-		return c.s.wrap("finish: commit", err)
-	}
-	return nil
+	return s.wrap("finish: commit", tx.Commit(ctx))
 }
 
-func (c *txClaim) Abort(ctx context.Context) error {
+// Abort gives the rows back unmarked: due again at once, for any relay.
+func (c *leaseClaim) Abort(ctx context.Context) error {
 	if c.done {
 		return nil
 	}
 	c.done = true
-	return c.s.wrap("abort claim", c.tx.Rollback(ctx))
+	if len(c.msgs) == 0 {
+		return nil
+	}
+	return c.release(ctx, "abort claim")
 }
 
-// requeuedSent lists the messages marked SENT that had been requeued (their
-// next_retry_at, as claimed, is past their creation).
-func requeuedSent(msgs []outbox.Message, outcomes []outbox.Outcome) []int64 {
-	var ids []int64
-	for i, o := range outcomes {
-		if o.Kind == outbox.OutcomeSent && msgs[i].NextRetryAt.After(msgs[i].CreatedAt) {
-			ids = append(ids, msgs[i].ID)
+func (c *leaseClaim) release(ctx context.Context, op string) error {
+	q, args := c.s.c.claimRelease, []any{c.token}
+	if c.s.c.idList {
+		ids := make([]int64, len(c.msgs))
+		for i, m := range c.msgs {
+			ids[i] = m.ID
 		}
+		q, args = c.s.c.withIDs(q, args, ids)
 	}
-	return ids
-}
-
-func allRelease(outcomes []outbox.Outcome) bool {
-	for _, o := range outcomes {
-		if o.Kind != outbox.OutcomeRelease {
-			return false
-		}
-	}
-	return true
+	_, err := c.s.db.Exec(ctx, q, args...)
+	return c.s.wrap(op, err)
 }
 
 // claimRange claims in one short write transaction: expired claims are
@@ -430,13 +510,13 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		return c.s.wrap(op, err)
 	}
 	if len(sent) > 0 {
-		q, args := c.s.c.markSentArgs(sent)
+		q, args := c.s.c.markSentArgs(sent, c.token)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}
 	}
 	if len(others) > 0 {
-		q, args := c.s.c.markOthersArgs(others)
+		q, args := c.s.c.markOthersArgs(others, c.token)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark failed", err)
 		}

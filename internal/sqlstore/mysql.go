@@ -5,7 +5,7 @@ package sqlstore
 var mysqlDialect = dialect{
 	name:  "mysql",
 	quote: quoteBacktick,
-	mode:  claimLockSelect,
+	mode:  claimRowLease,
 
 	insertOne: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers) VALUES (?, ?, ?, ?, ?)`,
 
@@ -21,40 +21,57 @@ JOIN JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j ON o.msg_id = j.m`
 	// the duplicate as 1 row, the same as a new one.
 	consume: `INSERT INTO {{inbox}} (consumer_group, msg_id) VALUES (?, ?)`,
 
-	// Claims run at READ COMMITTED (Store.Claim): record locks on the
-	// claimed rows only, no gap locks where writers insert. From the start
-	// (a rescan) the claim goes through the pending index; from a cursor,
-	// which Relay.Run keeps at the frontier, through the primary key, which
-	// at READ COMMITTED InnoDB walks at twice the speed of the secondary
-	// index (1.3 against 3.2 ms for 500 rows here; at REPEATABLE READ the
-	// pending index took 1.6).
-	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+	// A claim is a short READ COMMITTED transaction (Store.claimRows):
+	// record locks on the claimed rows only, no gap locks where writers
+	// insert, and none left once it commits, before the publish. The claim
+	// locks the due rows (SKIP LOCKED: another relay's claim in progress
+	// is passed over) and moves their next_retry_at to the end of the lease
+	// (claimRecord), so that they are not due for any relay until then;
+	// the lease's end is the claim's token. From the start (a rescan) the
+	// claim goes through the pending index; from a cursor, which Relay.Run
+	// keeps at the frontier, through the primary key, which at READ
+	// COMMITTED InnoDB walks at twice the speed of the secondary index. The
+	// ninth column is the database's clock, from which the lease runs.
+	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, UTC_TIMESTAMP(6)
 FROM {{outbox}}
 WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
 ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`,
-	claimAfter: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+	claimAfter: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, UTC_TIMESTAMP(6)
 FROM {{outbox}} FORCE INDEX (PRIMARY)
 WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
 ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`,
+	claimRecord: `UPDATE {{outbox}} SET next_retry_at = ? WHERE id IN ({{ids}})`,
+	// claimRelease gives the rows the lease still holds back, due at once.
+	claimRelease: `UPDATE {{outbox}} SET next_retry_at = UTC_TIMESTAMP(6)
+WHERE next_retry_at = ? AND id IN ({{ids}}) AND status = 0`,
+	writeRelease: true,
 
 	// Marks reach the rows by primary key only ({{ids}} expands to one
 	// placeholder per id): a join would scan and lock rows of other
-	// transactions, such as a late writer's uncommitted insert.
-	markSent: `UPDATE {{outbox}} SET status = 1, sent_at = UTC_TIMESTAMP(6)
+	// transactions, such as a late writer's uncommitted insert. The SENT
+	// mark is one statement, its own transaction.
+	// The lease leaves next_retry_at, so that a row set back to NEW by hand
+	// is due at once.
+	markSent: `UPDATE {{outbox}} SET status = 1, sent_at = UTC_TIMESTAMP(6), next_retry_at = UTC_TIMESTAMP(6)
 WHERE id IN ({{ids}}) AND status = 0`,
 
+	// k: 1 retry, 2 dead, 3 release. Only rows still NEW whose
+	// next_retry_at is still this claim's lease (the ? after the JSON)
+	// move: a relay that outlived its lease leaves another relay's claim
+	// alone. A release is due again at once; the lease leaves a DEAD row's
+	// next_retry_at too.
 	markOthers: `UPDATE {{outbox}} o
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$.id', k INT PATH '$.k', d BIGINT PATH '$.d', e TEXT PATH '$.e')) f ON o.id = f.id
 SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
-    o.retries       = o.retries + 1,
-    o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE o.next_retry_at END,
-    o.last_error    = f.e,
+    o.retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
+    o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE UTC_TIMESTAMP(6) END,
+    o.last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END,
     o.dead_at       = CASE f.k WHEN 2 THEN UTC_TIMESTAMP(6) END
-WHERE o.id IN ({{ids}}) AND o.status = 0`,
+WHERE o.next_retry_at = ? AND o.id IN ({{ids}}) AND o.status = 0`,
 
 	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
