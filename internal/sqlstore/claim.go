@@ -57,21 +57,39 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
-	token := newToken()
-	rows, err := tx.Query(ctx, q, after, p.Limit, token, p.Lease.Milliseconds())
-	if err != nil {
-		tx.Rollback(context.WithoutCancel(ctx))
-		return nil, s.wrap("claim", err)
+	c := &leaseClaim{s: s, token: newToken()}
+	// A chunk that changed after the statement's snapshot is left (see
+	// postgresDialect.claim) and marked with a row of id 0: the statement
+	// runs again for the rows still wanted, in the same transaction with a
+	// new snapshot, in which this claim's own chunks are leased.
+	for range 4 {
+		rows, err := tx.Query(ctx, q, after, p.Limit-len(c.msgs), c.token, p.Lease.Milliseconds())
+		if err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return nil, s.wrap("claim", err)
+		}
+		var ctids []string
+		msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit, &ctids)
+		if err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return nil, s.wrap("claim", err)
+		}
+		changed := len(msgs) > 0 && msgs[0].ID == 0 // sorted by id
+		if changed {
+			msgs, ctids = msgs[1:], ctids[1:]
+		}
+		c.msgs, c.ctids = append(c.msgs, msgs...), append(c.ctids, ctids...)
+		if !changed || len(c.msgs) >= p.Limit {
+			break
+		}
 	}
-	msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit)
-	if err != nil {
-		tx.Rollback(context.WithoutCancel(ctx))
-		return nil, s.wrap("claim", err)
+	if !sortedByID(c.msgs) {
+		sortClaimed(c.msgs, c.ctids)
 	}
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
 		return nil, s.wrap("claim: commit", err)
 	}
-	return &leaseClaim{s: s, msgs: msgs, token: token}, nil
+	return c, nil
 }
 
 // claimRows claims for MySQL in one short READ COMMITTED transaction: the
@@ -103,7 +121,7 @@ func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Cla
 	if err != nil {
 		return fail("claim", err)
 	}
-	msgs, err := scanClaimed(rows, true, p.Limit)
+	msgs, err := scanClaimed(rows, true, p.Limit, nil)
 	if err != nil {
 		return fail("claim", err)
 	}
@@ -249,7 +267,9 @@ func onLiveConnection[T any](ctx context.Context, s *Store, fn func() (T, error)
 
 // scanClaimed reads the claimed rows; withDue, a ninth column gives the time
 // each row came due (its next_retry_at, which the claim does not change).
-func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
+// With ctids, a last column gives each row's ctid (PostgreSQL), which
+// scanClaimed appends to *ctids in the order of the messages it returns.
+func scanClaimed(rows Rows, withDue bool, limit int, ctids *[]string) ([]outbox.Message, error) {
 	defer rows.Close()
 	msgs := make([]outbox.Message, 0, min(limit, 10000)) // Claim refuses a limit below 1
 	// One set of destinations serves every row, so that a row costs only
@@ -260,10 +280,15 @@ func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
 		key              textValue
 		payload, headers []byte
 		created, due     lenientTime
+		ctid             string
 	)
 	dest := []any{&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created, &due}
 	if !withDue {
 		dest = dest[:len(dest)-1]
+	}
+	var tids []string
+	if ctids != nil {
+		dest = append(dest, &ctid)
 	}
 	for rows.Next() {
 		m, key, payload, headers, created, due = outbox.Message{}, textValue{}, nil, nil, lenientTime{}, lenientTime{}
@@ -279,15 +304,46 @@ func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
 			m.Headers = h
 		}
 		msgs = append(msgs, m)
+		if ctids != nil {
+			tids = append(tids, ctid)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	// UPDATE ... RETURNING gives no order; the relay publishes in id order.
-	if !sort.SliceIsSorted(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID }) {
-		sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+	// The rows come in no set order; the relay publishes in id order.
+	if !sortedByID(msgs) {
+		sortClaimed(msgs, tids)
+	}
+	if ctids != nil {
+		*ctids = tids
 	}
 	return msgs, nil
+}
+
+func sortedByID(msgs []outbox.Message) bool {
+	return sort.SliceIsSorted(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+}
+
+// sortClaimed sorts msgs by id, and ctids (nil, or one per message) with them.
+func sortClaimed(msgs []outbox.Message, ctids []string) {
+	order := make([]int, len(msgs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(i, j int) bool { return msgs[order[i]].ID < msgs[order[j]].ID })
+	sorted := make([]outbox.Message, len(msgs))
+	for i, o := range order {
+		sorted[i] = msgs[o]
+	}
+	copy(msgs, sorted)
+	if ctids != nil {
+		st := make([]string, len(ctids))
+		for i, o := range order {
+			st[i] = ctids[o]
+		}
+		copy(ctids, st)
+	}
 }
 
 // outcomeRow is one non-sent outcome as the markOthers statements read it.
@@ -328,14 +384,14 @@ func (c *compiled) markOthersArgs(rows []outcomeRow, token string) (string, []an
 	return c.withIDs(c.markOthers, []any{string(b), token}, ids)
 }
 
-// markSentArgs: PostgreSQL's markSent takes a bigint array and the token
-// whose lease it drops; the others a JSON array, or {{ids}}.
-func (c *compiled) markSentArgs(ids []int64, token string) (string, []any) {
+// markSentArgs: PostgreSQL's markSent takes a bigint array, the token whose
+// lease it drops and the rows' ctids; the others a JSON array, or {{ids}}.
+func (c *compiled) markSentArgs(ids []int64, token string, ctids []string) (string, []any) {
 	switch {
 	case c.idList:
 		return c.withIDs(c.markSent, nil, ids)
 	case c.mode == claimChunks:
-		return c.markSent, []any{ids, token}
+		return c.markSent, []any{ids, token, ctids}
 	}
 	return c.markSent, []any{jsonArray(ids)}
 }
@@ -349,6 +405,7 @@ func (c *compiled) markSentArgs(ids []int64, token string) (string, []any) {
 type leaseClaim struct {
 	s     *Store
 	msgs  []outbox.Message
+	ctids []string // PostgreSQL: each message's ctid, as the claim read it
 	token string
 	done  bool
 }
@@ -373,7 +430,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 			return c.release(ctx, "finish: release claim")
 		}
 		// The common case: one statement, its own transaction.
-		q, args := s.c.markSentArgs(sent, c.token)
+		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes))
 		_, err := s.db.Exec(ctx, q, args...)
 		return s.wrap("mark sent", err)
 	}
@@ -392,7 +449,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		return fail("mark failed", err)
 	}
 	if len(sent) > 0 {
-		q, args := s.c.markSentArgs(sent, c.token)
+		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes))
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}
@@ -402,6 +459,21 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		}
 	}
 	return s.wrap("finish: commit", tx.Commit(ctx))
+}
+
+// sentCtids is the ctids of the messages whose outcome is SENT, in the
+// order split lists their ids.
+func (c *leaseClaim) sentCtids(outcomes []outbox.Outcome) []string {
+	if c.ctids == nil {
+		return nil
+	}
+	var out []string
+	for i, o := range outcomes {
+		if o.Kind == outbox.OutcomeSent {
+			out = append(out, c.ctids[i])
+		}
+	}
+	return out
 }
 
 // Abort gives the rows back unmarked: due again at once, for any relay.
@@ -452,7 +524,7 @@ func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Cl
 	if err != nil {
 		return fail("claim", err)
 	}
-	msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit)
+	msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit, nil)
 	if err != nil {
 		return fail("claim", err)
 	}
@@ -510,7 +582,7 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		return c.s.wrap(op, err)
 	}
 	if len(sent) > 0 {
-		q, args := c.s.c.markSentArgs(sent, c.token)
+		q, args := c.s.c.markSentArgs(sent, c.token, nil)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}

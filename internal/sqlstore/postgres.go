@@ -37,12 +37,20 @@ RETURNING msg_id`,
 	// statement) and the chunk number, so outbox tables in different
 	// schemas never share a chunk.
 	//
-	// The record is an INSERT ... ON CONFLICT DO UPDATE that takes over only
-	// an expired lease. ON CONFLICT reads the newest committed record,
-	// whatever the statement's snapshot: a relay whose snapshot was taken
-	// before another relay's claim committed, and which then got the
-	// chunk's lock, finds that claim's record there and leaves the chunk.
-	// The statement returns only the rows of chunks it recorded. The rows
+	// A chunk under a live lease is passed over before its lock is tried
+	// (the CASE), so that a claim never holds the lock of a chunk it
+	// leaves, which would make another relay's claim leave it too.
+	//
+	// The statement reads the rows in its snapshot, taken before it got
+	// the chunk's lock: another relay may have claimed the chunk and even
+	// marked its rows since. So each chunk's record carries a generation,
+	// which every claim and every release of the chunk moves on, and the
+	// record is an INSERT ... ON CONFLICT DO UPDATE that takes the chunk
+	// only if its generation is still the one the snapshot saw (none: 0)
+	// and its lease is free or expired. ON CONFLICT reads the newest
+	// committed record, whatever the snapshot; a chunk changed since is
+	// left, and the statement returns only the rows of the chunks it
+	// recorded, whose versions in its snapshot are then current. The rows
 	// themselves are not written: they stay NEW until the mark, so they
 	// count as pending for the low-water mark and for the Backlog, and a
 	// relay that dies leaves them to be claimed again when its lease runs
@@ -101,70 +109,61 @@ RETURNING msg_id`,
   SELECT (SELECT id FROM {{outbox}} WHERE id >= ((c.first >> 8) + 1) << 8 AND status = 0 ORDER BY id LIMIT 1)
   FROM chunks AS c WHERE c.first IS NOT NULL
 ), due AS MATERIALIZED (
-  SELECT o.*
+  SELECT o.*, g.gen
   FROM chunks AS k
   CROSS JOIN LATERAL (
-    SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at FROM {{outbox}}
+    SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at, ctid FROM {{outbox}}
     WHERE id >= k.first AND id < ((k.first >> 8) + 1) << 8 AND status = 0 AND next_retry_at <= now()
     ORDER BY id
   ) AS o
+  CROSS JOIN LATERAL (` + chunkLease + `(k.first >> 8)) AS g
   WHERE k.first IS NOT NULL
-    AND pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((k.first >> 8) & 2147483647))
-    AND NOT EXISTS (SELECT 1 FROM {{claims}} AS l WHERE l.chunk = k.first >> 8 AND l.until > now())
+    AND CASE WHEN g.live THEN false
+        ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((k.first >> 8) & 2147483647)) END
   LIMIT $2
-), held AS (
-  INSERT INTO {{claims}} AS l (chunk, token, until)
-  SELECT DISTINCT d.id >> 8, $3::text, now() + $4 * interval '1 millisecond' FROM due AS d
-  ON CONFLICT (chunk) DO UPDATE SET token = excluded.token, until = excluded.until
-  WHERE l.until <= now()
-  RETURNING l.chunk
-)
-SELECT d.id, d.msg_id, d.topic, d.msg_key, d.payload, d.headers, d.retries, d.created_at, d.next_retry_at
-FROM due AS d, async
-WHERE d.id >> 8 IN (SELECT chunk FROM held)`,
+), held AS (` + holdChunks + `)
+` + claimedRows,
 
 	claim: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
-  SELECT c.* FROM (
-    (SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at FROM {{outbox}}
+  SELECT c.*, g.gen FROM (
+    (SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at, ctid FROM {{outbox}}
      WHERE next_retry_at > created_at AND id <= $1 AND status = 0 AND next_retry_at <= now()
      ORDER BY id LIMIT $2 * 16)
     UNION ALL
-    (SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at FROM {{outbox}}
+    (SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at, ctid FROM {{outbox}}
      WHERE id > $1 AND status = 0 AND next_retry_at <= now()
      ORDER BY id LIMIT $2 * 16)
   ) AS c
-  WHERE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647))
-    AND NOT EXISTS (SELECT 1 FROM {{claims}} AS l WHERE l.chunk = c.id >> 8 AND l.until > now())
+  CROSS JOIN LATERAL (` + chunkLease + `(c.id >> 8)) AS g
+  WHERE CASE WHEN g.live THEN false
+        ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647)) END
   LIMIT $2
-), held AS (
-  INSERT INTO {{claims}} AS l (chunk, token, until)
-  SELECT DISTINCT d.id >> 8, $3::text, now() + $4 * interval '1 millisecond' FROM due AS d
-  ON CONFLICT (chunk) DO UPDATE SET token = excluded.token, until = excluded.until
-  WHERE l.until <= now()
-  RETURNING l.chunk
-)
-SELECT d.id, d.msg_id, d.topic, d.msg_key, d.payload, d.headers, d.retries, d.created_at, d.next_retry_at
-FROM due AS d, async
-WHERE d.id >> 8 IN (SELECT chunk FROM held)`,
+), held AS (` + holdChunks + `)
+` + claimedRows,
 
 	// markSent is the mark of a batch that all went out, one statement in
-	// its own transaction, which also drops the claim's lease. Only rows
-	// still NEW move. No index names status or sent_at, so the update is
+	// its own transaction, which also drops the claim's lease (args: the
+	// rows' ids, the token, the rows' ctids as the claim read them). Only
+	// rows still NEW move. It reaches each row by the ctid the claim read,
+	// a TID scan, with no walk of the primary key per row, and checks the
+	// id there: a row someone else updated since the claim (an operator)
+	// has moved to another ctid, which is not marked (it stays NEW and is
+	// claimed again), and a ctid whose line a new row version took since
+	// names another id. No index names status or sent_at, so the update is
 	// HOT: PostgreSQL writes the new row version on the same page
-	// (fillfactor 50 leaves room) and inserts no index entry. A requeued row
-	// (next_retry_at past created_at) leaves the requeued index: its
-	// next_retry_at goes back to created_at (not HOT; rare); on every other
-	// row the value does not change, which keeps the update HOT.
+	// (fillfactor 50 leaves room) and inserts no index entry. A requeued
+	// row (next_retry_at past created_at) leaves the requeued index: its
+	// next_retry_at goes back to created_at (not HOT; rare); on every
+	// other row the value does not change, which keeps the update HOT.
 	markSent: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
-), released AS (
-  DELETE FROM {{claims}} WHERE token = $2
-)
+), released AS (` + releaseChunks + `)
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
-FROM async WHERE o.id = ANY($1::bigint[]) AND o.status = 0`,
-	claimRelease: `DELETE FROM {{claims}} WHERE token = $1`,
+FROM async, unnest($3::text[]::tid[], $1::bigint[]) AS f(t, id)
+WHERE o.ctid = f.t AND o.id = f.id AND o.status = 0`,
+	claimRelease: releaseChunksStmt,
 
 	// The sweep advances the low-water mark in two statements, so that the
 	// second one's snapshot is taken after the first has seen every listed
@@ -197,7 +196,10 @@ FROM async WHERE o.id = ANY($1::bigint[]) AND o.status = 0`,
   SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY(h.cand_vxids))
   AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts AS p WHERE p.database = current_database())
 FROM {{horizon}} AS h, (` + seqNode + `) AS s`,
-	sweepAdvance: `UPDATE {{horizon}} AS h SET
+	sweepAdvance: `WITH pruned AS (
+  DELETE FROM {{claims}} WHERE until < now() - interval '1 hour'
+)
+UPDATE {{horizon}} AS h SET
   lwm = CASE WHEN n.top < h.lwm OR h.seq_node IS DISTINCT FROM n.node THEN 0 ELSE greatest(h.lwm, coalesce((
     SELECT min(o.id) - 1 FROM {{outbox}} AS o
     WHERE o.id > h.lwm AND o.id <= h.cand AND o.status = 0 AND o.next_retry_at <= o.created_at), h.cand)) END,
@@ -309,6 +311,45 @@ WHERE ` + deadRows + `
 	recordVersion:  `INSERT INTO {{migrations}} (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 	lockMigrations: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 }
+
+// chunkLease reads the record of one chunk in {{claims}} (its number
+// follows in parentheses) as the statement's snapshot sees it: gen, its
+// generation (0 without one), and live, whether a lease holds it.
+const chunkLease = `SELECT coalesce(max(l.gen), 0) AS gen, coalesce(bool_or(l.token IS NOT NULL AND l.until > now()), false) AS live
+FROM {{claims}} AS l WHERE l.chunk = `
+
+// holdChunks records the chunks of the rows in due under the claim's token
+// ($3) until now() + $4 ms, each only if its record is still the
+// generation due read and free or expired, and returns the chunks it
+// recorded.
+const holdChunks = `
+  INSERT INTO {{claims}} AS l (chunk, token, until, gen)
+  SELECT DISTINCT d.id >> 8, $3::text, now() + $4 * interval '1 millisecond', d.gen + 1 FROM due AS d
+  ON CONFLICT (chunk) DO UPDATE SET token = excluded.token, until = excluded.until, gen = excluded.gen
+  WHERE l.gen = excluded.gen - 1 AND (l.token IS NULL OR l.until <= now())
+  RETURNING l.chunk
+`
+
+// claimedRows returns the rows of due in the chunks held recorded, then,
+// if due read rows of a chunk held could not record (it changed after the
+// statement's snapshot), one row with id 0, so that the claim can look
+// again with a new snapshot.
+const claimedRows = `SELECT d.id, d.msg_id, d.topic, d.msg_key, d.payload, d.headers, d.retries, d.created_at, d.next_retry_at, d.ctid::text
+FROM due AS d, async
+WHERE d.id >> 8 IN (SELECT chunk FROM held)
+UNION ALL
+SELECT 0, '', '', NULL, NULL, NULL, 0, now(), now(), ''
+WHERE EXISTS (SELECT 1 FROM due AS d WHERE d.id >> 8 NOT IN (SELECT chunk FROM held))`
+
+// releaseChunks frees the chunks of a claim's token ($2): the next
+// generation, no token, and in until the time it was freed, from which
+// sweepAdvance drops records unused for an hour.
+const releaseChunks = `
+  UPDATE {{claims}} SET token = NULL, until = clock_timestamp(), gen = gen + 1 WHERE token = $2
+`
+
+// releaseChunksStmt is releaseChunks alone, its token $1.
+const releaseChunksStmt = `UPDATE {{claims}} SET token = NULL, until = clock_timestamp(), gen = gen + 1 WHERE token = $1`
 
 // deadRows is how every statement on the DEAD rows names them, so that the
 // planner can use the DEAD index ({{outbox_dead_idx}}, WHERE dead_at IS NOT
