@@ -386,11 +386,15 @@ func (c *compiled) markOthersArgs(rows []outcomeRow, token string) (string, []an
 
 // markSentArgs: PostgreSQL's markSent takes a bigint array, the token whose
 // lease it drops and the rows' ctids; the others a JSON array, or {{ids}}.
-func (c *compiled) markSentArgs(ids []int64, token string, ctids []string) (string, []any) {
+// requeued says that a row marked had been requeued (markSentRequeued).
+func (c *compiled) markSentArgs(ids []int64, token string, ctids []string, requeued bool) (string, []any) {
 	switch {
 	case c.idList:
 		return c.withIDs(c.markSent, nil, ids)
 	case c.mode == claimChunks:
+		if requeued && c.markSentRequeued != "" {
+			return c.markSentRequeued, []any{ids, token, ctids}
+		}
 		return c.markSent, []any{ids, token, ctids}
 	}
 	return c.markSent, []any{jsonArray(ids)}
@@ -430,7 +434,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 			return c.release(ctx, "finish: release claim")
 		}
 		// The common case: one statement, its own transaction.
-		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes))
+		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
 		_, err := s.db.Exec(ctx, q, args...)
 		return s.wrap("mark sent", err)
 	}
@@ -449,7 +453,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		return fail("mark failed", err)
 	}
 	if len(sent) > 0 {
-		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes))
+		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}
@@ -474,6 +478,17 @@ func (c *leaseClaim) sentCtids(outcomes []outbox.Outcome) []string {
 		}
 	}
 	return out
+}
+
+// requeuedSent reports whether a message marked SENT had been requeued (its
+// next_retry_at, as claimed, is past its creation).
+func requeuedSent(msgs []outbox.Message, outcomes []outbox.Outcome) bool {
+	for i, o := range outcomes {
+		if o.Kind == outbox.OutcomeSent && msgs[i].NextRetryAt.After(msgs[i].CreatedAt) {
+			return true
+		}
+	}
+	return false
 }
 
 // Abort gives the rows back unmarked: due again at once, for any relay.
@@ -582,7 +597,7 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		return c.s.wrap(op, err)
 	}
 	if len(sent) > 0 {
-		q, args := c.s.c.markSentArgs(sent, c.token, nil)
+		q, args := c.s.c.markSentArgs(sent, c.token, nil, false)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}

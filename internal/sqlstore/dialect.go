@@ -99,6 +99,9 @@ type dialect struct {
 	// array; PostgreSQL: a bigint array, and the token, whose lease it
 	// drops; MySQL: {{ids}}).
 	markSent string
+	// markSentRequeued, when set, is markSent for a batch with requeued
+	// rows (PostgreSQL: it takes them out of the requeued index).
+	markSentRequeued string
 	// markOthers records the other outcomes of the rows the claim still
 	// holds. args: a JSON array of {id, k, d, e}, k 1 retry, 2 dead or 3
 	// release (see outbox.OutcomeKind), then the claim's token, then (MySQL)
@@ -190,7 +193,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.deleteConsumed, &c.oldSent, &c.oldConsumed, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

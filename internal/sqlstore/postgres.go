@@ -121,6 +121,8 @@ RETURNING msg_id`,
     AND CASE WHEN g.live THEN false
         ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((k.first >> 8) & 2147483647)) END
   LIMIT $2
+), want AS MATERIALIZED (
+  SELECT DISTINCT d.id >> 8 AS chunk, d.gen FROM due AS d
 ), held AS (` + holdChunks + `)
 ` + claimedRows,
 
@@ -140,6 +142,8 @@ RETURNING msg_id`,
   WHERE CASE WHEN g.live THEN false
         ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647)) END
   LIMIT $2
+), want AS MATERIALIZED (
+  SELECT DISTINCT d.id >> 8 AS chunk, d.gen FROM due AS d
 ), held AS (` + holdChunks + `)
 ` + claimedRows,
 
@@ -153,11 +157,19 @@ RETURNING msg_id`,
 	// claimed again), and a ctid whose line a new row version took since
 	// names another id. No index names status or sent_at, so the update is
 	// HOT: PostgreSQL writes the new row version on the same page
-	// (fillfactor 50 leaves room) and inserts no index entry. A requeued
-	// row (next_retry_at past created_at) leaves the requeued index: its
-	// next_retry_at goes back to created_at (not HOT; rare); on every
-	// other row the value does not change, which keeps the update HOT.
+	// (fillfactor 50 leaves room) and inserts no index entry.
+	// markSentRequeued is markSent for a batch with requeued rows
+	// (next_retry_at past created_at, as the claim read them): their
+	// next_retry_at goes back to created_at, so that they leave the
+	// requeued index (not HOT; rare). The value does not change on the
+	// other rows, which keeps their update HOT.
 	markSent: `WITH async AS MATERIALIZED (
+  SELECT set_config('synchronous_commit', 'off', true)
+), released AS (` + releaseChunks + `)
+UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
+FROM async, unnest($3::text[]::tid[], $1::bigint[]) AS f(t, id)
+WHERE o.ctid = f.t AND o.id = f.id AND o.status = 0`,
+	markSentRequeued: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), released AS (` + releaseChunks + `)
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
@@ -318,13 +330,13 @@ WHERE ` + deadRows + `
 const chunkLease = `SELECT coalesce(max(l.gen), 0) AS gen, coalesce(bool_or(l.token IS NOT NULL AND l.until > now()), false) AS live
 FROM {{claims}} AS l WHERE l.chunk = `
 
-// holdChunks records the chunks of the rows in due under the claim's token
-// ($3) until now() + $4 ms, each only if its record is still the
-// generation due read and free or expired, and returns the chunks it
-// recorded.
+// holdChunks records the chunks of the rows in due (want, one row per
+// chunk) under the claim's token ($3) until now() + $4 ms, each only if its
+// record is still the generation due read and free or expired, and returns
+// the chunks it recorded.
 const holdChunks = `
   INSERT INTO {{claims}} AS l (chunk, token, until, gen)
-  SELECT DISTINCT d.id >> 8, $3::text, now() + $4 * interval '1 millisecond', d.gen + 1 FROM due AS d
+  SELECT w.chunk, $3::text, now() + $4 * interval '1 millisecond', w.gen + 1 FROM want AS w
   ON CONFLICT (chunk) DO UPDATE SET token = excluded.token, until = excluded.until, gen = excluded.gen
   WHERE l.gen = excluded.gen - 1 AND (l.token IS NULL OR l.until <= now())
   RETURNING l.chunk
@@ -339,7 +351,7 @@ FROM due AS d, async
 WHERE d.id >> 8 IN (SELECT chunk FROM held)
 UNION ALL
 SELECT 0, '', '', NULL, NULL, NULL, 0, now(), now(), ''
-WHERE EXISTS (SELECT 1 FROM due AS d WHERE d.id >> 8 NOT IN (SELECT chunk FROM held))`
+WHERE (SELECT count(*) FROM want) > (SELECT count(*) FROM held)`
 
 // releaseChunks frees the chunks of a claim's token ($2): the next
 // generation, no token, and in until the time it was freed, from which
