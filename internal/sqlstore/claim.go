@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox"
@@ -49,36 +50,20 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 	if p.AfterID > 0 && s.c.claimAfter != "" {
 		q = s.c.claimAfter
 	}
-	begin := s.db.Begin
-	if setup := s.c.claimSetup; setup != "" {
-		begin = s.beginWith(setup)
-	}
-	tx, err := s.beginRetrying(ctx, begin)
-	if err != nil {
-		return nil, s.wrap("claim: begin", err)
-	}
 	c := &leaseClaim{s: s, token: newToken()}
 	// A chunk that changed after the statement's snapshot is left (see
-	// postgresDialect.claim) and marked with a row of id 0: the statement
-	// runs again for the rows still wanted, in the same transaction with a
-	// new snapshot, in which this claim's own chunks are leased.
+	// postgresDialect.claim) and marked with a row of id 0: the claim looks
+	// again for the rows still wanted, with a new snapshot, in which this
+	// claim's own chunks are leased.
 	for range 4 {
-		rows, err := tx.Query(ctx, q, after, p.Limit-len(c.msgs), c.token, p.Lease.Milliseconds())
+		changed, err := s.claimChunksOnce(ctx, c, q, after, p)
 		if err != nil {
-			tx.Rollback(context.WithoutCancel(ctx))
+			if len(c.msgs) > 0 {
+				// Give back what the attempts before claimed.
+				c.release(context.WithoutCancel(ctx), "claim: release")
+			}
 			return nil, s.wrap("claim", err)
 		}
-		var ctids []string
-		msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit, &ctids)
-		if err != nil {
-			tx.Rollback(context.WithoutCancel(ctx))
-			return nil, s.wrap("claim", err)
-		}
-		changed := len(msgs) > 0 && msgs[0].ID == 0 // sorted by id
-		if changed {
-			msgs, ctids = msgs[1:], ctids[1:]
-		}
-		c.msgs, c.ctids = append(c.msgs, msgs...), append(c.ctids, ctids...)
 		if !changed || len(c.msgs) >= p.Limit {
 			break
 		}
@@ -86,10 +71,66 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 	if !sortedByID(c.msgs) {
 		sortClaimed(c.msgs, c.ctids)
 	}
-	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return nil, s.wrap("claim: commit", err)
-	}
 	return c, nil
+}
+
+// claimChunksOnce runs the claim statement q once, in a transaction of its
+// own (in one round trip where the DB is a TxPipeliner), and adds the rows
+// it claimed to c. changed reports a chunk left because it changed after
+// the statement's snapshot.
+func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after int64, p outbox.ClaimParams) (changed bool, err error) {
+	args := []any{after, p.Limit - len(c.msgs), c.token, p.Lease.Milliseconds()}
+	var msgs []outbox.Message
+	var ctids []string
+	scan := func(rows Rows) (err error) {
+		ctids = nil
+		msgs, err = scanClaimed(rows, s.c.claimReturnsDue, p.Limit, &ctids)
+		return err
+	}
+	if pl, ok := s.db.(TxPipeliner); ok {
+		// Safe to repeat on a connection the server had closed: nothing
+		// was committed on it.
+		_, err = onLiveConnection(ctx, s, func() (struct{}, error) {
+			return struct{}{}, pl.QueryCommitted(ctx, s.c.claimSetupStatements(), q, args, scan)
+		})
+		if err != nil {
+			return false, err
+		}
+	} else {
+		begin := s.db.Begin
+		if setup := s.c.claimSetup; setup != "" {
+			begin = s.beginWith(setup)
+		}
+		tx, err := s.beginRetrying(ctx, begin)
+		if err != nil {
+			return false, err
+		}
+		rows, err := tx.Query(ctx, q, args...)
+		if err == nil {
+			err = scan(rows)
+		}
+		if err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return false, err
+		}
+		if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+			return false, err
+		}
+	}
+	changed = len(msgs) > 0 && msgs[0].ID == 0 // sorted by id
+	if changed {
+		msgs, ctids = msgs[1:], ctids[1:]
+	}
+	c.msgs, c.ctids = append(c.msgs, msgs...), append(c.ctids, ctids...)
+	return changed, nil
+}
+
+// claimSetupStatements is claimSetup as separate statements.
+func (c *compiled) claimSetupStatements() []string {
+	if c.claimSetup == "" {
+		return nil
+	}
+	return strings.Split(c.claimSetup, "; ")
 }
 
 // claimRows claims for MySQL in one short READ COMMITTED transaction: the

@@ -59,6 +59,14 @@ type SetupBeginner interface {
 	BeginWith(ctx context.Context, setup string) (Tx, error)
 }
 
+// TxPipeliner is a DB that can send a whole short transaction in one round
+// trip, as pgx does with a batch: BEGIN, the setup statements, one query and
+// COMMIT. scan reads the query's rows before the call returns; an error
+// anywhere rolls the transaction back.
+type TxPipeliner interface {
+	QueryCommitted(ctx context.Context, setup []string, query string, args []any, scan func(Rows) error) error
+}
+
 // ErrorKind is what a database error means to the outbox.
 type ErrorKind int
 
