@@ -33,16 +33,25 @@
 //
 // # How a claim works
 //
-// A relay claims in a transaction of its own with SELECT ... ORDER BY id
-// LIMIT n FOR UPDATE SKIP LOCKED: the rows stay locked while the batch is
-// published, and other relays skip them instead of waiting. After the broker
-// has answered, the relay marks the rows by primary key (UPDATE ... WHERE id
-// IN (...) AND status = 0) and commits. The marks name rows by primary key,
-// never through a join, because a join would scan and try to lock rows of
-// other transactions, such as a slow writer's uncommitted insert, and wait for
-// them. A
-// relay that dies mid-batch leaves a transaction that the server rolls back:
-// the rows stay NEW and will be published again.
+// A relay's claim is one short READ COMMITTED transaction that commits
+// before the batch is published, so that no transaction stays open while
+// the broker has it (a wait_timeout or idle_transaction_timeout shorter than
+// a publish cannot end a claim). It locks the due rows with SELECT ... ORDER
+// BY id LIMIT n FOR UPDATE SKIP LOCKED (other relays skip rows being claimed
+// instead of waiting) and moves their next_retry_at to the end of its lease,
+// RelayConfig.Lease (twice PublishTimeout by default), so that no relay finds
+// them due until then; the lease's end is the claim's token. After the
+// broker has answered, the relay marks the rows by primary key, in a
+// statement of its own: SENT (UPDATE ... WHERE id IN (...) AND status = 0),
+// and the other outcomes only on rows whose next_retry_at is still its
+// lease. The marks name rows by primary key, never through a join, because a
+// join would scan and try to lock rows of other transactions, such as a slow
+// writer's uncommitted insert, and wait for them. A relay that dies
+// mid-batch leaves the rows NEW; they are due again, and published again,
+// when the lease runs out. A relay that outlives its lease may find the rows
+// claimed by another relay: its SENT mark still applies to rows still NEW,
+// its other outcomes do not, and the consumers' inbox absorbs the second
+// delivery.
 //
 // # Errors and migrations
 //
