@@ -152,14 +152,18 @@ func TestMySQLClientFoundRows(t *testing.T) {
 func TestMigrateAfterAnInterruptedAlter(t *testing.T) {
 	env := setup(t)
 	ctx := context.Background()
+	latest, err := env.Driver.SchemaVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Exec(ctx, "DELETE FROM outbox_migrations WHERE version >= 2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Driver.Migrate(ctx); err != nil {
 		t.Fatalf("migrate again with dead_at and the NO PAD collation already there: %v", err)
 	}
-	if v, err := env.Driver.SchemaVersion(ctx); err != nil || v != 3 {
-		t.Fatalf("schema version %d, %v; want 3", v, err)
+	if v, err := env.Driver.SchemaVersion(ctx); err != nil || v != latest {
+		t.Fatalf("schema version %d, %v; want %d", v, err, latest)
 	}
 	// The columns are as version 1 made them, but for the collation.
 	n, err := env.QueryInt(ctx, `SELECT count(*) FROM information_schema.columns

@@ -133,12 +133,10 @@ func (c *compiled) claimSetupStatements() []string {
 	return strings.Split(c.claimSetup, "; ")
 }
 
-// claimRows claims for MySQL in one short READ COMMITTED transaction: the
-// due rows are locked (SKIP LOCKED: rows another relay is claiming are
-// passed over), their next_retry_at moves to the end of the lease, and the
-// transaction commits. The locking read sees each row's newest committed
-// version, so a row another relay leased since this statement began is not
-// due. The lease's end, as stored, is the claim's token.
+// claimRows claims for MySQL in one short READ COMMITTED transaction (see
+// mysqlDialect.claim): the due rows that no live lease holds are locked
+// (SKIP LOCKED: rows another relay is claiming are passed over), a lease
+// per row is recorded, and the transaction commits.
 func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
 	begin := s.db.Begin
 	if rc, ok := s.db.(readCommittedDB); ok {
@@ -157,43 +155,35 @@ func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Cla
 	q := s.c.claim
 	if p.AfterID > 0 && s.c.claimAfter != "" {
 		q = s.c.claimAfter
+	} else if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
+		return fail("claim: expire", err)
 	}
 	rows, err := tx.Query(ctx, q, p.AfterID, p.Limit)
 	if err != nil {
 		return fail("claim", err)
 	}
-	msgs, err := scanClaimed(rows, true, p.Limit, nil)
+	msgs, err := scanClaimed(rows, false, p.Limit, nil)
 	if err != nil {
 		return fail("claim", err)
 	}
 	c := &leaseClaim{s: s, msgs: msgs}
 	if len(msgs) > 0 {
-		// The ninth column is the database's clock; the lease runs from it.
-		c.token = leaseEnd(msgs[0].NextRetryAt, p.Lease)
+		c.token = newToken()
 		ids := make([]int64, len(msgs))
-		for i := range msgs {
-			msgs[i].NextRetryAt = time.Time{}
-			ids[i] = msgs[i].ID
+		for i, m := range msgs {
+			ids[i] = m.ID
 		}
-		q, args := s.c.withIDs(s.c.claimRecord, []any{c.token}, ids)
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
+		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, p.Lease.Microseconds(), jsonArray(ids)); err != nil {
 			return fail("claim: lease", err)
 		}
 	}
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		if c.token != "" {
+			c.release(context.WithoutCancel(ctx), "claim: release")
+		}
 		return nil, s.wrap("claim: commit", err)
 	}
 	return c, nil
-}
-
-// leaseEnd is the database time now+lease as text in the form a DATETIME(6)
-// column stores it. now's wall clock is the database's, whatever location
-// the driver labelled it with.
-func leaseEnd(now time.Time, lease time.Duration) string {
-	y, mo, d := now.Date()
-	h, mi, sec := now.Clock()
-	wall := time.Date(y, mo, d, h, mi, sec, now.Nanosecond(), time.UTC)
-	return wall.Add(lease).Truncate(time.Microsecond).Format("2006-01-02 15:04:05.000000")
 }
 
 // beginWith returns a begin function that also runs setup, in the same round
@@ -441,8 +431,8 @@ func (c *compiled) markSentArgs(ids []int64, token string, ctids []string, reque
 	return c.markSent, []any{jsonArray(ids)}
 }
 
-// leaseClaim is a batch held by a lease (PostgreSQL: chunks recorded under
-// token; MySQL: next_retry_at moved to the lease's end, token). Finish marks
+// leaseClaim is a batch held by a lease, recorded under token (PostgreSQL:
+// the chunks of its rows; MySQL: its rows). Finish marks
 // in a transaction of its own. The SENT mark applies to rows still NEW
 // whether or not the lease still holds (the messages went out); the other
 // outcomes only to rows the lease still holds, so that a relay that
@@ -466,7 +456,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		return nil
 	}
 	s := c.s
-	sent, others, err := split(c.msgs, outcomes, s.c.writeRelease)
+	sent, others, err := split(c.msgs, outcomes, false)
 	if err != nil {
 		return err
 	}
@@ -474,10 +464,16 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		if len(sent) == 0 {
 			return c.release(ctx, "finish: release claim")
 		}
-		// The common case: one statement, its own transaction.
+		// The common case: one statement, its own transaction, which on
+		// PostgreSQL also drops the lease.
 		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
-		_, err := s.db.Exec(ctx, q, args...)
-		return s.wrap("mark sent", err)
+		if _, err := s.db.Exec(ctx, q, args...); err != nil {
+			return s.wrap("mark sent", err)
+		}
+		if s.c.mode == claimChunks {
+			return nil
+		}
+		return c.release(ctx, "finish: release claim")
 	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
@@ -498,7 +494,8 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}
-	} else if s.c.mode == claimChunks {
+	}
+	if len(sent) == 0 || s.c.mode != claimChunks {
 		if _, err := tx.Exec(ctx, s.c.claimRelease, c.token); err != nil {
 			return fail("finish: release claim", err)
 		}
@@ -545,15 +542,7 @@ func (c *leaseClaim) Abort(ctx context.Context) error {
 }
 
 func (c *leaseClaim) release(ctx context.Context, op string) error {
-	q, args := c.s.c.claimRelease, []any{c.token}
-	if c.s.c.idList {
-		ids := make([]int64, len(c.msgs))
-		for i, m := range c.msgs {
-			ids[i] = m.ID
-		}
-		q, args = c.s.c.withIDs(q, args, ids)
-	}
-	_, err := c.s.db.Exec(ctx, q, args...)
+	_, err := c.s.db.Exec(ctx, c.s.c.claimRelease, c.token)
 	return c.s.wrap(op, err)
 }
 

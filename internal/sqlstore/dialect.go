@@ -31,9 +31,9 @@ const (
 	// the mark.
 	claimChunks claimMode = iota
 	// claimRowLease (MySQL): the claim locks the due rows with SELECT ...
-	// FOR UPDATE SKIP LOCKED and moves their next_retry_at to the end of
-	// the lease, so that they are not due for other relays until then; the
-	// lease's end, as stored, is the claim's token.
+	// FOR UPDATE SKIP LOCKED, records a lease per row in {{claims}} (a
+	// MEMORY table, which every relay sees at once), and commits; the rows
+	// are not written until the mark.
 	claimRowLease
 	// claimRange (SQLite): in one short write transaction, read the due rows
 	// outside every live claim's id range and record this claim's range
@@ -75,9 +75,8 @@ type dialect struct {
 	// claimAfter, when set, is the claim from a cursor (after id > 0), with
 	// claim's arguments.
 	claimAfter string
-	// claimReturnsDue: the claim returns a ninth column: the row's
-	// next_retry_at (PostgreSQL), or the database's clock (MySQL, for the
-	// lease's end).
+	// claimReturnsDue: the claim returns a ninth column, the row's
+	// next_retry_at (PostgreSQL).
 	claimReturnsDue bool
 	// claimSetup, when set, runs at the start of each claim's transaction
 	// (PostgreSQL: planner settings that keep the claim on its indexes).
@@ -90,10 +89,10 @@ type dialect struct {
 	// seqCache reads the cache size of the id sequence, which the sweep
 	// needs to be 1.
 	seqCache string
-	// claimExpire (SQLite) drops the expired claims; claimRecord (SQLite:
-	// token, lo, hi, lease ms; MySQL: the lease's end, then {{ids}}) records
-	// a claim; claimRelease (token; MySQL: the lease's end, then {{ids}})
-	// gives a claim's rows back unmarked.
+	// claimExpire drops the expired claims (SQLite, MySQL); claimRecord
+	// records a claim (SQLite: token, lo, hi, lease ms; MySQL: token, lease
+	// µs, a JSON array of the ids); claimRelease (token) gives a claim's
+	// rows back unmarked.
 	claimExpire, claimRecord, claimRelease string
 	// markSent marks rows SENT that are still NEW. args: the ids (a JSON
 	// array; PostgreSQL: a bigint array, and the token, whose lease it
@@ -103,13 +102,10 @@ type dialect struct {
 	// rows (PostgreSQL: it takes them out of the requeued index).
 	markSentRequeued string
 	// markOthers records the other outcomes of the rows the claim still
-	// holds. args: a JSON array of {id, k, d, e}, k 1 retry, 2 dead or 3
-	// release (see outbox.OutcomeKind), then the claim's token, then (MySQL)
-	// {{ids}}.
+	// holds. args: a JSON array of {id, k, d, e}, k 1 retry or 2 dead (see
+	// outbox.OutcomeKind), then the claim's token, then (MySQL) {{ids}}.
+	// A released row is given back by dropping the claim.
 	markOthers string
-	// writeRelease: a released row must be written (MySQL, whose lease is
-	// in the row); elsewhere dropping the lease gives it back.
-	writeRelease bool
 
 	// backlog counts the NEW rows and reads the oldest one's created_at and
 	// the database's clock, through an index, never the SENT history (see
@@ -181,6 +177,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 		"{{inbox}}", d.quote(t.Inbox),
 		"{{migrations}}", d.quote(t.Outbox+"_migrations"),
 		"{{claims}}", d.quote(t.Outbox+"_claims"),
+		"{{claims_token_idx}}", d.quote(t.Outbox+"_claims_token_idx"),
 		"{{outbox_msg_id_key}}", d.quote(t.Outbox+"_msg_id_key"),
 		"{{outbox_pending_idx}}", d.quote(t.Outbox+"_pending_idx"),
 		"{{outbox_requeued_idx}}", d.quote(t.Outbox+"_requeued_idx"),

@@ -23,55 +23,60 @@ JOIN JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j ON o.msg_id = j.m`
 
 	// A claim is a short READ COMMITTED transaction (Store.claimRows):
 	// record locks on the claimed rows only, no gap locks where writers
-	// insert, and none left once it commits, before the publish. The claim
-	// locks the due rows (SKIP LOCKED: another relay's claim in progress
-	// is passed over) and moves their next_retry_at to the end of the lease
-	// (claimRecord), so that they are not due for any relay until then;
-	// the lease's end is the claim's token. From the start (a rescan) the
-	// claim goes through the pending index; from a cursor, which Relay.Run
-	// keeps at the frontier, through the primary key, which at READ
-	// COMMITTED InnoDB walks at twice the speed of the secondary index. The
-	// ninth column is the database's clock, from which the lease runs.
-	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, UTC_TIMESTAMP(6)
-FROM {{outbox}}
+	// insert, and none left once it commits, before the publish. It locks
+	// the due rows that no live lease in {{claims}} holds (SKIP LOCKED: rows
+	// another relay is claiming are passed over) and records one lease per
+	// row (claimRecord). {{claims}} is a MEMORY table, not transactional:
+	// a claim's leases are there for every relay before the claim commits
+	// and unlocks its rows, and InnoDB applies the lease test to a row only
+	// once it holds its lock, so a row is never claimed twice. From the
+	// start (a rescan) the claim goes through the pending index; from a
+	// cursor, which Relay.Run keeps at the frontier, through the primary
+	// key, which at READ COMMITTED InnoDB walks at twice the speed of the
+	// secondary index.
+	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+FROM {{outbox}} AS o
 WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
+  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.until > UTC_TIMESTAMP(6))
 ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`,
-	claimAfter: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, UTC_TIMESTAMP(6)
-FROM {{outbox}} FORCE INDEX (PRIMARY)
+	claimAfter: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+FROM {{outbox}} AS o FORCE INDEX (PRIMARY)
 WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
+  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.until > UTC_TIMESTAMP(6))
 ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`,
-	claimRecord: `UPDATE {{outbox}} SET next_retry_at = ? WHERE id IN ({{ids}})`,
-	// claimRelease gives the rows the lease still holds back, due at once.
-	claimRelease: `UPDATE {{outbox}} SET next_retry_at = UTC_TIMESTAMP(6)
-WHERE next_retry_at = ? AND id IN ({{ids}}) AND status = 0`,
-	writeRelease: true,
+	// args: a JSON array of the ids, the token, the lease in microseconds.
+	// A lease that ran out is taken over.
+	claimRecord: `INSERT INTO {{claims}} (id, token, until)
+SELECT j.i, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+FROM JSON_TABLE(?, '$[*]' COLUMNS (i BIGINT PATH '$')) AS j
+ON DUPLICATE KEY UPDATE token = VALUES(token), until = VALUES(until)`,
+	// A rescan drops the leases that ran out first.
+	claimExpire:  `DELETE FROM {{claims}} WHERE until <= UTC_TIMESTAMP(6)`,
+	claimRelease: `DELETE FROM {{claims}} WHERE token = ?`,
 
 	// Marks reach the rows by primary key only ({{ids}} expands to one
 	// placeholder per id): a join would scan and lock rows of other
 	// transactions, such as a late writer's uncommitted insert. The SENT
 	// mark is one statement, its own transaction.
-	// The lease leaves next_retry_at, so that a row set back to NEW by hand
-	// is due at once.
-	markSent: `UPDATE {{outbox}} SET status = 1, sent_at = UTC_TIMESTAMP(6), next_retry_at = UTC_TIMESTAMP(6)
+	markSent: `UPDATE {{outbox}} SET status = 1, sent_at = UTC_TIMESTAMP(6)
 WHERE id IN ({{ids}}) AND status = 0`,
 
-	// k: 1 retry, 2 dead, 3 release. Only rows still NEW whose
-	// next_retry_at is still this claim's lease (the ? after the JSON)
-	// move: a relay that outlived its lease leaves another relay's claim
-	// alone. A release is due again at once; the lease leaves a DEAD row's
-	// next_retry_at too.
+	// k: 1 retry, 2 dead. Only rows still NEW that the claim (its token,
+	// the ? after the JSON) still holds move: a relay that outlived its
+	// lease leaves another relay's claim alone.
 	markOthers: `UPDATE {{outbox}} o
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$.id', k INT PATH '$.k', d BIGINT PATH '$.d', e TEXT PATH '$.e')) f ON o.id = f.id
 SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
-    o.retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
-    o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE UTC_TIMESTAMP(6) END,
-    o.last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END,
+    o.retries       = o.retries + 1,
+    o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE o.next_retry_at END,
+    o.last_error    = f.e,
     o.dead_at       = CASE f.k WHEN 2 THEN UTC_TIMESTAMP(6) END
-WHERE o.next_retry_at = ? AND o.id IN ({{ids}}) AND o.status = 0`,
+WHERE EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.token = ?)
+  AND o.id IN ({{ids}}) AND o.status = 0`,
 
 	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
