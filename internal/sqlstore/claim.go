@@ -125,12 +125,21 @@ func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, af
 	return changed, nil
 }
 
-// claimSetupStatements is claimSetup as separate statements.
+// claimSetupStatements is claimSetup as one statement of the extended
+// protocol: SET LOCAL name = value becomes set_config(name, value, true).
 func (c *compiled) claimSetupStatements() []string {
 	if c.claimSetup == "" {
 		return nil
 	}
-	return strings.Split(c.claimSetup, "; ")
+	var calls []string
+	for _, st := range strings.Split(c.claimSetup, "; ") {
+		name, value, ok := strings.Cut(strings.TrimPrefix(st, "SET LOCAL "), " = ")
+		if !ok {
+			return strings.Split(c.claimSetup, "; ")
+		}
+		calls = append(calls, "set_config('"+name+"', '"+value+"', true)")
+	}
+	return []string{"SELECT " + strings.Join(calls, ", ")}
 }
 
 // claimRows claims for MySQL in one short READ COMMITTED transaction (see
