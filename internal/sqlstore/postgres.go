@@ -313,7 +313,7 @@ WHERE ` + deadRows + `
   SELECT ctid FROM {{inbox}} WHERE consumed_at < now() - $1 * interval '1 millisecond' LIMIT $2))`,
 
 	explain:  `EXPLAIN `,
-	truncate: `TRUNCATE {{outbox}}, {{inbox}}`,
+	truncate: `TRUNCATE {{outbox}}, {{inbox}}, {{claims}}`,
 
 	migrationsTable: `CREATE TABLE IF NOT EXISTS {{migrations}} (
   version    INT PRIMARY KEY,
