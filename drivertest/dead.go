@@ -207,6 +207,10 @@ func (s suite[TTx]) testMigrateDeadIndex(t *testing.T) {
 	if !ok {
 		t.Skipf("%s has found DEAD rows through its pending index since version 1", dialect)
 	}
+	latest, err := env.Driver.SchemaVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var downgrade []string
 	switch dialect {
 	case "postgres":
@@ -241,8 +245,8 @@ func (s suite[TTx]) testMigrateDeadIndex(t *testing.T) {
 	if err := env.Driver.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := env.Driver.SchemaVersion(ctx); err != nil || v != version {
-		t.Fatalf("schema version after migrate = %d, %v; want %d", v, err, version)
+	if v, err := env.Driver.SchemaVersion(ctx); err != nil || v != latest {
+		t.Fatalf("schema version after migrate = %d, %v; want %d", v, err, latest)
 	}
 	if n := s.count(t, env, "status = 0"); n != 2 {
 		t.Fatalf("%d NEW rows after the migration, want 2", n)

@@ -49,7 +49,7 @@
 // Where a database cannot do something, the Env says so and the suite adapts
 // its checks instead of the driver faking it. [Env].ConcurrentWriters is false
 // for SQLite, whose writers take turns: the suite then does not hold two
-// writing transactions open at once. [Env].LeasedClaims is true where a claim
-// is held by a lease (SQLite): the suite checks a crashed relay's claim by
-// letting its lease run out rather than by aborting the claim's transaction.
+// writing transactions open at once. [Env].IdleInTxTimeout gives a store whose
+// connections the server ends when a transaction stays idle (nil where the
+// database cannot).
 package drivertest

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox"
 )
@@ -27,10 +28,15 @@ type Env[TTx any] struct {
 	// ConcurrentWriters is true where two transactions can insert at once
 	// (PostgreSQL, MySQL), false where writers take turns (SQLite).
 	ConcurrentWriters bool
-	// LeasedClaims is true where a claim is held by a lease that runs out
-	// (SQLite's claims table), false where it is held by an open transaction
-	// that a crash rolls back (PostgreSQL, MySQL).
-	LeasedClaims bool
+	// IdleInTxTimeout, where the database can end a session whose
+	// transaction stays idle, returns a store on Driver's tables whose
+	// connections the server ends once a transaction has been idle for d
+	// (PostgreSQL's idle_in_transaction_session_timeout, MariaDB's
+	// idle_transaction_timeout, set per connection), and ended, which
+	// begins a transaction on such a connection, waits past d, and returns
+	// nil only if the server ended it. Nil where the database has no such
+	// setting (SQLite).
+	IdleInTxTimeout func(t *testing.T, d time.Duration) (st outbox.Store, ended func(context.Context) error)
 	// IsUniqueViolation is the driver's predicate for a unique-key violation
 	// (outboxpgx.IsUniqueViolation, ...), for the business-key strategy.
 	IsUniqueViolation func(error) bool
@@ -62,6 +68,9 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("LateCommit", s.testLateCommit)
 	t.Run("WriterBesideOpenClaims", s.testWriterBesideClaims)
 	t.Run("CrashBetweenPublishAndMark", s.testCrash)
+	t.Run("IdleInTransactionTimeout", s.testIdleInTxTimeout)
+	t.Run("LeaseRunsOut", s.testLeaseRunsOut)
+	t.Run("StatusSetBackByHand", s.testStatusSetBackByHand)
 	t.Run("Inbox", s.testInbox)
 	t.Run("InboxConcurrent", s.testInboxConcurrent)
 	t.Run("Admin", s.testAdmin)

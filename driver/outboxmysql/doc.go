@@ -33,16 +33,33 @@
 //
 // # How a claim works
 //
-// A relay claims in a transaction of its own with SELECT ... ORDER BY id
-// LIMIT n FOR UPDATE SKIP LOCKED: the rows stay locked while the batch is
-// published, and other relays skip them instead of waiting. After the broker
-// has answered, the relay marks the rows by primary key (UPDATE ... WHERE id
-// IN (...) AND status = 0) and commits. The marks name rows by primary key,
-// never through a join, because a join would scan and try to lock rows of
-// other transactions, such as a slow writer's uncommitted insert, and wait for
-// them. A
-// relay that dies mid-batch leaves a transaction that the server rolls back:
-// the rows stay NEW and will be published again.
+// A relay's claim is one short READ COMMITTED transaction that commits
+// before the batch is published, so that no transaction stays open while
+// the broker has it (a wait_timeout or idle_transaction_timeout shorter than
+// a publish cannot end a claim). It locks the due rows with SELECT ... ORDER
+// BY id LIMIT n FOR UPDATE SKIP LOCKED (other relays skip rows being claimed
+// instead of waiting), passing over rows that a live lease holds, and records
+// a lease for each row it took, RelayConfig.Lease (twice PublishTimeout by
+// default), in <outbox>_claims (schema version 4). That table is a MEMORY
+// table: its rows are seen by every relay the moment they are written, before
+// the claim commits and unlocks its rows, so a row is never claimed twice,
+// and the claim writes nothing InnoDB must flush at commit. A server restart
+// forgets the leases, and the batches in flight are published once more.
+// Galera does not replicate MEMORY tables: relays connected to different
+// nodes of such a cluster do not see each other's leases.
+//
+// After the broker has answered, the relay marks the rows by primary key, in
+// a statement of its own (UPDATE ... WHERE id IN (...) AND status = 0), and
+// drops its leases; the other outcomes (a retry spent, DEAD) apply only to
+// rows its lease still holds. The marks name rows by primary key, never
+// through a join, because a join would scan and try to lock rows of other
+// transactions, such as a slow writer's uncommitted insert, and wait for
+// them. A relay that dies mid-batch leaves the rows NEW; they are claimed,
+// and published, again when its lease runs out. A relay that outlives its
+// lease may find the rows claimed by another relay: its SENT mark still
+// applies to rows still NEW (status only moves forward, and a row is never
+// marked twice), its other outcomes do not, and the consumers' inbox absorbs
+// the second delivery.
 //
 // # Errors and migrations
 //

@@ -191,7 +191,7 @@ func TestClaimAfterServerClosedPooledConnections(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // the backends exit and close their sockets
 
-	claim, err := d.Claim(ctx, outbox.ClaimParams{Limit: 10})
+	claim, err := d.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatalf("claim with every pooled connection closed by the server: %v", err)
 	}

@@ -39,21 +39,38 @@
 //
 // # How a claim works
 //
-// A relay claims in a transaction of its own: one statement walks the due
+// A relay's claim is one short transaction that commits before the batch is
+// published, so that no transaction stays open while the broker has it: a
+// server's idle_in_transaction_session_timeout, or a pooler's idle timeout,
+// shorter than a publish cannot end a claim. One statement walks the due
 // rows in id order, takes a transaction-scoped advisory lock on each chunk of
 // 256 consecutive ids it meets (pg_try_advisory_xact_lock, keyed by the
-// table's oid and the chunk number), skips the rows of chunks another relay
-// holds, and marks the rest SENT. The transaction stays open while the batch
-// is published; before it commits, the messages the broker did not
-// acknowledge are put back to NEW (with a retry spent, or DEAD, or untouched
-// when the broker was unreachable). So several relays share a table without
-// publishing the same row twice, and without waiting for each other. A relay
-// that dies mid-batch leaves a transaction that PostgreSQL rolls back: its
-// locks are released and the rows are NEW again, to be published again.
+// table's oid and the chunk number), skips chunks another relay is claiming
+// or holds under a live lease, and records the chunks it takes in
+// <outbox>_claims (schema version 6; an UNLOGGED table) with a random token
+// and the end of its lease, RelayConfig.Lease (twice PublishTimeout by
+// default). Each chunk's record carries a generation, which every claim and
+// release moves on: a claim whose snapshot is older than the chunk's last
+// change leaves the chunk and looks again. The message rows are not written
+// by the claim; they stay NEW. With pgx's pool the claim's transaction goes
+// to the server in one round trip.
 //
-// Chunk locks replace FOR UPDATE SKIP LOCKED, which locks, and writes a WAL
+// After the broker has answered, the relay marks the rows in a statement of
+// its own, which also releases the chunks: SENT, reaching each row by the
+// ctid the claim read and checking its id, only where the row is still NEW;
+// the other outcomes (a retry spent, DEAD) only on rows still NEW in chunks
+// the claim still holds. So several relays share a table without publishing
+// the same row twice, and without waiting for each other. A relay that dies
+// mid-batch leaves its chunks to run out of their lease; the rows are NEW
+// and are published again. A relay that outlives its lease may find the
+// rows claimed by another relay: its SENT mark still applies to rows still
+// NEW (status only moves forward, and a row is never marked twice), its
+// other outcomes do not, and the consumers' inbox absorbs the second
+// delivery.
+//
+// Chunks replace FOR UPDATE SKIP LOCKED, which locks, and writes a WAL
 // record for, every row: measured on a 2-core machine, two relays with row
-// locks were slower than one (0.8×), with chunk locks they are not (1.2 to
+// locks were slower than one (0.8×), with chunk locks they were not (1.2 to
 // 1.5×). The locks share PostgreSQL's 64-bit advisory lock space with the
 // application's own pg_advisory_lock(bigint) calls; the keys are the table's
 // oid shifted left by 31 bits, so a collision would need an application key
@@ -70,7 +87,9 @@
 //
 //   - past its cursor, by walking the primary key;
 //   - that were put back after a claim (a retry, a release, an operator's
-//     dead retry), through the index <outbox>_requeued_idx, which holds the
+//     dead retry, or an UPDATE ... SET status = 0 by hand, whose
+//     next_retry_at a trigger moves past created_at; schema version 7),
+//     through the index <outbox>_requeued_idx, which holds the
 //     rows whose next_retry_at is past their created_at; marking a row SENT
 //     or DEAD sets next_retry_at back to created_at (a DEAD row records when
 //     in dead_at), so the index holds only rows waiting for another try;
@@ -104,11 +123,11 @@
 // enable_sort off (and jit, which the resulting costs would trigger), so that
 // the claims walk their indexes whatever the table's statistics say.
 //
-// The claim's transaction commits with synchronous_commit = off, which saves a
-// write-ahead-log flush per batch. That is safe because the transaction only
-// records a delivery that already happened: if a database crash loses the
-// mark, the message is published once more, and the consumers' inbox absorbs
-// the duplicate. The business transaction that wrote the message is not
+// The claim's and the mark's transactions commit with synchronous_commit =
+// off, which saves a write-ahead-log flush per batch. That is safe because
+// they only record a lease or a delivery that already happened: if a
+// database crash loses either, the message is published once more, and the
+// consumers' inbox absorbs the duplicate. The business transaction that wrote the message is not
 // affected and commits as durably as the application's settings say.
 //
 // # Errors

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -168,6 +169,46 @@ func (d poolDB) BeginWith(ctx context.Context, setup string) (sqlstore.Tx, error
 		return nil, err
 	}
 	return txQuerier{tx}, nil
+}
+
+// QueryCommitted implements sqlstore.TxPipeliner: BEGIN, the setup, the
+// query and COMMIT go to the server as one batch, in one round trip. A
+// statement that fails leaves the connection in a failed transaction, which
+// the pool closes when it gets it back.
+func (d poolDB) QueryCommitted(ctx context.Context, setup []string, q string, args []any, scan func(sqlstore.Rows) error) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	for _, st := range setup {
+		b.Queue(st)
+	}
+	b.Queue(q, args...)
+	b.Queue("COMMIT")
+	br := d.p.SendBatch(ctx, b)
+	for range 1 + len(setup) {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return err
+	}
+	if err := scan(pgxRows{rows}); err != nil {
+		br.Close()
+		return err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		br.Close()
+		return err
+	}
+	if tag.String() != "COMMIT" {
+		br.Close()
+		return fmt.Errorf("the transaction ended with %s, not COMMIT", tag)
+	}
+	return br.Close()
 }
 
 type txQuerier struct{ tx pgx.Tx }

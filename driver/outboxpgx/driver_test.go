@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -91,9 +92,55 @@ func dollar(q string) string {
 	return b.String()
 }
 
+// idleDSN is dsn with the session setting that has the server end a
+// connection whose transaction stays idle for longer than d; the server's
+// and the roles' own settings stay as they are.
+func idleDSN(dsn string, d time.Duration) string {
+	return dsn + "&idle_in_transaction_session_timeout=" + strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// idleEnded begins a transaction, waits past d, and returns nil only if the
+// server ended it meanwhile.
+func idleEnded(ctx context.Context, d time.Duration, begin func(context.Context) (func(context.Context) error, error)) error {
+	use, err := begin(ctx)
+	if err != nil {
+		return err
+	}
+	time.Sleep(d + 500*time.Millisecond)
+	if err := use(ctx); err == nil {
+		return fmt.Errorf("a statement after %s idle in the transaction succeeded", d+500*time.Millisecond)
+	}
+	return nil
+}
+
 func setupPGX(t *testing.T) *drivertest.Env[pgx.Tx] {
-	pool, d := migratedPool(context.Background(), t, newSchema(t), 0)
+	dsn := newSchema(t)
+	pool, d := migratedPool(context.Background(), t, dsn, 0)
 	return &drivertest.Env[pgx.Tx]{
+		IdleInTxTimeout: func(t *testing.T, idle time.Duration) (outbox.Store, func(context.Context) error) {
+			short, err := pgxpool.New(context.Background(), idleDSN(dsn, idle))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(short.Close)
+			st, err := outboxpgx.New(short, outbox.Tables{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st, func(ctx context.Context) error {
+				return idleEnded(ctx, idle, func(ctx context.Context) (func(context.Context) error, error) {
+					tx, err := short.Begin(ctx)
+					if err != nil {
+						return nil, err
+					}
+					return func(ctx context.Context) error {
+						defer tx.Rollback(context.WithoutCancel(ctx))
+						_, err := tx.Exec(ctx, "SELECT 1")
+						return err
+					}, nil
+				})
+			}
+		},
 		Driver: d,
 		WithTables: func(tb outbox.Tables) (outbox.Driver[pgx.Tx], error) {
 			return outboxpgx.New(pool, tb)
@@ -137,7 +184,34 @@ func setupStdlib(t *testing.T) *drivertest.Env[*sql.Tx] {
 		return outboxpgx.NewStdlib(db, tb)
 	}, true)
 	env.IsUniqueViolation = outboxpgx.IsUniqueViolation
+	env.IdleInTxTimeout = func(t *testing.T, idle time.Duration) (outbox.Store, func(context.Context) error) {
+		short, err := sql.Open("pgx", idleDSN(dsn, idle))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { short.Close() })
+		st, err := outboxpgx.NewStdlib(short, outbox.Tables{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, func(ctx context.Context) error { return sqlIdleEnded(ctx, idle, short) }
+	}
 	return env
+}
+
+// sqlIdleEnded is idleEnded on a *sql.DB.
+func sqlIdleEnded(ctx context.Context, idle time.Duration, db *sql.DB) error {
+	return idleEnded(ctx, idle, func(ctx context.Context) (func(context.Context) error, error) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			defer tx.Rollback()
+			_, err := tx.ExecContext(ctx, "SELECT 1")
+			return err
+		}, nil
+	})
 }
 
 func TestPGX(t *testing.T)    { drivertest.Run(t, setupPGX) }

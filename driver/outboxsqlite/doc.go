@@ -43,9 +43,10 @@
 //
 // A relay that dies leaves its claim behind until the lease runs out; then
 // another relay claims the rows again. A relay that outlives its lease may
-// mark rows that another relay has claimed since. Every mark is guarded by
-// status = 0, so status still only moves forward, and the consumers' inbox
-// absorbs the second delivery.
+// mark SENT rows that another relay has claimed since; every mark is guarded
+// by status = 0, so status still only moves forward, and the consumers'
+// inbox absorbs the second delivery. Its other outcomes (a retry spent,
+// DEAD) apply only while its claim is still recorded.
 //
 // Times are stored as UTC text in SQLite's own format, which sorts as time.
 package outboxsqlite

@@ -32,7 +32,6 @@ func setup(t *testing.T) *drivertest.Env[*sql.Tx] {
 	env := drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
 		return outboxsqlite.New(db, tb)
 	}, false)
-	env.LeasedClaims = true
 	env.IsUniqueViolation = outboxsqlite.IsUniqueViolation
 	return env
 }

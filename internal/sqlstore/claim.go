@@ -9,20 +9,35 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox"
 )
 
 // Claim implements outbox.Store: see claimMode for how each dialect keeps two
-// relays off the same rows.
+// relays off the same rows. The claim commits before it returns; the batch is
+// held by a lease of p.Lease, which must be positive.
 func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("outbox: claim: limit %d must be positive", p.Limit)
 	}
-	if s.c.mode == claimRange {
-		return s.claimRange(ctx, p)
+	if p.Lease <= 0 {
+		return nil, fmt.Errorf("outbox: claim: lease %s must be positive (RelayConfig.Lease)", p.Lease)
 	}
+	switch s.c.mode {
+	case claimRange:
+		return s.claimRange(ctx, p)
+	case claimRowLease:
+		return s.claimRows(ctx, p)
+	}
+	return s.claimChunks(ctx, p)
+}
+
+// claimChunks claims for PostgreSQL in one statement and commits at once:
+// the statement records the chunks it took in {{claims}} under a new token,
+// with the lease's end (see postgresDialect.claim).
+func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
 	after := p.AfterID
 	if after == 0 && s.c.sweepCheck != "" {
 		lwm, err := s.sweep(ctx)
@@ -31,40 +46,153 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 		}
 		after = lwm
 	}
-	// The transaction outlives ctx: a relay told to stop still finishes the
-	// batch it holds (database/sql would roll back on ctx's cancellation).
-	begin := s.db.Begin
-	if rc, ok := s.db.(readCommittedDB); ok && s.c.mode == claimLockSelect {
-		// Under REPEATABLE READ, InnoDB's FOR UPDATE scan takes next-key
-		// locks: the gap after the last pending row is where every writer
-		// inserts, so business transactions waited for the relay's whole
-		// publish, and a mark that stepped onto a writer's new row while that
-		// writer waited for the gap deadlocked it (make chaos CHAOS_DB=mysql).
-		// READ COMMITTED locks the claimed rows only.
-		begin = rc.BeginReadCommitted
-	}
-	if setup := s.c.claimSetup; setup != "" {
-		begin = s.beginWith(setup)
-	}
-	tx, err := s.beginRetrying(context.WithoutCancel(ctx), begin)
-	if err != nil {
-		return nil, s.wrap("claim: begin", err)
-	}
 	q := s.c.claim
 	if p.AfterID > 0 && s.c.claimAfter != "" {
 		q = s.c.claimAfter
 	}
-	rows, err := tx.Query(ctx, q, after, p.Limit)
-	if err != nil {
-		tx.Rollback(context.WithoutCancel(ctx))
-		return nil, s.wrap("claim", err)
+	c := &leaseClaim{s: s, token: newToken()}
+	// A chunk that changed after the statement's snapshot is left (see
+	// postgresDialect.claim) and marked with a row of id 0: the claim looks
+	// again for the rows still wanted, with a new snapshot, in which this
+	// claim's own chunks are leased.
+	for range 4 {
+		changed, err := s.claimChunksOnce(ctx, c, q, after, p)
+		if err != nil {
+			if len(c.msgs) > 0 {
+				// Give back what the attempts before claimed.
+				c.release(context.WithoutCancel(ctx), "claim: release")
+			}
+			return nil, s.wrap("claim", err)
+		}
+		if !changed || len(c.msgs) >= p.Limit {
+			break
+		}
 	}
-	msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit)
-	if err != nil {
-		tx.Rollback(context.WithoutCancel(ctx))
-		return nil, s.wrap("claim", err)
+	if !sortedByID(c.msgs) {
+		sortClaimed(c.msgs, c.ctids)
 	}
-	return &txClaim{s: s, tx: tx, msgs: msgs}, nil
+	return c, nil
+}
+
+// claimChunksOnce runs the claim statement q once, in a transaction of its
+// own (in one round trip where the DB is a TxPipeliner), and adds the rows
+// it claimed to c. changed reports a chunk left because it changed after
+// the statement's snapshot.
+func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after int64, p outbox.ClaimParams) (changed bool, err error) {
+	args := []any{after, p.Limit - len(c.msgs), c.token, p.Lease.Milliseconds()}
+	var msgs []outbox.Message
+	var ctids []string
+	scan := func(rows Rows) (err error) {
+		ctids = nil
+		msgs, err = scanClaimed(rows, s.c.claimReturnsDue, p.Limit, &ctids)
+		return err
+	}
+	if pl, ok := s.db.(TxPipeliner); ok {
+		// Safe to repeat on a connection the server had closed: nothing
+		// was committed on it.
+		_, err = onLiveConnection(ctx, s, func() (struct{}, error) {
+			return struct{}{}, pl.QueryCommitted(ctx, s.c.claimSetupStatements(), q, args, scan)
+		})
+		if err != nil {
+			return false, err
+		}
+	} else {
+		begin := s.db.Begin
+		if setup := s.c.claimSetup; setup != "" {
+			begin = s.beginWith(setup)
+		}
+		tx, err := s.beginRetrying(ctx, begin)
+		if err != nil {
+			return false, err
+		}
+		rows, err := tx.Query(ctx, q, args...)
+		if err == nil {
+			err = scan(rows)
+		}
+		if err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return false, err
+		}
+		if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+			return false, err
+		}
+	}
+	changed = len(msgs) > 0 && msgs[0].ID == 0 // sorted by id
+	if changed {
+		msgs, ctids = msgs[1:], ctids[1:]
+	}
+	c.msgs, c.ctids = append(c.msgs, msgs...), append(c.ctids, ctids...)
+	return changed, nil
+}
+
+// claimSetupStatements is claimSetup as one statement of the extended
+// protocol: SET LOCAL name = value becomes set_config(name, value, true).
+func (c *compiled) claimSetupStatements() []string {
+	if c.claimSetup == "" {
+		return nil
+	}
+	var calls []string
+	for _, st := range strings.Split(c.claimSetup, "; ") {
+		name, value, ok := strings.Cut(strings.TrimPrefix(st, "SET LOCAL "), " = ")
+		if !ok {
+			return strings.Split(c.claimSetup, "; ")
+		}
+		calls = append(calls, "set_config('"+name+"', '"+value+"', true)")
+	}
+	return []string{"SELECT " + strings.Join(calls, ", ")}
+}
+
+// claimRows claims for MySQL in one short READ COMMITTED transaction (see
+// mysqlDialect.claim): the due rows that no live lease holds are locked
+// (SKIP LOCKED: rows another relay is claiming are passed over), a lease
+// per row is recorded, and the transaction commits.
+func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+	begin := s.db.Begin
+	if rc, ok := s.db.(readCommittedDB); ok {
+		// At REPEATABLE READ InnoDB's locking scan would also lock the
+		// gaps between the rows, where writers insert.
+		begin = rc.BeginReadCommitted
+	}
+	tx, err := s.beginRetrying(ctx, begin)
+	if err != nil {
+		return nil, s.wrap("claim: begin", err)
+	}
+	fail := func(op string, err error) (outbox.Claim, error) {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap(op, err)
+	}
+	q := s.c.claim
+	if p.AfterID > 0 && s.c.claimAfter != "" {
+		q = s.c.claimAfter
+	} else if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
+		return fail("claim: expire", err)
+	}
+	rows, err := tx.Query(ctx, q, p.AfterID, p.Limit)
+	if err != nil {
+		return fail("claim", err)
+	}
+	msgs, err := scanClaimed(rows, false, p.Limit, nil)
+	if err != nil {
+		return fail("claim", err)
+	}
+	c := &leaseClaim{s: s, msgs: msgs}
+	if len(msgs) > 0 {
+		c.token = newToken()
+		ids := make([]int64, len(msgs))
+		for i, m := range msgs {
+			ids[i] = m.ID
+		}
+		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, p.Lease.Microseconds(), jsonArray(ids)); err != nil {
+			return fail("claim: lease", err)
+		}
+	}
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		if c.token != "" {
+			c.release(context.WithoutCancel(ctx), "claim: release")
+		}
+		return nil, s.wrap("claim: commit", err)
+	}
+	return c, nil
 }
 
 // beginWith returns a begin function that also runs setup, in the same round
@@ -179,7 +307,9 @@ func onLiveConnection[T any](ctx context.Context, s *Store, fn func() (T, error)
 
 // scanClaimed reads the claimed rows; withDue, a ninth column gives the time
 // each row came due (its next_retry_at, which the claim does not change).
-func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
+// With ctids, a last column gives each row's ctid (PostgreSQL), which
+// scanClaimed appends to *ctids in the order of the messages it returns.
+func scanClaimed(rows Rows, withDue bool, limit int, ctids *[]string) ([]outbox.Message, error) {
 	defer rows.Close()
 	msgs := make([]outbox.Message, 0, min(limit, 10000)) // Claim refuses a limit below 1
 	// One set of destinations serves every row, so that a row costs only
@@ -190,10 +320,15 @@ func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
 		key              textValue
 		payload, headers []byte
 		created, due     lenientTime
+		ctid             string
 	)
 	dest := []any{&m.ID, &m.MsgID, &m.Topic, &key, &payload, &headers, &m.Retries, &created, &due}
 	if !withDue {
 		dest = dest[:len(dest)-1]
+	}
+	var tids []string
+	if ctids != nil {
+		dest = append(dest, &ctid)
 	}
 	for rows.Next() {
 		m, key, payload, headers, created, due = outbox.Message{}, textValue{}, nil, nil, lenientTime{}, lenientTime{}
@@ -209,15 +344,46 @@ func scanClaimed(rows Rows, withDue bool, limit int) ([]outbox.Message, error) {
 			m.Headers = h
 		}
 		msgs = append(msgs, m)
+		if ctids != nil {
+			tids = append(tids, ctid)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	// UPDATE ... RETURNING gives no order; the relay publishes in id order.
-	if !sort.SliceIsSorted(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID }) {
-		sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+	// The rows come in no set order; the relay publishes in id order.
+	if !sortedByID(msgs) {
+		sortClaimed(msgs, tids)
+	}
+	if ctids != nil {
+		*ctids = tids
 	}
 	return msgs, nil
+}
+
+func sortedByID(msgs []outbox.Message) bool {
+	return sort.SliceIsSorted(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+}
+
+// sortClaimed sorts msgs by id, and ctids (nil, or one per message) with them.
+func sortClaimed(msgs []outbox.Message, ctids []string) {
+	order := make([]int, len(msgs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(i, j int) bool { return msgs[order[i]].ID < msgs[order[j]].ID })
+	sorted := make([]outbox.Message, len(msgs))
+	for i, o := range order {
+		sorted[i] = msgs[o]
+	}
+	copy(msgs, sorted)
+	if ctids != nil {
+		st := make([]string, len(ctids))
+		for i, o := range order {
+			st[i] = ctids[o]
+		}
+		copy(ctids, st)
+	}
 }
 
 // outcomeRow is one non-sent outcome as the markOthers statements read it.
@@ -249,104 +415,144 @@ func split(msgs []outbox.Message, outcomes []outbox.Outcome, withRelease bool) (
 	return sent, others, nil
 }
 
-func (c *compiled) markSentArgs(ids []int64) (string, []any) {
-	if c.idList {
-		return c.withIDs(c.markSent, nil, ids)
-	}
-	return c.markSent, []any{jsonArray(ids)}
-}
-
-func (c *compiled) markOthersArgs(rows []outcomeRow) (string, []any) {
+func (c *compiled) markOthersArgs(rows []outcomeRow, token string) (string, []any) {
 	b, _ := json.Marshal(rows)
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	return c.withIDs(c.markOthers, []any{string(b)}, ids)
+	return c.withIDs(c.markOthers, []any{string(b), token}, ids)
 }
 
-// txClaim holds the claimed rows locked in an open transaction.
-type txClaim struct {
-	s    *Store
-	tx   Tx
-	msgs []outbox.Message
-	done bool
+// markSentArgs: PostgreSQL's markSent takes a bigint array, the token whose
+// lease it drops and the rows' ctids; the others a JSON array, or {{ids}}.
+// requeued says that a row marked had been requeued (markSentRequeued).
+func (c *compiled) markSentArgs(ids []int64, token string, ctids []string, requeued bool) (string, []any) {
+	switch {
+	case c.idList:
+		return c.withIDs(c.markSent, nil, ids)
+	case c.mode == claimChunks:
+		if requeued && c.markSentRequeued != "" {
+			return c.markSentRequeued, []any{ids, token, ctids}
+		}
+		return c.markSent, []any{ids, token, ctids}
+	}
+	return c.markSent, []any{jsonArray(ids)}
 }
 
-func (c *txClaim) Messages() []outbox.Message { return c.msgs }
+// leaseClaim is a batch held by a lease, recorded under token (PostgreSQL:
+// the chunks of its rows; MySQL: its rows). Finish marks
+// in a transaction of its own. The SENT mark applies to rows still NEW
+// whether or not the lease still holds (the messages went out); the other
+// outcomes only to rows the lease still holds, so that a relay that
+// outlived its lease cannot undo or shorten another relay's claim.
+type leaseClaim struct {
+	s     *Store
+	msgs  []outbox.Message
+	ctids []string // PostgreSQL: each message's ctid, as the claim read it
+	token string
+	done  bool
+}
 
-func (c *txClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
+func (c *leaseClaim) Messages() []outbox.Message { return c.msgs }
+
+func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
 	if c.done {
 		return fmt.Errorf("outbox: claim already finished")
 	}
 	c.done = true
 	if len(c.msgs) == 0 {
-		return c.s.wrap("finish", c.tx.Rollback(ctx))
+		return nil
 	}
-	lockMark := c.s.c.mode == claimLockMark
-	// With lock-and-mark every claimed row is already SENT in this transaction:
-	// released rows must be reverted; with lock-select they are simply left.
-	sent, others, err := split(c.msgs, outcomes, lockMark)
+	s := c.s
+	sent, others, err := split(c.msgs, outcomes, false)
 	if err != nil {
-		c.tx.Rollback(ctx)
 		return err
 	}
-	if len(sent) == 0 && allRelease(outcomes) {
-		return c.s.wrap("finish", c.tx.Rollback(ctx))
+	if len(others) == 0 {
+		if len(sent) == 0 {
+			return c.release(ctx, "finish: release claim")
+		}
+		// The common case: one statement, its own transaction, which on
+		// PostgreSQL also drops the lease.
+		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
+		if _, err := s.db.Exec(ctx, q, args...); err != nil {
+			return s.wrap("mark sent", err)
+		}
+		if s.c.mode == claimChunks {
+			return nil
+		}
+		return c.release(ctx, "finish: release claim")
 	}
-	if !lockMark && len(sent) > 0 {
-		q, args := c.s.c.markSentArgs(sent)
-		if _, err := c.tx.Exec(ctx, q, args...); err != nil {
-			c.tx.Rollback(context.WithoutCancel(ctx))
-			return c.s.wrap("mark sent", err)
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return s.wrap("finish: begin", err)
+	}
+	fail := func(op string, err error) error {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return s.wrap(op, err)
+	}
+	// The other outcomes first: they read the lease that the SENT mark
+	// (PostgreSQL) drops.
+	q, args := s.c.markOthersArgs(others, c.token)
+	if _, err := tx.Exec(ctx, q, args...); err != nil {
+		return fail("mark failed", err)
+	}
+	if len(sent) > 0 {
+		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return fail("mark sent", err)
 		}
 	}
-	if len(others) > 0 {
-		q, args := c.s.c.markOthersArgs(others)
-		if _, err := c.tx.Exec(ctx, q, args...); err != nil {
-			c.tx.Rollback(context.WithoutCancel(ctx))
-			return c.s.wrap("mark failed", err)
+	if len(sent) == 0 || s.c.mode != claimChunks {
+		if _, err := tx.Exec(ctx, s.c.claimRelease, c.token); err != nil {
+			return fail("finish: release claim", err)
 		}
 	}
-	if ids := requeuedSent(c.msgs, outcomes); len(ids) > 0 && c.s.c.clearRequeued != "" {
-		if _, err := c.tx.Exec(ctx, c.s.c.clearRequeued, ids); err != nil {
-			c.tx.Rollback(context.WithoutCancel(ctx))
-			return c.s.wrap("mark sent", err)
-		}
-	}
-	if err := c.tx.Commit(ctx); err != nil {
-		return c.s.wrap("finish: commit", err)
-	}
-	return nil
+	return s.wrap("finish: commit", tx.Commit(ctx))
 }
 
-func (c *txClaim) Abort(ctx context.Context) error {
+// sentCtids is the ctids of the messages whose outcome is SENT, in the
+// order split lists their ids.
+func (c *leaseClaim) sentCtids(outcomes []outbox.Outcome) []string {
+	if c.ctids == nil {
+		return nil
+	}
+	var out []string
+	for i, o := range outcomes {
+		if o.Kind == outbox.OutcomeSent {
+			out = append(out, c.ctids[i])
+		}
+	}
+	return out
+}
+
+// requeuedSent reports whether a message marked SENT had been requeued (its
+// next_retry_at, as claimed, is past its creation).
+func requeuedSent(msgs []outbox.Message, outcomes []outbox.Outcome) bool {
+	for i, o := range outcomes {
+		if o.Kind == outbox.OutcomeSent && msgs[i].NextRetryAt.After(msgs[i].CreatedAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// Abort gives the rows back unmarked: due again at once, for any relay.
+func (c *leaseClaim) Abort(ctx context.Context) error {
 	if c.done {
 		return nil
 	}
 	c.done = true
-	return c.s.wrap("abort claim", c.tx.Rollback(ctx))
+	if len(c.msgs) == 0 {
+		return nil
+	}
+	return c.release(ctx, "abort claim")
 }
 
-// requeuedSent lists the messages marked SENT that had been requeued (their
-// next_retry_at, as claimed, is past their creation).
-func requeuedSent(msgs []outbox.Message, outcomes []outbox.Outcome) []int64 {
-	var ids []int64
-	for i, o := range outcomes {
-		if o.Kind == outbox.OutcomeSent && msgs[i].NextRetryAt.After(msgs[i].CreatedAt) {
-			ids = append(ids, msgs[i].ID)
-		}
-	}
-	return ids
-}
-
-func allRelease(outcomes []outbox.Outcome) bool {
-	for _, o := range outcomes {
-		if o.Kind != outbox.OutcomeRelease {
-			return false
-		}
-	}
-	return true
+func (c *leaseClaim) release(ctx context.Context, op string) error {
+	_, err := c.s.db.Exec(ctx, c.s.c.claimRelease, c.token)
+	return c.s.wrap(op, err)
 }
 
 // claimRange claims in one short write transaction: expired claims are
@@ -372,7 +578,7 @@ func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Cl
 	if err != nil {
 		return fail("claim", err)
 	}
-	msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit)
+	msgs, err := scanClaimed(rows, s.c.claimReturnsDue, p.Limit, nil)
 	if err != nil {
 		return fail("claim", err)
 	}
@@ -430,13 +636,13 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		return c.s.wrap(op, err)
 	}
 	if len(sent) > 0 {
-		q, args := c.s.c.markSentArgs(sent)
+		q, args := c.s.c.markSentArgs(sent, c.token, nil, false)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}
 	}
 	if len(others) > 0 {
-		q, args := c.s.c.markOthersArgs(others)
+		q, args := c.s.c.markOthersArgs(others, c.token)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark failed", err)
 		}

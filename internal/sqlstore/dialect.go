@@ -14,21 +14,30 @@ import (
 //go:embed migrations
 var migrationFS embed.FS
 
-// claimMode is how a dialect keeps two relays off the same rows.
+// claimMode is how a dialect keeps two relays off the same rows. In every
+// mode the claim is one short transaction that commits before the publish,
+// and the batch is held by a lease that other relays respect; the mark is a
+// transaction of its own, which moves a row only from status 0. No
+// transaction stays open while the broker has the batch, so a server's or a
+// pooler's idle-in-transaction timeout never ends a claim.
 type claimMode int
 
 const (
-	// claimLockMark: in one transaction, lock the rows (PostgreSQL: advisory
-	// locks on chunks of ids) and mark them SENT in the same statement; commit
-	// after the broker acks, revert the failures before commit. A crash rolls
-	// everything back.
-	claimLockMark claimMode = iota
-	// claimLockSelect: in one transaction, SELECT ... FOR UPDATE SKIP LOCKED,
-	// then mark after the broker acks and commit.
-	claimLockSelect
-	// claimRange: in one short write transaction, read the due rows outside
-	// every live claim's id range and record this claim's range with a lease
-	// (SQLite); mark later, and drop the claim.
+	// claimChunks (PostgreSQL): the claim takes chunks of 256 ids, each
+	// under a transaction-scoped advisory lock while it claims, and records
+	// each chunk with its token and the end of its lease in {{claims}}
+	// (INSERT ... ON CONFLICT, which reads the newest committed lease
+	// whatever the statement's snapshot). The rows are not written until
+	// the mark.
+	claimChunks claimMode = iota
+	// claimRowLease (MySQL): the claim locks the due rows with SELECT ...
+	// FOR UPDATE SKIP LOCKED, records a lease per row in {{claims}} (a
+	// MEMORY table, which every relay sees at once), and commits; the rows
+	// are not written until the mark.
+	claimRowLease
+	// claimRange (SQLite): in one short write transaction, read the due rows
+	// outside every live claim's id range and record this claim's range
+	// with a lease; mark later, and drop the claim.
 	claimRange
 )
 
@@ -59,16 +68,16 @@ type dialect struct {
 	// consume inserts the inbox record; 0 rows affected means a duplicate.
 	consume string
 
-	claim string // args: after id, limit
-	// claimAfter, when set, is the claim from a cursor (after id > 0): MySQL
-	// walks the primary key from there instead of the pending index.
+	// claim is the rescan, from the first id (PostgreSQL: from the
+	// low-water mark). args: after id, limit; PostgreSQL also the claim's
+	// token and its lease in milliseconds.
+	claim string
+	// claimAfter, when set, is the claim from a cursor (after id > 0), with
+	// claim's arguments.
 	claimAfter string
 	// claimReturnsDue: the claim returns a ninth column, the row's
 	// next_retry_at (PostgreSQL).
 	claimReturnsDue bool
-	// clearRequeued (args: an array of ids) takes rows marked SENT out of
-	// the requeued index, in a lock-and-mark claim's transaction (PostgreSQL).
-	clearRequeued string
 	// claimSetup, when set, runs at the start of each claim's transaction
 	// (PostgreSQL: planner settings that keep the claim on its indexes).
 	claimSetup string
@@ -80,11 +89,23 @@ type dialect struct {
 	// seqCache reads the cache size of the id sequence, which the sweep
 	// needs to be 1.
 	seqCache string
-	// claimRange mode: expire old claims; record (token, lo, hi, lease ms);
-	// release (token).
+	// claimExpire drops the expired claims (SQLite, MySQL); claimRecord
+	// records a claim (SQLite: token, lo, hi, lease ms; MySQL: token, lease
+	// µs, a JSON array of the ids); claimRelease (token) gives a claim's
+	// rows back unmarked.
 	claimExpire, claimRecord, claimRelease string
-	markSent                               string // args: JSON array of ids (lock-select and lease modes)
-	markOthers                             string // args: JSON array of {id, k, d, e}; k is 1 retry or 2 dead (PostgreSQL also 3 release)
+	// markSent marks rows SENT that are still NEW. args: the ids (a JSON
+	// array; PostgreSQL: a bigint array, and the token, whose lease it
+	// drops; MySQL: {{ids}}).
+	markSent string
+	// markSentRequeued, when set, is markSent for a batch with requeued
+	// rows (PostgreSQL: it takes them out of the requeued index).
+	markSentRequeued string
+	// markOthers records the other outcomes of the rows the claim still
+	// holds. args: a JSON array of {id, k, d, e}, k 1 retry or 2 dead (see
+	// outbox.OutcomeKind), then the claim's token, then (MySQL) {{ids}}.
+	// A released row is given back by dropping the claim.
+	markOthers string
 
 	// backlog counts the NEW rows and reads the oldest one's created_at and
 	// the database's clock, through an index, never the SENT history (see
@@ -156,18 +177,20 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 		"{{inbox}}", d.quote(t.Inbox),
 		"{{migrations}}", d.quote(t.Outbox+"_migrations"),
 		"{{claims}}", d.quote(t.Outbox+"_claims"),
+		"{{claims_token_idx}}", d.quote(t.Outbox+"_claims_token_idx"),
 		"{{outbox_msg_id_key}}", d.quote(t.Outbox+"_msg_id_key"),
 		"{{outbox_pending_idx}}", d.quote(t.Outbox+"_pending_idx"),
 		"{{outbox_requeued_idx}}", d.quote(t.Outbox+"_requeued_idx"),
 		"{{outbox_dead_idx}}", d.quote(t.Outbox+"_dead_idx"),
 		"{{outbox_dead_at}}", d.quote(t.Outbox+"_dead_at"),
+		"{{outbox_requeue}}", d.quote(t.Outbox+"_requeue"),
 		"{{horizon}}", d.quote(t.Outbox+"_horizon"),
 		"{{outbox_status_check}}", d.quote(t.Outbox+"_status_check"),
 		"{{outbox_msg_id_check}}", d.quote(t.Outbox+"_msg_id_check"),
 	)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.clearRequeued, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.deleteConsumed, &c.oldSent, &c.oldConsumed, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

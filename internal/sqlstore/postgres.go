@@ -4,7 +4,7 @@ package sqlstore
 var postgresDialect = dialect{
 	name:  "postgres",
 	quote: quoteDouble,
-	mode:  claimLockMark,
+	mode:  claimChunks,
 
 	insertOne: `INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers)
 VALUES ($1, $2, $3, $4, $5)
@@ -26,30 +26,43 @@ RETURNING msg_id`,
 
 	consume: `INSERT INTO {{inbox}} (consumer_group, msg_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 
-	// Relays keep off each other's rows with transaction-scoped advisory
-	// locks on chunks of 256 consecutive ids, taken as the index scan meets
-	// each due row: a relay skips the rows of chunks another relay holds, and
-	// marks its own SENT without locking them one by one. Row locks (FOR
-	// UPDATE SKIP LOCKED) cost a WAL record per row and, measured here, made
-	// two relays slower than one; chunk locks let them scale. The locks and
-	// the SENT marks last until the transaction commits, after the broker
-	// acks; a crash rolls both back. The CTE is materialized so that the lock
-	// function runs only for the rows the index scan visits, in id order. The
-	// lock key is the table's oid (resolved once per statement) and the chunk
-	// number, so outbox tables in different schemas never share a chunk.
+	// A claim is one statement in a short transaction that commits before
+	// the publish. Relays keep off each other's rows by chunks of 256
+	// consecutive ids: a claim takes a chunk's transaction-scoped advisory
+	// lock as the index scan meets its first due row (a relay skips chunks
+	// another relay is claiming at that moment, and never waits), passes
+	// over chunks that {{claims}} records under a live lease, and records
+	// the chunks it took there under its token, with the end of its lease
+	// (now() + $4 ms). The lock key is the table's oid (resolved once per
+	// statement) and the chunk number, so outbox tables in different
+	// schemas never share a chunk.
 	//
-	// No index mentions status, so the SENT update is HOT: PostgreSQL writes
-	// the new row version on the same page (fillfactor 50 leaves room) and
-	// inserts no index entry. The claim returns each row's next_retry_at;
-	// a row that was requeued (next_retry_at past created_at) and is then
-	// marked SENT leaves the requeued index by clearRequeued, a statement of
-	// its own, in the claim's transaction (rare, and not HOT).
+	// A chunk under a live lease is passed over before its lock is tried
+	// (the CASE), so that a claim never holds the lock of a chunk it
+	// leaves, which would make another relay's claim leave it too.
 	//
-	// The relay's own transaction need not be durable (set_config below): a
-	// mark lost in a database crash only means the message is published once
-	// more, which the consumers' inbox absorbs; the business transaction that
-	// wrote the row was committed durably. This saves a WAL flush per batch,
-	// and setting it inside the claim saves a round trip.
+	// The statement reads the rows in its snapshot, taken before it got
+	// the chunk's lock: another relay may have claimed the chunk and even
+	// marked its rows since. So each chunk's record carries a generation,
+	// which every claim and every release of the chunk moves on, and the
+	// record is an INSERT ... ON CONFLICT DO UPDATE that takes the chunk
+	// only if its generation is still the one the snapshot saw (none: 0)
+	// and its lease is free or expired. ON CONFLICT reads the newest
+	// committed record, whatever the snapshot; a chunk changed since is
+	// left, and the statement returns only the rows of the chunks it
+	// recorded, whose versions in its snapshot are then current. The rows
+	// themselves are not written: they stay NEW until the mark, so they
+	// count as pending for the low-water mark and for the Backlog, and a
+	// relay that dies leaves them to be claimed again when its lease runs
+	// out. {{claims}} is UNLOGGED: a database crash forgets the leases,
+	// and the batches in flight are published once more.
+	//
+	// The relay's own transactions need not be durable (set_config below):
+	// a claim or a mark lost in a database crash only means the messages
+	// are published once more, which the consumers' inbox absorbs; the
+	// business transaction that wrote the rows was committed durably. This
+	// saves a WAL flush per transaction, and setting it inside the
+	// statement saves a round trip.
 	//
 	// claimAfter walks the primary key from the relay's cursor one chunk at
 	// a time: a recursive step finds the next chunk with a pending row (one
@@ -58,8 +71,8 @@ RETURNING msg_id`,
 	// statement's one snapshot nothing before it in the chunk is pending, so
 	// the rows the step walked past are not walked again). A chunk another
 	// relay holds (with two relays, the batch it claimed just past this
-	// relay's last one) so costs one failed lock, not a failed lock and a
-	// heap visit per row.
+	// relay's last one) so costs one failed lock or one lookup in
+	// {{claims}}, not a heap visit per row.
 	//
 	// The rescan's candidates come from a subquery with a LIMIT, in id order,
 	// so that the planner walks an index for them (it knows only a few are
@@ -70,19 +83,6 @@ RETURNING msg_id`,
 	// the subqueries, rows waiting out a backoff could fill the sixteen
 	// batches and hide a due row behind them for as long as they wait.
 	//
-	// Both update the rows by ctid = ANY(the ctids the scan found): a TID
-	// scan goes straight to the row versions the claim saw, where
-	// id = ANY(the ids) walked the primary key a second time, once per row
-	// (medians of 18 interleaved runs: one relay 6% and two relays 5%
-	// faster; the statement alone ~12% in psql). A TID
-	// scan is the plan for that condition whatever the planner estimates
-	// for the CTE. The ctid is only used within the statement that read it,
-	// under the chunk locks, so no other relay can have updated those rows.
-	// If anything else had (an operator, a user's own statement),
-	// PostgreSQL would follow the row to its newest version and check
-	// status = 0 on that: a row no longer pending is skipped, never claimed
-	// twice.
-	//
 	// The rescan, claim, is given the low-water mark of {{horizon}} (which the sweep
 	// keeps below every row a relay must look at again, other than requeued
 	// ones): it takes the requeued rows up to the mark from their index, then
@@ -91,7 +91,6 @@ RETURNING msg_id`,
 	// (a merge of the two scans is not a plan PostgreSQL 15 makes here).
 	// The claims return each row's next_retry_at (when it came due).
 	claimReturnsDue: true,
-	clearRequeued:   `UPDATE {{outbox}} SET next_retry_at = created_at WHERE id = ANY($1::bigint[])`,
 
 	// Without a status index the planner could judge a sequential scan and a
 	// sort cheaper than walking an index when its statistics say few rows
@@ -110,39 +109,73 @@ RETURNING msg_id`,
   SELECT (SELECT id FROM {{outbox}} WHERE id >= ((c.first >> 8) + 1) << 8 AND status = 0 ORDER BY id LIMIT 1)
   FROM chunks AS c WHERE c.first IS NOT NULL
 ), due AS MATERIALIZED (
-  SELECT o.ctid
+  SELECT o.*, g.gen
   FROM chunks AS k
   CROSS JOIN LATERAL (
-    SELECT ctid, id, next_retry_at FROM {{outbox}}
+    SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at, ctid FROM {{outbox}}
     WHERE id >= k.first AND id < ((k.first >> 8) + 1) << 8 AND status = 0 AND next_retry_at <= now()
     ORDER BY id
   ) AS o
+  CROSS JOIN LATERAL (` + chunkLease + `(k.first >> 8)) AS g
   WHERE k.first IS NOT NULL
-    AND pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((k.first >> 8) & 2147483647))
+    AND CASE WHEN g.live THEN false
+        ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((k.first >> 8) & 2147483647)) END
   LIMIT $2
-)
-UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
-FROM async WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM due)) AND o.status = 0
-RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, o.next_retry_at`,
+), want AS MATERIALIZED (
+  SELECT DISTINCT d.id >> 8 AS chunk, d.gen FROM due AS d
+), held AS (` + holdChunks + `)
+` + claimedRows,
 
 	claim: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
-  SELECT c.ctid FROM (
-    (SELECT ctid, id FROM {{outbox}}
+  SELECT c.*, g.gen FROM (
+    (SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at, ctid FROM {{outbox}}
      WHERE next_retry_at > created_at AND id <= $1 AND status = 0 AND next_retry_at <= now()
      ORDER BY id LIMIT $2 * 16)
     UNION ALL
-    (SELECT ctid, id FROM {{outbox}}
+    (SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at, ctid FROM {{outbox}}
      WHERE id > $1 AND status = 0 AND next_retry_at <= now()
      ORDER BY id LIMIT $2 * 16)
   ) AS c
-  WHERE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647))
+  CROSS JOIN LATERAL (` + chunkLease + `(c.id >> 8)) AS g
+  WHERE CASE WHEN g.live THEN false
+        ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647)) END
   LIMIT $2
-)
+), want AS MATERIALIZED (
+  SELECT DISTINCT d.id >> 8 AS chunk, d.gen FROM due AS d
+), held AS (` + holdChunks + `)
+` + claimedRows,
+
+	// markSent is the mark of a batch that all went out, one statement in
+	// its own transaction, which also drops the claim's lease (args: the
+	// rows' ids, the token, the rows' ctids as the claim read them). Only
+	// rows still NEW move. It reaches each row by the ctid the claim read,
+	// a TID scan, with no walk of the primary key per row, and checks the
+	// id there: a row someone else updated since the claim (an operator)
+	// has moved to another ctid, which is not marked (it stays NEW and is
+	// claimed again), and a ctid whose line a new row version took since
+	// names another id. No index names status or sent_at, so the update is
+	// HOT: PostgreSQL writes the new row version on the same page
+	// (fillfactor 50 leaves room) and inserts no index entry.
+	// markSentRequeued is markSent for a batch with requeued rows
+	// (next_retry_at past created_at, as the claim read them): their
+	// next_retry_at goes back to created_at, so that they leave the
+	// requeued index (not HOT; rare). The value does not change on the
+	// other rows, which keeps their update HOT.
+	markSent: `WITH async AS MATERIALIZED (
+  SELECT set_config('synchronous_commit', 'off', true)
+), released AS (` + releaseChunks + `)
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
-FROM async WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM due)) AND o.status = 0
-RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o.created_at, o.next_retry_at`,
+FROM async, unnest($3::text[]::tid[], $1::bigint[]) AS f(t, id)
+WHERE o.ctid = f.t AND o.id = f.id AND o.status = 0`,
+	markSentRequeued: `WITH async AS MATERIALIZED (
+  SELECT set_config('synchronous_commit', 'off', true)
+), released AS (` + releaseChunks + `)
+UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
+FROM async, unnest($3::text[]::tid[], $1::bigint[]) AS f(t, id)
+WHERE o.ctid = f.t AND o.id = f.id AND o.status = 0`,
+	claimRelease: releaseChunksStmt,
 
 	// The sweep advances the low-water mark in two statements, so that the
 	// second one's snapshot is taken after the first has seen every listed
@@ -175,7 +208,10 @@ RETURNING o.id, o.msg_id, o.topic, o.msg_key, o.payload, o.headers, o.retries, o
   SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY(h.cand_vxids))
   AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts AS p WHERE p.database = current_database())
 FROM {{horizon}} AS h, (` + seqNode + `) AS s`,
-	sweepAdvance: `UPDATE {{horizon}} AS h SET
+	sweepAdvance: `WITH pruned AS (
+  DELETE FROM {{claims}} WHERE until < now() - interval '1 hour'
+)
+UPDATE {{horizon}} AS h SET
   lwm = CASE WHEN n.top < h.lwm OR h.seq_node IS DISTINCT FROM n.node THEN 0 ELSE greatest(h.lwm, coalesce((
     SELECT min(o.id) - 1 FROM {{outbox}} AS o
     WHERE o.id > h.lwm AND o.id <= h.cand AND o.status = 0 AND o.next_retry_at <= o.created_at), h.cand)) END,
@@ -190,18 +226,16 @@ FROM (SELECT
 WHERE h.gen = $1
 RETURNING h.lwm`,
 
-	// k: 1 retry, 2 dead, 3 release (see outbox.OutcomeKind). A retry and a
-	// release requeue the row (next_retry_at past created_at). DEAD records
-	// the time in dead_at (schema version 4) and sets next_retry_at back to
+	// k: 1 retry, 2 dead, 3 release (see outbox.OutcomeKind). A retry
+	// requeues the row (next_retry_at past created_at). DEAD records the
+	// time in dead_at (schema version 4) and sets next_retry_at back to
 	// created_at, so that the row leaves the requeued index: there, every
 	// rescan would walk over it until an operator retried or dropped it.
-	// The times are clock_timestamp(), the time of the mark: this statement
-	// runs in the claim's transaction, whose now() is when the claim began,
-	// before the publish (a publish that timed out after 30 s would
-	// otherwise come due again at once, its backoff spent while it waited).
+	// The times are clock_timestamp(), the time of the mark. Only rows still
+	// NEW in a chunk the claim's lease ($2) still holds move: a relay that
+	// outlived its lease leaves another relay's claim alone.
 	markOthers: `UPDATE {{outbox}} AS o SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
-  sent_at       = NULL,
   retries       = o.retries + CASE f.k WHEN 3 THEN 0 ELSE 1 END,
   next_retry_at = CASE f.k
     WHEN 1 THEN greatest(clock_timestamp() + f.d * interval '1 millisecond', o.created_at + interval '1 microsecond')
@@ -210,7 +244,8 @@ RETURNING h.lwm`,
   last_error    = CASE f.k WHEN 3 THEN o.last_error ELSE f.e END,
   dead_at       = CASE f.k WHEN 2 THEN clock_timestamp() END
 FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
-WHERE o.id = f.id`,
+WHERE o.id = f.id AND o.status = 0
+  AND EXISTS (SELECT 1 FROM {{claims}} AS l WHERE l.chunk = o.id >> 8 AND l.token = $2)`,
 
 	seqCache: `SELECT coalesce((SELECT seqcache FROM pg_sequence WHERE seqrelid = ` + idSequence + `), 1)`,
 
@@ -278,7 +313,7 @@ WHERE ` + deadRows + `
   SELECT ctid FROM {{inbox}} WHERE consumed_at < now() - $1 * interval '1 millisecond' LIMIT $2))`,
 
 	explain:  `EXPLAIN `,
-	truncate: `TRUNCATE {{outbox}}, {{inbox}}`,
+	truncate: `TRUNCATE {{outbox}}, {{inbox}}, {{claims}}`,
 
 	migrationsTable: `CREATE TABLE IF NOT EXISTS {{migrations}} (
   version    INT PRIMARY KEY,
@@ -288,6 +323,45 @@ WHERE ` + deadRows + `
 	recordVersion:  `INSERT INTO {{migrations}} (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 	lockMigrations: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 }
+
+// chunkLease reads the record of one chunk in {{claims}} (its number
+// follows in parentheses) as the statement's snapshot sees it: gen, its
+// generation (0 without one), and live, whether a lease holds it.
+const chunkLease = `SELECT coalesce(max(l.gen), 0) AS gen, coalesce(bool_or(l.token IS NOT NULL AND l.until > now()), false) AS live
+FROM {{claims}} AS l WHERE l.chunk = `
+
+// holdChunks records the chunks of the rows in due (want, one row per
+// chunk) under the claim's token ($3) until now() + $4 ms, each only if its
+// record is still the generation due read and free or expired, and returns
+// the chunks it recorded.
+const holdChunks = `
+  INSERT INTO {{claims}} AS l (chunk, token, until, gen)
+  SELECT w.chunk, $3::text, now() + $4 * interval '1 millisecond', w.gen + 1 FROM want AS w
+  ON CONFLICT (chunk) DO UPDATE SET token = excluded.token, until = excluded.until, gen = excluded.gen
+  WHERE l.gen = excluded.gen - 1 AND (l.token IS NULL OR l.until <= now())
+  RETURNING l.chunk
+`
+
+// claimedRows returns the rows of due in the chunks held recorded, then,
+// if due read rows of a chunk held could not record (it changed after the
+// statement's snapshot), one row with id 0, so that the claim can look
+// again with a new snapshot.
+const claimedRows = `SELECT d.id, d.msg_id, d.topic, d.msg_key, d.payload, d.headers, d.retries, d.created_at, d.next_retry_at, d.ctid::text
+FROM due AS d, async
+WHERE d.id >> 8 IN (SELECT chunk FROM held)
+UNION ALL
+SELECT 0, '', '', NULL, NULL, NULL, 0, now(), now(), ''
+WHERE (SELECT count(*) FROM want) > (SELECT count(*) FROM held)`
+
+// releaseChunks frees the chunks of a claim's token ($2): the next
+// generation, no token, and in until the time it was freed, from which
+// sweepAdvance drops records unused for an hour.
+const releaseChunks = `
+  UPDATE {{claims}} SET token = NULL, until = clock_timestamp(), gen = gen + 1 WHERE token = $2
+`
+
+// releaseChunksStmt is releaseChunks alone, its token $1.
+const releaseChunksStmt = `UPDATE {{claims}} SET token = NULL, until = clock_timestamp(), gen = gen + 1 WHERE token = $1`
 
 // deadRows is how every statement on the DEAD rows names them, so that the
 // planner can use the DEAD index ({{outbox_dead_idx}}, WHERE dead_at IS NOT

@@ -37,6 +37,9 @@ VALUES (?1, ?2, ?3, strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds',
 SET status = 1, sent_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE status = 0 AND id IN (SELECT value FROM json_each(?))`,
 
+	// The other outcomes move only rows the claim (its token, the second
+	// argument) still holds: a relay that outlived its lease leaves another
+	// relay's claim alone.
 	markOthers: `UPDATE OR FAIL {{outbox}} SET
   status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
   retries       = retries + 1,
@@ -47,7 +50,8 @@ WHERE status = 0 AND id IN (SELECT value FROM json_each(?))`,
   dead_at       = CASE f.k WHEN 2 THEN strftime('%Y-%m-%d %H:%M:%f', 'now') END
 FROM (SELECT value ->> '$.id' AS id, value ->> '$.k' AS k, value ->> '$.d' AS d, value ->> '$.e' AS e
       FROM json_each(?)) AS f
-WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0`,
+WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0
+  AND EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.token = ? AND {{outbox}}.id BETWEEN c.lo AND c.hi)`,
 
 	stats: `SELECT topic, status, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now')
 FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,

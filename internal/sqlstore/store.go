@@ -46,7 +46,7 @@ type DB interface {
 }
 
 // readCommittedDB is a DB that begins READ COMMITTED transactions, for the
-// claims of a claimLockSelect dialect (MySQL).
+// claims and cleanups of MySQL.
 type readCommittedDB interface {
 	BeginReadCommitted(ctx context.Context) (Tx, error)
 }
@@ -57,6 +57,14 @@ type readCommittedDB interface {
 // own.
 type SetupBeginner interface {
 	BeginWith(ctx context.Context, setup string) (Tx, error)
+}
+
+// TxPipeliner is a DB that can send a whole short transaction in one round
+// trip, as pgx does with a batch: BEGIN, the setup statements, one query and
+// COMMIT. scan reads the query's rows before the call returns; an error
+// anywhere rolls the transaction back.
+type TxPipeliner interface {
+	QueryCommitted(ctx context.Context, setup []string, query string, args []any, scan func(Rows) error) error
 }
 
 // ErrorKind is what a database error means to the outbox.
@@ -120,19 +128,13 @@ var _ outbox.Store = (*Store)(nil)
 // Dialect implements outbox.Store.
 func (s *Store) Dialect() string { return s.c.name }
 
-// ClaimOverlap implements outbox.ClaimOverlapper. PostgreSQL's chunk locks
-// never make a mark wait, so Relay.Run may claim beside one. SQLite's claims
-// and marks take the one write lock (and hold no connection in between), so
-// a claim goes only beside a publish. MySQL holds no claim ahead: at
-// REPEATABLE READ a claim's next-key locks could make the mark before it
-// wait; at READ COMMITTED (Claim's level now) claims held ahead ran no
-// faster, and one bench run of three stalled at 1,600 msgs/s.
+// ClaimOverlap implements outbox.ClaimOverlapper. PostgreSQL's and MySQL's
+// claims commit at once and leave no lock behind, so Relay.Run may claim
+// beside a mark. SQLite's claims and marks take the one write lock (and hold
+// no connection in between), so a claim goes only beside a publish.
 func (s *Store) ClaimOverlap() outbox.ClaimOverlap {
-	switch s.c.mode {
-	case claimRange:
+	if s.c.mode == claimRange {
 		return outbox.OverlapPublish
-	case claimLockSelect:
-		return outbox.OverlapNone
 	}
 	return outbox.OverlapAll
 }
@@ -757,7 +759,7 @@ func scanInboxKey(rows Rows) (any, error) {
 // that is gone) is where writers and consumers insert.
 func (s *Store) execCleanup(ctx context.Context, stmt string, args ...any) (int64, error) {
 	rc, ok := s.db.(readCommittedDB)
-	if !ok || s.c.mode != claimLockSelect {
+	if !ok || s.c.mode != claimRowLease {
 		return s.db.Exec(ctx, stmt, args...)
 	}
 	tx, err := rc.BeginReadCommitted(ctx)
@@ -794,7 +796,11 @@ func (s *Store) ExplainClaim(ctx context.Context) (string, error) {
 		if i > 0 {
 			plan.WriteString("-- from a cursor\n")
 		}
-		if err := s.explainInto(ctx, tx, &plan, q, int64(i), 500); err != nil {
+		args := []any{int64(i), 500}
+		if s.c.mode == claimChunks {
+			args = append(args, "explain", int64(1000))
+		}
+		if err := s.explainInto(ctx, tx, &plan, q, args...); err != nil {
 			return "", s.wrap("explain claim", err)
 		}
 	}
