@@ -89,8 +89,8 @@ type ClaimParams struct {
 	// from a point below which it knows there is none but the ones it can
 	// find another way (PostgreSQL's low-water mark and requeued index).
 	AfterID int64
-	// Lease is how long a lease-based store (SQLite) hides a claimed message
-	// from other claims. Stores that lock rows in a transaction ignore it.
+	// Lease is how long the claim hides its messages from other claims; it
+	// must be positive.
 	Lease time.Duration
 }
 

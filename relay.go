@@ -62,8 +62,10 @@ type RelayConfig struct {
 	// wait at most this long under a sustained backlog; whenever the relay
 	// catches up it claims from the first id at once. Defaults to 1s.
 	RescanInterval time.Duration
-	// Lease is how long a lease-based store (SQLite) hides a claimed batch from
-	// other relays. It must exceed PublishTimeout. Defaults to 2×PublishTimeout.
+	// Lease is how long a claimed batch is hidden from other relays: a claim
+	// commits at once and holds its batch by this lease, never by an open
+	// transaction. It must exceed PublishTimeout. Defaults to
+	// 2×PublishTimeout.
 	Lease time.Duration
 	// Logger receives the relay's log lines; a DEAD message is logged at Error.
 	// Defaults to slog.Default().
@@ -290,8 +292,7 @@ type MessageResult struct {
 // two at once instead of one after the other. Batches are still published
 // one after the other, in claim order. A store that implements
 // [ClaimOverlapper] may ask for less overlap (SQLite: the claim only beside
-// the publish; MySQL: none). Run holds up to two claims, and with a store
-// that claims in a transaction (PostgreSQL) up to two connections.
+// the publish). Run holds up to two claims.
 func (r *Relay) Run(ctx context.Context) error {
 	p := &pipeline{batches: make(chan batch)}
 	if o, ok := r.store.(ClaimOverlapper); ok {
@@ -578,8 +579,8 @@ func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 
 // publishWindow is how long batch b may publish from now: PublishTimeout,
 // or less for a batch that waited behind the previous one, so that its
-// publish ends early enough in the lease of a lease-based store (SQLite) for
-// the mark to follow within the lease. The mark is given half of what the
+// publish ends early enough in the claim's lease for the mark to follow
+// within it. The mark is given half of what the
 // lease holds beyond PublishTimeout (15 s by default); past its lease the
 // batch could be claimed by another relay and published twice.
 func (r *Relay) publishWindow(b batch) time.Duration {
