@@ -289,13 +289,10 @@ func TestCrashRelayKilledBetweenPublishAndMark(t *testing.T) {
 			}
 		})
 
-		// The lease that hides a claimed batch from other relays on SQLite
-		// is twice the publish timeout: it bounds how long the batch of a
-		// killed relay waits there before it is claimed again.
-		publishTimeout := "30s"
-		if b.name == "sqlite" {
-			publishTimeout = "4s"
-		}
+		// The lease that hides a claimed batch from other relays is twice
+		// the publish timeout: it bounds how long the batch of a killed
+		// relay waits before it is claimed again.
+		publishTimeout := "4s"
 		args := []string{"--db", b.dsn, "--broker", c.srv.URL + "/events", "--batch", "50",
 			"--interval", "50ms", "--publish-timeout", publishTimeout, "--log-level", "debug"}
 
