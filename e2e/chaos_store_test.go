@@ -56,9 +56,13 @@ func newChaosStore(ctx context.Context, t *testing.T, b Broker, dialect string) 
 		if err := h.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 			t.Fatal(err)
 		}
-		// The relays' sessions are told apart by their application name.
+		// The relays' sessions are told apart by their application name,
+		// and the server ends any transaction of theirs left idle for a
+		// second, as managed PostgreSQL services often do: no claim may
+		// depend on a transaction held open while the broker publishes.
 		app := "outbox-chaos-" + schema
-		st := &chaosStore{relayDSN: PostgresDSN() + "&search_path=" + schema + "&application_name=" + app, tx: h.transferTx}
+		st := &chaosStore{relayDSN: PostgresDSN() + "&search_path=" + schema + "&application_name=" + app +
+			"&idle_in_transaction_session_timeout=1000", tx: h.transferTx}
 		st.lateTx = func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
 			hold := time.Duration(100+rand.IntN(2900)) * time.Millisecond //nolint:gosec // pacing
 			return h.heldTransferTx(ctx, m, acct, amount, rollback, hold)
