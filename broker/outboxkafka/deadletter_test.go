@@ -235,3 +235,29 @@ func TestDeadLetterRefused(t *testing.T) {
 		t.Errorf("after the raise the dead letter has Err %q, want the full copy", dl.Err)
 	}
 }
+
+// TestDeadLetterTopicKeptForever: the dead-letter topic the subscriber
+// creates keeps its records until they are deleted (retention.ms -1), not
+// for the broker's default retention.
+func TestDeadLetterTopicKeptForever(t *testing.T) {
+	t.Parallel()
+	b := setupDeadLetter(t, brokerURL, "", 0, nil, errors.New("cannot handle"))
+	adm, ctx := admin(t, brokerURL)
+	rcs, err := adm.DescribeTopicConfigs(ctx, b.topic+".dlt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(b.topic+".dlt", nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe %s.dlt: %v %v", b.topic, err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" {
+			if c.Value == nil || *c.Value != "-1" {
+				t.Fatalf("retention.ms of the dead-letter topic = %v, want -1", c.MaybeValue())
+			}
+			return
+		}
+	}
+	t.Fatalf("the dead-letter topic has no retention.ms: %+v", rc.Configs)
+}

@@ -279,7 +279,8 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	return c, s, nil
 }
 
-// ensureDeadLetterTopics creates the dead-letter topics that do not exist.
+// ensureDeadLetterTopics creates the dead-letter topics that do not exist,
+// with retention.ms -1 (kept until deleted).
 func (s *Subscriber) ensureDeadLetterTopics(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.conn.timeout)
 	defer cancel()
@@ -292,7 +293,10 @@ func (s *Subscriber) ensureDeadLetterTopics(ctx context.Context) error {
 			names = append(names, d)
 		}
 	}
-	resp, err := adm.CreateTopics(ctx, -1, -1, nil, names...)
+	// A dead letter waits for a person: kept until deleted, not for the
+	// broker's default retention (7 days).
+	forever := "-1"
+	resp, err := adm.CreateTopics(ctx, -1, -1, map[string]*string{"retention.ms": &forever}, names...)
 	if err != nil {
 		return s.brokerError(fmt.Errorf("outboxkafka: creating the dead-letter topics %v: %w", names, err))
 	}
