@@ -133,7 +133,7 @@
 // handed to it again after a backoff, while the later records of its
 // partition wait, up to max_deliveries calls; then it is produced to the
 // dead-letter topic (default "<topic>.dlt", created by NewSubscriber when
-// missing) with its key, value and headers, plus outbox-dlt-group,
+// missing, with retention.ms -1: kept until deleted) with its key, value and headers, plus outbox-dlt-group,
 // outbox-dlt-error, outbox-dlt-deliveries, outbox-dlt-topic,
 // outbox-dlt-partition, outbox-dlt-offset and outbox-dlt-time, and
 // committed. An error wrapped with outbox.Permanent, and a record that is not
