@@ -32,14 +32,20 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // message one of them naks (or leaves unacked for AckWait) to another.
 var features = brokertest.Features{Ordered: true, Dedup: true, DeadLetter: true, SharedGroup: true, HandOver: true}
 
+// suiteAckWait is the AckWait of the conformance suite's groups, shorter
+// than the default 30s so that a message left in a stopped subscriber's
+// hands comes back well within the suite's Timeout.
+const suiteAckWait = 10 * time.Second
+
 func TestConformance(t *testing.T) {
 	requireShared(t)
 	brokertest.Run(t, brokertest.Env{
 		Features: features,
-		// Longer than the default AckWait of 30s: a message the broker was
-		// still sending when a subscriber stopped reaches the group again
-		// only after AckWait (see Prefetch), and StoppedBeforeSuccess's wait
-		// for it starts a little after that message was sent.
+		// Well over the suite's AckWait (suiteAckWait): a message the broker
+		// was still sending when a subscriber stopped reaches the group
+		// again only after AckWait (see Prefetch), and StoppedBeforeSuccess's
+		// wait for it starts a while after that message was sent (the
+		// stopped subscriber's last in-progress signal may come later).
 		Timeout: 45 * time.Second,
 		Setup: func(t *testing.T) *brokertest.Bundle {
 			return newBundle(t, sharedURL())
@@ -87,7 +93,11 @@ func newBundleAt(t *testing.T, u string) *brokertest.Bundle {
 		Publisher: pub,
 		Topic:     suiteTopic,
 		NewSubscriber: func(t *testing.T, opts brokertest.SubscriberOptions) brokertest.Subscriber {
-			return newAckWaitSubscriber(t, u, opts.Group, opts.MaxDeliveries, opts.RedeliverAfter)
+			ackWait := opts.RedeliverAfter
+			if ackWait == 0 {
+				ackWait = suiteAckWait
+			}
+			return newAckWaitSubscriber(t, u, opts.Group, opts.MaxDeliveries, ackWait)
 		},
 		// Closing the connection leaves the messages in hand unacked: the
 		// consumer delivers them again after AckWait.
