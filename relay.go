@@ -665,9 +665,14 @@ func (r *Relay) publishSome(ctx context.Context, msgs []Message, idx []int, errs
 	if len(idx) == 0 {
 		return nil
 	}
-	sub := make([]Message, len(idx))
-	for k, i := range idx {
-		sub[k] = msgs[i]
+	// The plan keeps id order, so a plan of every message is msgs itself:
+	// the common batch publishes without a copy.
+	sub := msgs
+	if len(idx) != len(msgs) {
+		sub = make([]Message, len(idx))
+		for k, i := range idx {
+			sub[k] = msgs[i]
+		}
 	}
 	got := r.publish(ctx, sub)
 	out := make([]batchResult, len(idx))

@@ -304,6 +304,16 @@ func (q *heldMsgs) pop() (jetstream.Msg, bool) {
 // keepAlive tells the broker every period that the held messages are in
 // progress, until stop.
 func (q *heldMsgs) keepAlive(period time.Duration) (stop func()) {
+	return inProgressEvery(period, func() []jetstream.Msg {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return slices.Clone(q.msgs)
+	})
+}
+
+// inProgressEvery sends InProgress for each message msgs returns, every
+// period, until stop; stop returns once the last round is over.
+func inProgressEvery(period time.Duration, msgs func() []jetstream.Msg) (stop func()) {
 	t := time.NewTicker(period)
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -312,10 +322,7 @@ func (q *heldMsgs) keepAlive(period time.Duration) (stop func()) {
 		for {
 			select {
 			case <-t.C:
-				q.mu.Lock()
-				msgs := slices.Clone(q.msgs)
-				q.mu.Unlock()
-				for _, m := range msgs {
+				for _, m := range msgs() {
 					_ = m.InProgress()
 				}
 			case <-done:
@@ -420,25 +427,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // working, so that a slow handler does not get its message delivered to
 // another subscriber meanwhile.
 func (s *Subscriber) keepAlive(msg jetstream.Msg) (stop func()) {
-	t := time.NewTicker(s.st.AckWait / 2)
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() {
-		t.Stop()
-		close(done)
-		<-finished
-	}
+	return inProgressEvery(s.st.AckWait/2, func() []jetstream.Msg { return []jetstream.Msg{msg} })
 }
 
 // deadLetter publishes msg to the group's dead-letter subject, waits for the
