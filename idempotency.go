@@ -1,7 +1,7 @@
 package outbox
 
 // Delivery is at least once, so a consumer must make its effect idempotent.
-// Seed 000 names four ways; the inbox (Inbox.Process, Inbox.Handler) is the
+// There are four common ways; the inbox (Inbox.Process, Inbox.Handler) is the
 // default and the only one that works for any effect. The other three use
 // something the effect already has:
 //

@@ -2,7 +2,7 @@ package outbox
 
 import "fmt"
 
-// Default table names, as in DESIGN §2.
+// Default table names.
 const (
 	DefaultOutboxTable = "outbox"
 	DefaultInboxTable  = "consumed_msg"

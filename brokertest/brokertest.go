@@ -6,7 +6,7 @@
 // a fresh destination (a topic, stream, exchange and queue of its own), and
 // Features that say what the broker cannot do. The suite publishes through
 // the adapter's outbox.Publisher and consumes through its subscriber, and
-// checks DESIGN §4 and the subscriber contract of outbox.Handler: every
+// checks the wire format (every CloudEvents attribute) and the subscriber contract of outbox.Handler: every
 // message acked only after the handler succeeds (a subscriber stopped or
 // killed before its handler succeeded leaves the message to its group),
 // redelivered after a handler error, dead-lettered after the delivery limit,

@@ -4,7 +4,7 @@
 // adapter only decides how a transport spells an attribute (a "ce-" header in
 // HTTP, "ce_" in Kafka, a v5 user property in MQTT, a stream field in Redis).
 //
-// The mapping (DESIGN §4): id = msg_id, type = topic, source = configured,
+// The mapping: id = msg_id, type = topic, source = configured,
 // time = created_at, partitionkey = msg_key when set, each row header as an
 // extension attribute, and the payload as the data, with datacontenttype
 // application/json.

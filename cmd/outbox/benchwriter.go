@@ -21,7 +21,7 @@ import (
 // account debited, the shape of most transactions that emit an event.
 //
 // Two shapes: "order" inserts an order and debits an account (two small
-// statements); "transfer" is seed 000's transfer: lock both accounts, check
+// statements); "transfer" is the demo's transfer: lock both accounts, check
 // the balance, debit one and credit the other (four statements). On
 // PostgreSQL two more: "batched" is the transfer with its debit and credit
 // in one pgx batch, and the outbox insert queued into that batch
@@ -346,7 +346,7 @@ func producerLoop[TTx any](ctx context.Context, run func(context.Context, func(c
 	return nil
 }
 
-// runTransfer runs seed 000's transfer in tx: lock and read both accounts,
+// runTransfer runs the demo's transfer in tx: lock and read both accounts,
 // debit one, credit the other.
 func runTransfer[TTx any](ctx context.Context, ops txOps[TTx], tx TTx, stmts [3]string, from, to int) error {
 	if err := lockAccounts(ctx, ops, tx, stmts[0], from, to); err != nil {

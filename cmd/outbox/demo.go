@@ -18,7 +18,7 @@ import (
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
 )
 
-// demoText is the narrative, in the words of seed 000 (zh) and in English.
+// demoText is the narrative, in Chinese (the pattern's classic telling) and in English.
 var demoText = map[string]map[string]string{
 	"zh": {
 		"committed": "本地事务提交完成（业务 + 消息一起落库）",
@@ -62,19 +62,19 @@ var demoText = map[string]map[string]string{
 	},
 }
 
-// runDemo runs `outbox demo`: seed 000's transfer, end to end through the real
+// runDemo runs `outbox demo`: a money transfer, end to end through the real
 // writer, relay and inbox on two embedded SQLite databases (the bank's, with
 // its outbox, and the points service's, with its inbox). The publisher fails
 // twice, the broker delivers the message twice, the effect happens once.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("outbox demo", "[flags]",
-		"run seed 000's transfer scenario end to end on embedded SQLite, no set-up", stdout)
+		"run a money transfer end to end on embedded SQLite, no set-up", stdout)
 	var dir, lang, broker string
 	f.stringVar(&dir, "dir", "", "DIR", "keep the two SQLite files in DIR (default: a temporary directory, removed afterwards)")
 	f.stringVar(&broker, "broker", "", "nats|URL",
 		"carry the message through a real broker: nats starts an embedded NATS JetStream server in this process; "+
-			"a nats:// URL uses that server (default: an in-process queue, as in seed 000)")
-	f.stringVar(&lang, "lang", "zh", "zh|en", "language of the narrative (zh follows seed 000 word for word)")
+			"a nats:// URL uses that server (default: an in-process queue)")
+	f.stringVar(&lang, "lang", "zh", "zh|en", "language of the narrative (zh or en)")
 	f.commandLineOnly("it needs no set-up and runs the same in every\n" +
 		"shell; a relay's OUTBOX_BROKER must not carry its made-up transfer to a real broker.")
 	f.example("outbox demo")
@@ -320,7 +320,7 @@ func (d *demo) show(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// relayRounds prints the seed's relay narrative: four rounds of the real relay
+// relayRounds prints the relay narrative: four rounds of the real relay
 // over pub, whose first two attempts fail.
 func (d *demo) relayRounds(ctx context.Context, out io.Writer, pub outbox.Publisher) error {
 	say := func(key string, args ...any) { fmt.Fprintf(out, d.text[key]+"\n", args...) }

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// seedOutput is the output printed in seed 000 (24.6 本地消息表), verbatim.
+// seedOutput is the classic telling of the transfer (24.6 本地消息表), verbatim.
 const seedOutput = `本地事务提交完成（业务 + 消息一起落库）
 账户：alice=900 bob=100
 消息 m-1 status=0 retries=0
@@ -40,7 +40,7 @@ func TestDemoMatchesSeed(t *testing.T) {
 		t.Fatalf("demo: %v (%s)", err, errb.String())
 	}
 	if got := strings.TrimRight(out.String(), "\n"); got != seedOutput {
-		t.Fatalf("demo output differs from seed 000:\n--- got\n%s\n--- want\n%s", got, seedOutput)
+		t.Fatalf("demo output differs from the classic telling:\n--- got\n%s\n--- want\n%s", got, seedOutput)
 	}
 }
 
@@ -90,7 +90,7 @@ func TestDemoOverEmbeddedNATS(t *testing.T) {
 		}
 	}
 	if got := strings.Join(kept, "\n"); got != seedOutput {
-		t.Fatalf("demo over NATS, without its two extra lines, differs from seed 000:\n--- got\n%s\n--- want\n%s", got, seedOutput)
+		t.Fatalf("demo over NATS, without its two extra lines, differs from the classic telling:\n--- got\n%s\n--- want\n%s", got, seedOutput)
 	}
 	if err := runDemo(context.Background(), []string{"--broker", "kafka"}, &out, &errb); err == nil {
 		t.Fatal("--broker kafka accepted")

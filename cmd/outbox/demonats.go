@@ -37,7 +37,7 @@ func deleteStreams(url string, names ...string) {
 	}
 }
 
-// runNATS is seed 000's scenario with a real broker in the middle: the relay
+// runNATS is the transfer scenario with a real broker in the middle: the relay
 // publishes to JetStream (after two timeouts), and a JetStream subscriber
 // applies the message through the inbox. The first ack is lost after the
 // commit (the handler reports a failure once), so JetStream delivers the

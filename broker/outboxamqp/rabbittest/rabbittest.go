@@ -165,7 +165,7 @@ func (n *Node) Stop(t testing.TB) {
 	t.Logf("rabbittest: node %s stopped after %s", n.name, time.Since(start).Round(time.Millisecond))
 }
 
-// Ctl is the rabbitmqctl of the RabbitMQ installation on this machine.
+// Ctl is the path of rabbitmqctl (Debian's package puts it here).
 var Ctl = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 // Ctl runs rabbitmqctl against the node with args (e.g.
