@@ -105,7 +105,7 @@ func (s *Store) checkTable(ctx context.Context, cat catalog, name string, want t
 	}
 	for _, k := range []struct {
 		what, stmt string
-		names    []string
+		names      []string
 	}{{"index", cat.indexes, want.indexes}, {"trigger", cat.triggers, want.triggers}} {
 		if len(k.names) == 0 {
 			continue
