@@ -84,6 +84,9 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	defer d.Close()
 	if err := d.Store.Migrate(ctx); err != nil {
+		if qualifiedTables(d.Store.Tables()) {
+			return fmt.Errorf("migrate %s: %w; the schema (on MySQL, the database) of --table and --inbox-table must exist: create it first", d.where, err)
+		}
 		return fmt.Errorf("migrate %s: %w", d.where, err)
 	}
 	v, err := d.Store.SchemaVersion(ctx)
@@ -168,7 +171,7 @@ func (o *migrateOptions) runPrint(f *flagSet, w io.Writer) error {
 
 // runCheck compares the database with this build's schema.
 func (o *migrateOptions) runCheck(ctx context.Context, w io.Writer) error {
-	d, err := o.db.open(ctx, false)
+	d, err := o.db.open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -232,6 +235,13 @@ func (o *migrateOptions) runPrintGrants(f *flagSet, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// qualifiedTables reports whether either table is named schema.table.
+func qualifiedTables(t outbox.Tables) bool {
+	_, _, a := outbox.SplitTableName(t.Outbox)
+	_, _, b := outbox.SplitTableName(t.Inbox)
+	return a || b
 }
 
 // mysqlDatabase is the database a mysql:// DSN names, or "".

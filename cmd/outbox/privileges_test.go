@@ -86,7 +86,9 @@ func newPrivilegesPostgres(t *testing.T) *privilegeEnv {
 		t.Fatal(err)
 	}
 	e.dsn = func(role string) string { return "postgres://" + role + "@127.0.0.1:5432/test" }
-	e.db = func(t *testing.T, role string) *sql.DB { return openOrFail(t, "pgx", e.dsn(role), "PostgreSQL as "+role) }
+	e.db = func(t *testing.T, role string) *sql.DB {
+		return openOrFail(t, "pgx", e.dsn(role), "PostgreSQL as "+role)
+	}
 	e.store = func(t *testing.T, role string) (outbox.Store, func(context.Context, ...outbox.Message) error) {
 		pool, err := pgxpool.New(context.Background(), e.dsn(role))
 		if err != nil {
@@ -137,7 +139,9 @@ func newPrivilegesMySQL(t *testing.T) *privilegeEnv {
 	driverDSN := func(role string) string {
 		return role + ":" + password[role] + "@tcp(127.0.0.1:3306)/" + name + "?parseTime=true&loc=UTC&interpolateParams=true"
 	}
-	e.db = func(t *testing.T, role string) *sql.DB { return openOrFail(t, "mysql", driverDSN(role), "MariaDB as "+role) }
+	e.db = func(t *testing.T, role string) *sql.DB {
+		return openOrFail(t, "mysql", driverDSN(role), "MariaDB as "+role)
+	}
 	e.store = func(t *testing.T, role string) (outbox.Store, func(context.Context, ...outbox.Message) error) {
 		drv, err := outboxmysql.New(e.db(t, role), outbox.Tables{Outbox: name + ".outbox", Inbox: name + ".inbox"})
 		if err != nil {
