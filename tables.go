@@ -1,6 +1,9 @@
 package outbox
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Default table names.
 const (
@@ -12,7 +15,10 @@ const (
 // migrations table) inside PostgreSQL's 63-byte identifier limit.
 const maxTableName = 48
 
-// Tables names the two tables. A zero field takes its default.
+// Tables names the two tables. A zero field takes its default. A name may
+// be qualified by a schema (PostgreSQL) or a database (MariaDB/MySQL):
+// "events.outbox". The tables, sequences and functions an outbox table brings
+// with it go into its schema; the schema must exist.
 type Tables struct {
 	// Outbox is the outbox table. Defaults to "outbox".
 	Outbox string
@@ -33,7 +39,9 @@ func (t Tables) WithDefaults() Tables {
 
 // Validate checks that both names are plain identifiers that every supported
 // database accepts unquoted and folds the same way: a lower-case letter or
-// underscore, then lower-case letters, digits or underscores, at most 48 bytes.
+// underscore, then lower-case letters, digits or underscores, at most 48 bytes;
+// each optionally after a schema name of the same form (at most 63 bytes)
+// and a dot. SQLite takes no schema (its driver refuses one).
 func (t Tables) Validate() error {
 	if err := ValidateIdentifier(t.Outbox); err != nil {
 		return err
@@ -60,19 +68,44 @@ func (t Tables) Validate() error {
 var derivedSuffixes = []string{"_migrations", "_claims", "_horizon", "_msg_id_key", "_pending_idx",
 	"_requeued_idx", "_dead_idx", "_status_check", "_msg_id_check", "_pkey", "_id_seq"}
 
-// ValidateIdentifier reports whether name can be used as a table name.
+// maxSchemaName is PostgreSQL's identifier limit (MySQL's is 64).
+const maxSchemaName = 63
+
+// ValidateIdentifier reports whether name can be used as a table name:
+// table or schema.table.
 func ValidateIdentifier(name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: empty table name", ErrInvalidIdentifier)
+	schema, table, qualified := SplitTableName(name)
+	if !qualified {
+		return validateName(name, "table name", maxTableName)
 	}
-	if len(name) > maxTableName {
-		return fmt.Errorf("%w: table name %q is %d bytes; the limit is %d", ErrInvalidIdentifier, name, len(name), maxTableName)
+	if err := validateName(schema, "schema name", maxSchemaName); err != nil {
+		return fmt.Errorf("%w (in table name %q)", err, name)
+	}
+	return validateName(table, "table name", maxTableName)
+}
+
+// SplitTableName splits "schema.table" at its dot; qualified is false for a
+// name without one, whose table is name.
+func SplitTableName(name string) (schema, table string, qualified bool) {
+	schema, table, qualified = strings.Cut(name, ".")
+	if !qualified {
+		return "", name, false
+	}
+	return schema, table, true
+}
+
+func validateName(name, what string, limit int) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalidIdentifier, what)
+	}
+	if len(name) > limit {
+		return fmt.Errorf("%w: %s %q is %d bytes; the limit is %d", ErrInvalidIdentifier, what, name, len(name), limit)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		ok := c == '_' || (c >= 'a' && c <= 'z') || (i > 0 && c >= '0' && c <= '9')
 		if !ok {
-			return fmt.Errorf("%w: table name %q: use lower-case letters, digits and underscores, starting with a letter or underscore", ErrInvalidIdentifier, name)
+			return fmt.Errorf("%w: %s %q: use lower-case letters, digits and underscores, starting with a letter or underscore (and one dot after a schema name)", ErrInvalidIdentifier, what, name)
 		}
 	}
 	return nil

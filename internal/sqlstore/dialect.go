@@ -43,7 +43,7 @@ const (
 
 // dialect is all the SQL of one database, written as SQL. Table names appear as
 // {{outbox}}, {{inbox}}, {{migrations}} and derived {{outbox_*}} names; compile
-// replaces them with quoted identifiers, once.
+// replaces them with quoted identifiers, once (see names).
 type dialect struct {
 	name  string
 	quote func(string) string
@@ -172,22 +172,7 @@ type migration struct {
 }
 
 func (d dialect) compile(t outbox.Tables) (*compiled, error) {
-	r := strings.NewReplacer(
-		"{{outbox}}", d.quote(t.Outbox),
-		"{{inbox}}", d.quote(t.Inbox),
-		"{{migrations}}", d.quote(t.Outbox+"_migrations"),
-		"{{claims}}", d.quote(t.Outbox+"_claims"),
-		"{{claims_token_idx}}", d.quote(t.Outbox+"_claims_token_idx"),
-		"{{outbox_msg_id_key}}", d.quote(t.Outbox+"_msg_id_key"),
-		"{{outbox_pending_idx}}", d.quote(t.Outbox+"_pending_idx"),
-		"{{outbox_requeued_idx}}", d.quote(t.Outbox+"_requeued_idx"),
-		"{{outbox_dead_idx}}", d.quote(t.Outbox+"_dead_idx"),
-		"{{outbox_dead_at}}", d.quote(t.Outbox+"_dead_at"),
-		"{{outbox_requeue}}", d.quote(t.Outbox+"_requeue"),
-		"{{horizon}}", d.quote(t.Outbox+"_horizon"),
-		"{{outbox_status_check}}", d.quote(t.Outbox+"_status_check"),
-		"{{outbox_msg_id_check}}", d.quote(t.Outbox+"_msg_id_check"),
-	)
+	r := strings.NewReplacer(d.names(t)...)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
 		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
@@ -209,11 +194,63 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 		if err != nil {
 			return nil, err
 		}
+		sql := r.Replace(string(body))
+		if i := strings.Index(sql, "{{"); i >= 0 {
+			return nil, fmt.Errorf("outbox: migration %s: unknown placeholder at %q", name, sql[i:min(len(sql), i+40)])
+		}
 		c.migrations = append(c.migrations, migration{version: v, name: strings.TrimSuffix(name, ".sql"),
-			statements: splitStatements(r.Replace(string(body)))})
+			statements: splitStatements(sql)})
 	}
 	sort.Slice(c.migrations, func(i, j int) bool { return c.migrations[i].version < c.migrations[j].version })
 	return c, nil
+}
+
+// names are the replacements of the placeholders for t, quoted, as
+// strings.NewReplacer takes them. A table or a function that the outbox
+// table brings with it goes into the outbox table's schema, and its name is
+// qualified by that schema when the outbox table's is: {{migrations}},
+// {{claims}}, {{horizon}}, the trigger functions {{outbox_dead_at_fn}} and
+// {{outbox_requeue_fn}}, and {{outbox_pending_idx_qualified}} for a DROP
+// INDEX. The name of an index, a constraint or a trigger, which the
+// database always puts beside its table, is the bare one: CREATE INDEX,
+// CONSTRAINT and CREATE TRIGGER take no schema.
+func (d dialect) names(t outbox.Tables) []string {
+	schema, table, _ := outbox.SplitTableName(t.Outbox)
+	inSchema := func(suffix string) string {
+		if schema == "" {
+			return d.quote(table + suffix)
+		}
+		return d.quote(schema) + "." + d.quote(table+suffix)
+	}
+	bare := func(suffix string) string { return d.quote(table + suffix) }
+	return []string{
+		"{{outbox}}", d.qualified(t.Outbox),
+		"{{inbox}}", d.qualified(t.Inbox),
+		"{{migrations}}", inSchema("_migrations"),
+		"{{claims}}", inSchema("_claims"),
+		"{{horizon}}", inSchema("_horizon"),
+		"{{outbox_dead_at_fn}}", inSchema("_dead_at"),
+		"{{outbox_requeue_fn}}", inSchema("_requeue"),
+		"{{outbox_pending_idx_qualified}}", inSchema("_pending_idx"),
+		"{{claims_token_idx}}", bare("_claims_token_idx"),
+		"{{outbox_msg_id_key}}", bare("_msg_id_key"),
+		"{{outbox_pending_idx}}", bare("_pending_idx"),
+		"{{outbox_requeued_idx}}", bare("_requeued_idx"),
+		"{{outbox_dead_idx}}", bare("_dead_idx"),
+		"{{outbox_dead_at}}", bare("_dead_at"),
+		"{{outbox_requeue}}", bare("_requeue"),
+		"{{outbox_status_check}}", bare("_status_check"),
+		"{{outbox_msg_id_check}}", bare("_msg_id_check"),
+	}
+}
+
+// qualified quotes a table name, "schema.table" as two identifiers.
+func (d dialect) qualified(name string) string {
+	schema, table, ok := outbox.SplitTableName(name)
+	if !ok {
+		return d.quote(table)
+	}
+	return d.quote(schema) + "." + d.quote(table)
 }
 
 // splitStatements splits a migration file at semicolons that end a line, and

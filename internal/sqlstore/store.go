@@ -105,15 +105,7 @@ type Store struct {
 
 // New returns a Store for the named dialect ("postgres", "mysql", "sqlite").
 func New(db DB, dialectName string, tables outbox.Tables, classify Classifier) (*Store, error) {
-	d, ok := dialects[dialectName]
-	if !ok {
-		return nil, fmt.Errorf("outbox: unknown dialect %q", dialectName)
-	}
-	tables = tables.WithDefaults()
-	if err := tables.Validate(); err != nil {
-		return nil, err
-	}
-	c, err := d.compile(tables)
+	d, c, tables, err := compileFor(dialectName, tables)
 	if err != nil {
 		return nil, err
 	}

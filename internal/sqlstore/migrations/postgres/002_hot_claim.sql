@@ -7,7 +7,7 @@
 -- next_retry_at past created_at, and the SENT update sets it back, so that
 -- index holds only rows waiting for another attempt (and DEAD rows that were
 -- retried before, which keep the time of their last attempt).
-DROP INDEX IF EXISTS {{outbox_pending_idx}};
+DROP INDEX IF EXISTS {{outbox_pending_idx_qualified}};
 -- Rows SENT after a retry leave the requeued index.
 UPDATE {{outbox}} SET next_retry_at = created_at WHERE status = 1 AND next_retry_at > created_at;
 CREATE INDEX IF NOT EXISTS {{outbox_requeued_idx}} ON {{outbox}} (id) WHERE next_retry_at > created_at;

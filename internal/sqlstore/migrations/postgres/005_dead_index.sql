@@ -34,8 +34,8 @@
 UPDATE {{outbox}} SET dead_at = next_retry_at, next_retry_at = created_at
 WHERE status = 2 AND dead_at IS NULL;
 CREATE INDEX IF NOT EXISTS {{outbox_dead_idx}} ON {{outbox}} (id) WHERE dead_at IS NOT NULL;
-CREATE OR REPLACE FUNCTION {{outbox_dead_at}}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+CREATE OR REPLACE FUNCTION {{outbox_dead_at_fn}}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   IF to_jsonb(NEW) -> 'dead_at' = 'null' THEN EXECUTE format('UPDATE %I.%I SET dead_at = clock_timestamp(), next_retry_at = created_at WHERE id = $1 AND status = 2 AND dead_at IS NULL', TG_TABLE_SCHEMA, TG_TABLE_NAME) USING NEW.id; END IF; RETURN NULL; END $$;
 DROP TRIGGER IF EXISTS {{outbox_dead_at}} ON {{outbox}};
 CREATE TRIGGER {{outbox_dead_at}} AFTER UPDATE OF status ON {{outbox}}
-FOR EACH ROW WHEN (NEW.status = 2) EXECUTE FUNCTION {{outbox_dead_at}}();
+FOR EACH ROW WHEN (NEW.status = 2) EXECUTE FUNCTION {{outbox_dead_at_fn}}();

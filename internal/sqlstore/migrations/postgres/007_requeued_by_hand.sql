@@ -12,8 +12,8 @@
 --
 -- The function's body keeps its semicolons inside its lines: the migration
 -- is split into statements at lines that end with one.
-CREATE OR REPLACE FUNCTION {{outbox_requeue}}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+CREATE OR REPLACE FUNCTION {{outbox_requeue_fn}}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   EXECUTE format('UPDATE %I.%I SET next_retry_at = greatest(clock_timestamp(), created_at + interval ''1 microsecond'') WHERE id = $1 AND status = 0 AND next_retry_at <= created_at', TG_TABLE_SCHEMA, TG_TABLE_NAME) USING NEW.id; RETURN NULL; END $$;
 DROP TRIGGER IF EXISTS {{outbox_requeue}} ON {{outbox}};
 CREATE TRIGGER {{outbox_requeue}} AFTER UPDATE OF status ON {{outbox}}
-FOR EACH ROW WHEN (OLD.status <> 0 AND NEW.status = 0 AND NEW.next_retry_at <= NEW.created_at) EXECUTE FUNCTION {{outbox_requeue}}();
+FOR EACH ROW WHEN (OLD.status <> 0 AND NEW.status = 0 AND NEW.next_retry_at <= NEW.created_at) EXECUTE FUNCTION {{outbox_requeue_fn}}();
