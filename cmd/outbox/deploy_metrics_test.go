@@ -152,7 +152,7 @@ func TestDeployMetricNames(t *testing.T) {
 		}
 	}
 	if alerts < 6 {
-		t.Fatalf("%s: %d alerts, want the 6 of docs/operations.md", rulesPath, alerts)
+		t.Fatalf("%s: %d alerts, want the 6 of docs/alerts.md", rulesPath, alerts)
 	}
 
 	raw, err = os.ReadFile(dashboardPath)
