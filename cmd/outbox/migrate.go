@@ -43,9 +43,16 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	f.stringVar(&o.roles.Relay, "relay", "", "ROLE", "with --print-grants: the role that runs the relay")
 	f.stringVar(&o.roles.Migrator, "migrator", "", "ROLE", "with --print-grants: the role that owns the schema and runs 'outbox migrate'")
 	f.boolVar(&o.roles.Cleanup, "cleanup", "with --print-grants: let the relay role delete old rows too (--cleanup-older-than, outbox cleanup, outbox dead drop)")
+	// The modes and the roles are for one command line: a variable left in
+	// a deployment's environment must not turn every migrate into another.
+	for _, d := range f.docs {
+		if d.name != "db" && d.name != "table" && d.name != "inbox-table" {
+			d.noEnv = true
+		}
+	}
 	f.example("outbox migrate --db postgres://app:secret@127.0.0.1:5432/app")
 	f.example("outbox migrate --print --dialect postgres --table events.outbox > 0001_outbox.sql")
-	f.example("outbox migrate --check --db postgres://app:secret@127.0.0.1:5432/app")
+	f.example("outbox migrate --check --table events.outbox    # the database from OUTBOX_DB")
 	f.example("outbox migrate --print-grants --dialect postgres --table events.outbox --writer app_writer --relay outbox_relay --cleanup")
 	pos, err := f.parse(args)
 	if err != nil {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/sqlstore"
 )
 
 // schemaCase is one database for the --print and --check tests.
@@ -184,6 +188,31 @@ func TestMigrateQualifiedTables(t *testing.T) {
 		t.Parallel()
 		if r := runCLI(t, nil, "migrate", "--print", "--dialect", "sqlite", "--table", "main.outbox"); r.code == 0 || !strings.Contains(r.stderr, "SQLite takes no schema") {
 			t.Errorf("a schema on SQLite: %s", r)
+		}
+	})
+}
+
+// TestCheckSchemaKnowsEveryObject migrates fresh tables and checks them:
+// no problem, and no column, index or trigger the check does not know, so
+// that a migration which adds one must teach the check about it
+// (internal/sqlstore/schemaspec.go).
+func TestCheckSchemaKnowsEveryObject(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, true, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		d, err := openDatabase(ctx, b.dsn, outbox.Tables{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		c, err := d.Store.(interface {
+			CheckSchema(context.Context) (sqlstore.SchemaCheck, error)
+		}).CheckSchema(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Problems) > 0 || len(c.Unlisted) > 0 || c.Version != latestSchema[b.name] {
+			t.Errorf("fresh tables at version %d: problems %q; not in internal/sqlstore/schemaspec.go: %q", c.Version, c.Problems, c.Unlisted)
 		}
 	})
 }

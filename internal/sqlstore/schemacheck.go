@@ -15,6 +15,11 @@ import (
 type SchemaCheck struct {
 	Version, Latest int
 	Problems        []string
+	// Unlisted names the columns, indexes and triggers of the tables that
+	// the check does not know: your own additions, or, on tables that only
+	// 'outbox migrate' made, something a migration added that the check
+	// does not yet look at. They are not problems.
+	Unlisted []string
 }
 
 // CheckSchema compares the database with the schema this build needs: the
@@ -43,11 +48,12 @@ func (s *Store) CheckSchema(ctx context.Context) (SchemaCheck, error) {
 	cat := catalogs[s.c.name]
 	for _, want := range schemaSpecs[s.c.name] {
 		name := s.specTable(want.table)
-		problems, err := s.checkTable(ctx, cat, name, want)
+		problems, unlisted, err := s.checkTable(ctx, cat, name, want)
 		if err != nil {
 			return c, s.wrap("check schema of table "+name, err)
 		}
 		c.Problems = append(c.Problems, problems...)
+		c.Unlisted = append(c.Unlisted, unlisted...)
 	}
 	return c, nil
 }
@@ -65,13 +71,13 @@ func (s *Store) specTable(table string) string {
 }
 
 // checkTable reads one table's columns, indexes and triggers from the
-// catalog and lists how they differ from want.
-func (s *Store) checkTable(ctx context.Context, cat catalog, name string, want tableSpec) ([]string, error) {
+// catalog and lists how they differ from want, and what want does not name.
+func (s *Store) checkTable(ctx context.Context, cat catalog, name string, want tableSpec) (problems, unlisted []string, err error) {
 	_, bare, _ := outbox.SplitTableName(name)
 	args := cat.args(s.c.dialect, name)
 	rows, err := s.db.Query(ctx, cat.columns, args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	type column struct{ typ, collation string }
 	have := map[string]column{}
@@ -80,18 +86,22 @@ func (s *Store) checkTable(ctx context.Context, cat catalog, name string, want t
 		var coll textValue
 		if err := rows.Scan(&n, &t, &coll); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		have[n] = column{strings.ToLower(t), coll.s}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(have) == 0 {
-		return []string{fmt.Sprintf("table %q is missing", name)}, nil
+		return []string{fmt.Sprintf("table %q is missing", name)}, nil, nil
 	}
-	var problems []string
+	for n := range have {
+		if !slices.ContainsFunc(want.columns, func(c columnSpec) bool { return c.name == n }) {
+			unlisted = append(unlisted, fmt.Sprintf("column %s.%s", name, n))
+		}
+	}
 	for _, w := range want.columns {
 		h, ok := have[w.name]
 		switch {
@@ -107,27 +117,33 @@ func (s *Store) checkTable(ctx context.Context, cat catalog, name string, want t
 		what, stmt string
 		names      []string
 	}{{"index", cat.indexes, want.indexes}, {"trigger", cat.triggers, want.triggers}} {
-		if len(k.names) == 0 {
-			continue
-		}
 		rows, err := s.db.Query(ctx, k.stmt, args...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		found, err := scanStrings(rows)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		for _, n := range k.names {
+		names := make([]string, len(k.names))
+		for i, n := range k.names {
 			if strings.HasPrefix(n, "_") {
 				n = bare + n
 			}
+			names[i] = n
 			if !slices.Contains(found, n) {
 				problems = append(problems, fmt.Sprintf("%s %s on table %s is missing", k.what, n, name))
 			}
 		}
+		for _, f := range found {
+			// SQLite's own indexes of a UNIQUE or a WITHOUT ROWID key.
+			if !slices.Contains(names, f) && !strings.HasPrefix(f, "sqlite_autoindex_") {
+				unlisted = append(unlisted, fmt.Sprintf("%s %s on table %s", k.what, f, name))
+			}
+		}
 	}
-	return problems, nil
+	slices.Sort(unlisted)
+	return problems, unlisted, nil
 }
 
 // catalog reads a table's columns (name, type, collation or NULL), index
