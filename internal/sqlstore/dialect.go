@@ -182,6 +182,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 		"{{outbox_pending_idx}}", d.quote(t.Outbox+"_pending_idx"),
 		"{{outbox_requeued_idx}}", d.quote(t.Outbox+"_requeued_idx"),
 		"{{outbox_dead_idx}}", d.quote(t.Outbox+"_dead_idx"),
+		"{{outbox_key_idx}}", d.quote(t.Outbox+"_key_idx"),
 		"{{outbox_dead_at}}", d.quote(t.Outbox+"_dead_at"),
 		"{{outbox_requeue}}", d.quote(t.Outbox+"_requeue"),
 		"{{horizon}}", d.quote(t.Outbox+"_horizon"),
