@@ -34,6 +34,14 @@ type HoldParams struct {
 	DeadWait time.Duration
 }
 
+// RetriedHeader is the header a DEAD message carries once a person has
+// retried it (`outbox dead retry`, Store.RetryDead): the time of the retry,
+// RFC 3339 in UTC. Such a message is published after the messages of its key
+// that were sent while it was DEAD, so a consumer that needs a key's order
+// can tell it from one in order. Transports carry it as the CloudEvents
+// extension of the same name.
+const RetriedHeader = "outboxretried"
+
 // deadWait is how long a message held behind a DEAD one of its key waits
 // before the relay looks at it again (with StopKeyAtDead). RetryDead and
 // DropDead let such a key's messages go at once.

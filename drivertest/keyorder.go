@@ -20,10 +20,12 @@ type keySink struct {
 	acked map[string][]int64
 	fail  map[string]int
 	tries map[string]int
+	// retried holds the RetriedHeader of each acked message that had one.
+	retried map[string]string
 }
 
 func newKeySink(fail map[string]int) *keySink {
-	return &keySink{acked: map[string][]int64{}, fail: fail, tries: map[string]int{}}
+	return &keySink{acked: map[string][]int64{}, fail: fail, tries: map[string]int{}, retried: map[string]string{}}
 }
 
 // publisher returns the sink as a Publisher that sends one message at a time
@@ -38,6 +40,9 @@ func (k *keySink) publisher() outbox.Publisher {
 			return fmt.Errorf("refused on purpose, attempt %d", k.tries[m.MsgID])
 		}
 		k.acked[m.Key] = append(k.acked[m.Key], m.ID)
+		if v, ok := m.Headers[outbox.RetriedHeader]; ok {
+			k.retried[m.MsgID] = v
+		}
 		return nil
 	})
 	return outbox.BatchPublishFunc(func(ctx context.Context, msgs []outbox.Message) []error {
@@ -216,6 +221,15 @@ func (s suite[TTx]) testKeyOrderDead(t *testing.T) {
 				t.Fatalf("key a acked ids %v, want the ids of %v in order", got, want)
 			}
 			if stop {
+				sink.mu.Lock()
+				defer sink.mu.Unlock()
+				v := sink.retried["dead-a-001"]
+				if when, err := time.Parse(time.RFC3339Nano, v); err != nil || time.Since(when).Abs() > time.Hour {
+					t.Errorf("the retried message's %s header = %q (%v), want the time of the retry", outbox.RetriedHeader, v, err)
+				}
+				if len(sink.retried) != 1 {
+					t.Errorf("messages with a %s header: %v, want only dead-a-001", outbox.RetriedHeader, sink.retried)
+				}
 				return
 			}
 			dead, err := env.Driver.GetMessage(ctx, "dead-a-001")
