@@ -203,3 +203,53 @@ func (s *Store) releaseKeys(ctx context.Context, keys []string) error {
 }
 
 var _ outbox.KeyOrderer = (*Store)(nil)
+
+// ExplainHoldBack returns the database's plan of HoldBack's blockers
+// statement for msgs, one line per plan line; on PostgreSQL it runs the
+// statement (it only reads) and the plan carries its timings and buffers.
+func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message) (string, error) {
+	var keys []*batchKey
+	byKey := map[string]*batchKey{}
+	for _, m := range msgs {
+		if m.Key == "" {
+			continue
+		}
+		if byKey[m.Key] == nil {
+			byKey[m.Key] = &batchKey{Key: m.Key}
+			keys = append(keys, byKey[m.Key])
+		}
+		byKey[m.Key].Hi, byKey[m.Key].N = max(byKey[m.Key].Hi, m.ID), byKey[m.Key].N+1
+	}
+	b, _ := json.Marshal(keys)
+	args := []any{string(b), 2}
+	prefix := s.c.explain
+	switch s.c.name {
+	case "mysql":
+		args = []any{string(b), string(b), 2}
+	case "postgres":
+		prefix = "EXPLAIN (ANALYZE, BUFFERS) "
+	}
+	begin := s.db.Begin
+	if s.ko.blockersSetup != "" {
+		begin = s.beginWith(s.ko.blockersSetup)
+	}
+	tx, err := begin(ctx)
+	if err != nil {
+		return "", s.wrap("explain hold-back", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, prefix+s.ko.blockers, args...)
+	if err != nil {
+		return "", s.wrap("explain hold-back", err)
+	}
+	defer rows.Close()
+	var plan strings.Builder
+	for rows.Next() {
+		cols, err := rowStrings(rows)
+		if err != nil {
+			return "", s.wrap("explain hold-back", err)
+		}
+		plan.WriteString(strings.Join(cols, " ") + "\n")
+	}
+	return plan.String(), s.wrap("explain hold-back", rows.Err())
+}

@@ -7,6 +7,16 @@ package sqlstore
 // rows between the mark and the batch (the index walk reads the key's rows
 // of that window, SENT ones included, and stops after n+1 NEW ones: at most
 // n are the batch's own) and its requeued rows at or below the mark (few).
+// The window is written as two row comparisons on (msg_key, id), which
+// together say msg_key = k and mark < id < hi, and which only the key's
+// index can use, as the bounds of its walk: a plain "id > mark AND id < hi"
+// would let the planner walk the primary key over the window (every key's
+// rows) once per key, and "msg_key = k" beside the row comparisons made
+// the index walk start at the key's first row, its whole history. "msg_key
+// IS NOT NULL" matches the index's predicate. The walk is ordered by
+// (msg_key, id), the key index's order, which the primary key cannot give:
+// "ORDER BY id LIMIT n" made the planner walk the primary key instead, the
+// whole table once per key.
 // DEAD rows come from the DEAD index. The requeued and DEAD branches are
 // fenced (OFFSET 0) so that each walks its own small index and is joined to
 // the batch's keys by hash, never walking a key's history through the key
@@ -17,7 +27,7 @@ package sqlstore
 // find it below the low-water mark. Args: a JSON array of [id, blocker];
 // the wait behind a DEAD blocker in ms.
 var postgresKeyOrder = keyOrderSQL{
-	blockersSetup: `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)`,
+	blockersSetup: `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
 	blockers: `WITH m AS MATERIALIZED (
   SELECT coalesce((` + backlogMark + `), 0) AS lwm
 ), b AS MATERIALIZED (
@@ -25,8 +35,9 @@ var postgresKeyOrder = keyOrderSQL{
 )
 SELECT b.k, x.id FROM b CROSS JOIN LATERAL (
   SELECT o.id FROM {{outbox}} AS o
-  WHERE o.msg_key = b.k AND o.id > (SELECT lwm FROM m) AND o.id < b.hi AND o.status = 0
-  ORDER BY o.id LIMIT b.n + 1) AS x
+  WHERE o.msg_key IS NOT NULL AND o.status = 0
+    AND (o.msg_key, o.id) > (b.k, (SELECT lwm FROM m)) AND (o.msg_key, o.id) < (b.k, b.hi)
+  ORDER BY o.msg_key, o.id LIMIT b.n + 1) AS x
 UNION ALL
 SELECT r.msg_key, r.id FROM (
   SELECT o.msg_key, o.id FROM {{outbox}} AS o
