@@ -70,6 +70,13 @@ type RelayConfig struct {
 	// Logger receives the relay's log lines; a DEAD message is logged at Error.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// StopKeyAtDead keeps a key stopped at a DEAD message: the later
+	// messages of its key wait until a person retries or drops it (`outbox
+	// dead retry`, `outbox dead drop`). Without it the key flows on past a
+	// DEAD message, as it does past a SENT one. Either way a message with a
+	// key is published only after every earlier message of its key is SENT
+	// or DEAD (see KeyOrderer). Defaults to false.
+	StopKeyAtDead bool
 	// Hooks are optional observers (see BatchHook).
 	Hooks []any
 }
@@ -253,8 +260,11 @@ type BatchReport struct {
 	Retried int
 	Dead    int
 	// Released counts messages left untouched: the broker was unreachable, or
-	// the message was held back behind a failed one of its key.
+	// the message was held back behind an earlier one of its key.
 	Released int
+	// HeldBack counts the released messages that waited for an earlier
+	// message of their key outside the batch (see KeyOrderer).
+	HeldBack int
 	// Duration is the time from claim to finished mark.
 	Duration time.Duration
 	// ClaimDuration, PublishDuration and MarkDuration are the parts of
@@ -596,10 +606,10 @@ func (r *Relay) deliver(ctx context.Context, b batch) (BatchReport, error) {
 	return r.finishBatch(ctx, b, rep, outcomes)
 }
 
-// publishBatch publishes a claimed batch as the relay's health plan says
+// publishClaimed publishes a claimed batch as the relay's health plan says
 // and decides every message's outcome: the messages the plan leaves out are
 // released untouched.
-func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outcome, judgement) {
+func (r *Relay) publishClaimed(ctx context.Context, b batch) (BatchReport, []Outcome, judgement) {
 	msgs := b.msgs
 	pl := r.health.plan(msgs)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.publishWindow(b))

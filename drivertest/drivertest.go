@@ -65,6 +65,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("RelayErrorTextStored", s.testErrorTextStored)
 	t.Run("RelayStopFinishesBatch", s.testRelayStop)
 	t.Run("TwoRelays", s.testTwoRelays)
+	t.Run("KeyOrder", s.testKeyOrder)
 	t.Run("LateCommit", s.testLateCommit)
 	t.Run("WriterBesideOpenClaims", s.testWriterBesideClaims)
 	t.Run("CrashBetweenPublishAndMark", s.testCrash)

@@ -38,6 +38,11 @@ type benchOptions struct {
 	baseline     bool
 	scaling      bool
 	poisonRun    bool
+	keys         int
+	blocked      bool
+	// fillKeys, when above 0, gives fill's messages that many keys, and
+	// blockedMsgs of them are never sent (held back behind a refused one).
+	fillKeys, blockedMsgs int
 	// poison, when set, is a row fill writes after the first half.
 	poison     *outbox.Message
 	cpuProfile string
@@ -71,6 +76,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
 	f.boolVar(&o.poisonRun, "poison", "each run relays --messages twice, with and without one poison message among them, and prints both rates and poison_ratio; through a local webhook receiver that drops the connection on the poison (--broker discard:, the default), or RabbitMQ (--broker amqp://..., the poison with a 200 KB header)")
+	f.intVar(&o.keys, "keys", 0, "N", "each run relays --messages twice, without keys and spread over N keys, and prints keyed/unkeyed; with --writer, the writer's rounds with and without a key")
+	f.boolVar(&o.blocked, "blocked", "with --keys: each run also relays the keyed messages with the first message of one key refused, and prints the other keys' rate / the keyed rate")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
@@ -111,6 +118,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "--scaling compares --relays N with one relay: give --relays 2 or more")
 	case o.poisonRun && (o.writer || o.scaling || o.baseline || o.producers > 0):
 		return usagef(f.hint(), "--poison fills the table first and compares two relay runs: drop --writer, --scaling, --baseline and --producers")
+	case o.keys < 0 || o.keys > o.messages:
+		return usagef(f.hint(), "--keys must be 0..--messages")
+	case o.blocked && o.keys == 0:
+		return usagef(f.hint(), "--blocked blocks one key of --keys N: give --keys")
+	case o.keys > 0 && (o.scaling || o.baseline || o.poisonRun || o.producers > 0 && !o.writer):
+		return usagef(f.hint(), "--keys compares keyed and unkeyed runs: drop --scaling, --baseline, --poison and --producers")
 	case o.scaling && o.writer:
 		return usagef(f.hint(), "--scaling measures relays; --writer measures the writer: give one of them")
 	}
@@ -149,6 +162,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.writer && o.keys > 0 {
+		return benchWriterKeys(ctx, db, o, stdout)
 	}
 	if o.writer {
 		return benchWriter(ctx, db, o, stdout)
@@ -191,6 +207,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		pubs = append(pubs, p)
 	}
 
+	if o.keys > 0 {
+		return benchKeys(ctx, db, pubs, o, stdout)
+	}
 	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
 		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
 	prefix := benchMsgIDPrefix + randomPrefix()
@@ -435,11 +454,11 @@ func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
 	payload := benchPayload(o.payloadBytes)
 	if o.producers == 0 {
-		if err := fill(ctx, db, prefix, o.messages, payload, o.poison); err != nil {
+		if err := fill(ctx, db, prefix, o.messages, o.fillKeys, payload, o.poison); err != nil {
 			return benchResult{}, err
 		}
 	}
-	hook := &benchHook{target: int64(o.messages), endToEnd: o.producers > 0, finished: make(chan struct{})}
+	hook := &benchHook{target: int64(o.messages - o.blockedMsgs), endToEnd: o.producers > 0, finished: make(chan struct{})}
 	if o.poison != nil {
 		hook.poison = o.poison.MsgID
 	}
@@ -495,43 +514,6 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 	}
 	res.p50, res.p99 = percentile(hook.lat, 0.50), percentile(hook.lat, 0.99)
 	return res, nil
-}
-
-func benchPayload(size int) func(i int) json.RawMessage {
-	return func(i int) json.RawMessage {
-		head := fmt.Sprintf(`{"n":%d,"pad":"`, i)
-		pad := max(size-len(head)-2, 0)
-		return json.RawMessage(head + strings.Repeat("x", pad) + `"}`)
-	}
-}
-
-// fill inserts n messages in transactions of up to 1000, untimed, and
-// poison, when not nil, after the first half of them.
-func fill(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage, poison *outbox.Message) error {
-	const chunk = 1000
-	for start := 0; start < n; {
-		end := min(start+chunk, n)
-		if poison != nil && start < n/2 && end > n/2 {
-			end = n / 2
-		}
-		msgs := make([]outbox.Message, 0, end-start)
-		for i := start; i < end; i++ {
-			msgs = append(msgs, outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: benchTopic, Payload: payload(i)})
-		}
-		if err := writeTx(ctx, db, msgs); err != nil {
-			return fmt.Errorf("fill: %w", err)
-		}
-		start = end
-		if poison != nil && start == n/2 {
-			// The Writer refuses what a transport cannot carry: the poison
-			// goes in as a row another program's INSERT would write.
-			if err := insertUnchecked(ctx, db, *poison); err != nil {
-				return fmt.Errorf("fill: the poison: %w", err)
-			}
-			poison = nil
-		}
-	}
-	return nil
 }
 
 // produce writes n messages, one per transaction, as a service would.

@@ -20,7 +20,7 @@ func benchBaseline(ctx context.Context, db *database, o *benchOptions, prefix st
 	if db.PG == nil {
 		return 0, fmt.Errorf("--baseline is for PostgreSQL")
 	}
-	if err := fill(ctx, db, prefix, o.messages, benchPayload(o.payloadBytes), nil); err != nil {
+	if err := fill(ctx, db, prefix, o.messages, 0, benchPayload(o.payloadBytes), nil); err != nil {
 		return 0, err
 	}
 	table := pgx.Identifier{db.Store.Tables().Outbox}.Sanitize()

@@ -42,6 +42,7 @@ type relayOptions struct {
 	cleanupEvery      time.Duration
 	retryBudget       time.Duration
 	probeInterval     time.Duration
+	stopKeyAtDead     bool
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,6 +67,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.durationVar(&o.probeInterval, "probe-interval", time.Second,
 		"while the broker is down, how often one message is tried; the relay resumes within about this long of the broker's return")
 	f.durationVar(&o.publishTimeout, "publish-timeout", 30*time.Second, "bound on publishing one batch")
+	f.boolVar(&o.stopKeyAtDead, "stop-key-at-dead",
+		"keep a key stopped at a DEAD message: its later messages wait until 'outbox dead retry' or 'outbox dead drop' "+
+			"(without it they flow on past the DEAD message; either way a key's messages go in id order)")
 	f.stringVar(&o.source, "source", "", "URI", "CloudEvents source attribute of every message (default: the broker URL's source parameter, where the broker takes one, else \""+webhook.DefaultSource+"\")")
 	f.stringVar(&o.webhookSecret, "webhook-secret", "", "SECRET",
 		"sign each webhook request as Standard Webhooks do (headers webhook-id, webhook-timestamp, webhook-signature: "+
@@ -232,6 +236,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			RetryBudget:    budget(o.retryBudget),
 			ProbeInterval:  o.probeInterval,
 			PublishTimeout: o.publishTimeout,
+			StopKeyAtDead:  o.stopKeyAtDead,
 			Logger:         log,
 			Hooks:          hooks,
 		})

@@ -40,7 +40,7 @@ func classify(err error) sqlstore.ErrorKind {
 			return sqlstore.ErrUnique
 		case 1146: // ER_NO_SUCH_TABLE
 			return sqlstore.ErrUndefinedTable
-		case 1060: // ER_DUP_FIELDNAME
+		case 1060, 1061: // ER_DUP_FIELDNAME, ER_DUP_KEYNAME
 			return sqlstore.ErrDuplicateColumn
 		case 1054: // ER_BAD_FIELD_ERROR
 			return sqlstore.ErrUndefinedColumn

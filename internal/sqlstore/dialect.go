@@ -237,6 +237,7 @@ func (d dialect) names(t outbox.Tables) []string {
 		"{{outbox_pending_idx}}", bare("_pending_idx"),
 		"{{outbox_requeued_idx}}", bare("_requeued_idx"),
 		"{{outbox_dead_idx}}", bare("_dead_idx"),
+		"{{outbox_key_idx}}", bare("_key_idx"),
 		"{{outbox_dead_at}}", bare("_dead_at"),
 		"{{outbox_requeue}}", bare("_requeue"),
 		"{{outbox_status_check}}", bare("_status_check"),

@@ -97,7 +97,10 @@ ORDER BY id LIMIT ?`,
 	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}} WHERE msg_id = ?`,
 
+	// retryDead marks each row it moves with the header outboxretried (see
+	// outbox.RetriedHeader): the time of the retry.
 	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, next_retry_at = UTC_TIMESTAMP(6), dead_at = NULL,
+  headers = JSON_SET(COALESCE(headers, JSON_OBJECT()), '$.outboxretried', DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')),
   last_error = CONCAT(?, coalesce(last_error, ''))
 WHERE status = 2
   AND (msg_id IN (SELECT m FROM JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j) OR ?)

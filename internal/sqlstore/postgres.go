@@ -290,8 +290,11 @@ ORDER BY id LIMIT $3`,
 	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}} WHERE msg_id = $1`,
 
+	// retryDead marks each row it moves with the header outboxretried (see
+	// outbox.RetriedHeader): the time of the retry.
 	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, dead_at = NULL,
   next_retry_at = greatest(now(), created_at + interval '1 microsecond'),
+  headers = coalesce(headers, '{}'::jsonb) || jsonb_build_object('outboxretried', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')),
   last_error = $1 || coalesce(last_error, '')
 WHERE ` + deadRows + `
   AND (msg_id IN (SELECT jsonb_array_elements_text($2::jsonb)) OR $3)

@@ -44,7 +44,7 @@ var schemaSpecs = map[string][]tableSpec{
 			col("msg_key", "character varying(128)"), col("payload", "jsonb"), col("headers", "jsonb"),
 			col("status", "smallint"), col("retries", "integer"), col("next_retry_at", pgTime), col("created_at", pgTime),
 			col("sent_at", pgTime), col("last_error", "text"), col("dead_at", pgTime),
-		}, indexes: []string{"_pkey", "_msg_id_key", "_requeued_idx", "_dead_idx"}, triggers: []string{"_dead_at", "_requeue"}},
+		}, indexes: []string{"_pkey", "_msg_id_key", "_requeued_idx", "_dead_idx", "_key_idx"}, triggers: []string{"_dead_at", "_requeue"}},
 		{table: "inbox", columns: []columnSpec{
 			col("consumer_group", "character varying(64)"), col("msg_id", "character varying(64)"), col("consumed_at", pgTime),
 		}, indexes: []string{"_pkey"}},
@@ -64,7 +64,7 @@ var schemaSpecs = map[string][]tableSpec{
 			col("msg_key", "varchar(128)"), col("payload", myJSON, mariaJSON), col("headers", myJSON, mariaJSON),
 			col("status", "tinyint"), col("retries", "int"), col("next_retry_at", myTime), col("created_at", myTime),
 			col("sent_at", myTime), col("last_error", "text"), col("dead_at", myTime),
-		}, indexes: []string{"PRIMARY", "_msg_id_key", "_pending_idx"}},
+		}, indexes: []string{"PRIMARY", "_msg_id_key", "_pending_idx", "_key_idx"}},
 		{table: "inbox", columns: []columnSpec{
 			{name: "consumer_group", types: []string{"varchar(64)"}, collations: noPadBin},
 			{name: "msg_id", types: []string{"varchar(64)"}, collations: noPadBin}, col("consumed_at", myTime),
@@ -81,7 +81,7 @@ var schemaSpecs = map[string][]tableSpec{
 			col("payload", "text"), col("headers", "text"), col("status", "integer"), col("retries", "integer"),
 			col("next_retry_at", "text"), col("created_at", "text"), col("sent_at", "text"), col("last_error", "text"),
 			col("dead_at", "text"),
-		}, indexes: []string{"_pending_idx", "_dead_idx"}},
+		}, indexes: []string{"_pending_idx", "_dead_idx", "_key_idx"}},
 		{table: "inbox", columns: []columnSpec{col("consumer_group", "text"), col("msg_id", "text"), col("consumed_at", "text")}},
 		{table: "_migrations", columns: []columnSpec{col("version", "integer"), col("name", "text"), col("applied_at", "text")}},
 		{table: "_claims", columns: []columnSpec{col("token", "text"), col("lo", "integer"), col("hi", "integer"), col("until", "text")}},

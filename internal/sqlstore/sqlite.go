@@ -74,8 +74,11 @@ ORDER BY id LIMIT ?3`,
 	get: `SELECT id, msg_id, topic, msg_key, payload, headers, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}} WHERE msg_id = ?`,
 
+	// retryDead marks each row it moves with the header outboxretried (see
+	// outbox.RetriedHeader): the time of the retry.
 	retryDead: `UPDATE {{outbox}} SET status = 0, retries = 0, dead_at = NULL,
   next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+  headers = json_set(coalesce(headers, '{}'), '$.outboxretried', strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
   last_error = ?1 || coalesce(last_error, '')
 WHERE status = 2
   AND (msg_id IN (SELECT value FROM json_each(?2)) OR ?3)

@@ -79,8 +79,8 @@ const (
 	// ErrConnection is a connection the server closed or lost: nothing
 	// that was sent on it took effect unless it was committed.
 	ErrConnection
-	// ErrDuplicateColumn is an ALTER TABLE ... ADD COLUMN of a column that
-	// is there already.
+	// ErrDuplicateColumn is an ALTER TABLE ... ADD COLUMN of a column, or
+	// ADD INDEX of an index, that is there already.
 	ErrDuplicateColumn
 	// ErrUndefinedColumn is a missing column: tables of an older schema.
 	ErrUndefinedColumn
@@ -99,6 +99,8 @@ type Store struct {
 	c        *compiled
 	classify Classifier
 	tables   outbox.Tables
+	// ko is the SQL of the per-key hold-back (keyorder.go).
+	ko keyOrderSQL
 	// seqChecked: the id sequence's cache was found to be 1 (seqCache).
 	seqChecked atomic.Bool
 }
@@ -112,7 +114,7 @@ func New(db DB, dialectName string, tables outbox.Tables, classify Classifier) (
 	if _, ok := db.(sessionDB); !ok && d.unlockMigration != "" {
 		return nil, fmt.Errorf("outbox: the %s dialect's migration lock belongs to a connection: its DB must be able to hold one (sqlstore.SQLDB)", dialectName)
 	}
-	return &Store{db: db, c: c, classify: classify, tables: tables}, nil
+	return &Store{db: db, c: c, classify: classify, tables: tables, ko: compileKeyOrder(d, tables)}, nil
 }
 
 var _ outbox.Store = (*Store)(nil)
@@ -669,8 +671,15 @@ func (s *Store) RetryDead(ctx context.Context, f outbox.DeadFilter, note string)
 	if !f.All && len(f.MsgIDs) == 0 {
 		return 0, nil
 	}
+	keys, err := s.deadKeys(ctx, f)
+	if err != nil {
+		return 0, err
+	}
 	n, err := s.db.Exec(ctx, s.c.retryDead, note, jsonArray(f.MsgIDs), f.All, f.Topic)
-	return n, s.wrap("retry dead messages", err)
+	if err != nil {
+		return n, s.wrap("retry dead messages", err)
+	}
+	return n, s.releaseKeys(ctx, keys)
 }
 
 // DropDead implements outbox.Store.
@@ -678,8 +687,15 @@ func (s *Store) DropDead(ctx context.Context, f outbox.DeadFilter) (int64, error
 	if !f.All && len(f.MsgIDs) == 0 {
 		return 0, nil
 	}
+	keys, err := s.deadKeys(ctx, f)
+	if err != nil {
+		return 0, err
+	}
 	n, err := s.db.Exec(ctx, s.c.dropDead, jsonArray(f.MsgIDs), f.All, f.Topic)
-	return n, s.wrap("drop dead messages", err)
+	if err != nil {
+		return n, s.wrap("drop dead messages", err)
+	}
+	return n, s.releaseKeys(ctx, keys)
 }
 
 // DeleteSent implements outbox.Store.

@@ -1,0 +1,77 @@
+package outboxpgx_test
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/outbox-go/outbox"
+)
+
+// TestHoldBackReadsNoSentHistory: the hold-back's check of a hot key with
+// 100,000 SENT rows below the low-water mark reads a handful of buffers,
+// not the key's history: the key's index is walked from the mark only, and
+// the requeued and DEAD rows come from their own small indexes; nor the
+// rows of other keys since the mark. With the
+// mark at 0 the same check reads the whole history, which shows the test
+// can tell the two apart.
+func TestHoldBackReadsNoSentHistory(t *testing.T) {
+	t.Parallel()
+	e := newHorizonEnv(t)
+	if _, err := e.pool.Exec(e.ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload, status, sent_at)
+SELECT 'hist-' || g, 't', 'hot', '{}', 1, now() FROM generate_series(1, 100000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	var top int64
+	if err := e.pool.QueryRow(e.ctx, `SELECT max(id) FROM outbox`).Scan(&top); err != nil {
+		t.Fatal(err)
+	}
+	e.advancePast(top, "after")
+	if _, err := e.pool.Exec(e.ctx, `ANALYZE outbox`); err != nil {
+		t.Fatal(err)
+	}
+	// Rows of other keys between the mark and the batch: a walk of the
+	// primary key over that window would read them all.
+	if _, err := e.pool.Exec(e.ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload)
+SELECT 'other-' || g, 't', 'other-' || (g % 500), '{}' FROM generate_series(1, 20000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	e.write("batch", 1)
+	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
+
+	plan, err := e.d.ExplainHoldBack(e.ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := buffers(t, plan); n > 200 {
+		t.Errorf("the check read %d buffers, want a handful:\n%s", n, plan)
+	}
+	if !strings.Contains(plan, "outbox_key_idx") {
+		t.Errorf("the check does not walk the key's index:\n%s", plan)
+	}
+	if _, err := e.pool.Exec(e.ctx, `UPDATE outbox_horizon SET lwm = 0`); err != nil {
+		t.Fatal(err)
+	}
+	full, err := e.d.ExplainHoldBack(e.ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := buffers(t, full); n < 1000 {
+		t.Errorf("with the mark at 0 the check read only %d buffers; the test cannot tell a bounded walk:\n%s", n, full)
+	}
+}
+
+var buffersRe = regexp.MustCompile(`Buffers: shared (?:hit=(\d+))?\s*(?:read=(\d+))?`)
+
+// buffers sums the shared buffers of the plan's top node.
+func buffers(t *testing.T, plan string) int {
+	t.Helper()
+	m := buffersRe.FindStringSubmatch(plan)
+	if m == nil {
+		t.Fatalf("no buffers in the plan:\n%s", plan)
+	}
+	hit, _ := strconv.Atoi(m[1])
+	read, _ := strconv.Atoi(m[2])
+	return hit + read
+}

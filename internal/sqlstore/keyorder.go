@@ -1,0 +1,255 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/outbox-go/outbox"
+)
+
+// keyOrderSQL is the SQL of the per-key hold-back (outbox.KeyOrderer) of one
+// dialect, with table names substituted. Each dialect has an index on the
+// key for it ({{outbox_key_idx}}: PostgreSQL version 8, MySQL version 5,
+// SQLite version 4).
+type keyOrderSQL struct {
+	// blockers lists, for each key of a batch, rows of that key below the
+	// batch's highest id of the key that are NEW (or DEAD, when asked):
+	// at least every such row outside the batch up to the first of them.
+	// Rows: key, id, status.
+	blockers string
+	// blockersSetup, when set, runs first in blockers' transaction
+	// (PostgreSQL: planner settings that keep it on its indexes).
+	blockersSetup string
+	// hold moves each held row's next_retry_at to its blocker's (a DEAD
+	// blocker's: the wait from now; a blocker no longer NEW: now).
+	hold string
+	// deadKeys lists the keys of the DEAD rows a DeadFilter selects (args
+	// as dropDead's).
+	deadKeys string
+	// release makes the NEW rows of keys that wait for a later time due at
+	// once: a DEAD message of theirs was retried or dropped.
+	release string
+}
+
+// keyOrderDialects is the hold-back SQL per dialect name.
+var keyOrderDialects = map[string]keyOrderSQL{
+	"postgres": postgresKeyOrder,
+	"mysql":    mysqlKeyOrder,
+	"sqlite":   sqliteKeyOrder,
+}
+
+// compileKeyOrder substitutes the table names of t into the hold-back SQL.
+func compileKeyOrder(d dialect, t outbox.Tables) keyOrderSQL {
+	k := keyOrderDialects[d.name]
+	r := strings.NewReplacer(
+		"{{outbox}}", d.quote(t.Outbox),
+		"{{horizon}}", d.quote(t.Outbox+"_horizon"),
+		"{{outbox_key_idx}}", d.quote(t.Outbox+"_key_idx"),
+	)
+	for _, p := range []*string{&k.blockers, &k.hold, &k.deadKeys, &k.release} {
+		*p = r.Replace(*p)
+	}
+	return k
+}
+
+// batchKey is one key of a batch: its highest id in the batch and how many
+// of the batch's messages have it.
+type batchKey struct {
+	Key string `json:"k"`
+	Hi  int64  `json:"hi"`
+	N   int    `json:"n"`
+}
+
+// HoldBack implements outbox.KeyOrderer. One statement reads the blockers of
+// the batch's keys; a second, only when a message is held, moves the held
+// rows' next_retry_at. Neither reads a key's SENT history beyond the rows
+// the dialect's index cannot tell from NEW ones (PostgreSQL: those above the
+// low-water mark).
+func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.HoldParams) ([]bool, error) {
+	keys := map[string]*batchKey{}
+	inBatch := map[int64]bool{}
+	var order []*batchKey
+	for _, m := range msgs {
+		if m.Key == "" {
+			continue
+		}
+		inBatch[m.ID] = true
+		k := keys[m.Key]
+		if k == nil {
+			k = &batchKey{Key: m.Key}
+			keys[m.Key] = k
+			order = append(order, k)
+		}
+		k.Hi, k.N = max(k.Hi, m.ID), k.N+1
+	}
+	if len(order) == 0 {
+		return nil, nil
+	}
+	first, err := s.blockers(ctx, order, inBatch, p.DeadBlocks)
+	if err != nil {
+		return nil, s.wrap("key order: blockers", err)
+	}
+	if len(first) == 0 {
+		return nil, nil
+	}
+	var held []bool
+	var pairs [][2]int64
+	for i, m := range msgs {
+		if b, ok := first[m.Key]; ok && m.Key != "" && b < m.ID {
+			if held == nil {
+				held = make([]bool, len(msgs))
+			}
+			held[i] = true
+			pairs = append(pairs, [2]int64{m.ID, b})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	b, _ := json.Marshal(pairs)
+	if _, err := s.db.Exec(ctx, s.ko.hold, string(b), p.DeadWait.Milliseconds()); err != nil {
+		return nil, s.wrap("key order: hold", err)
+	}
+	return held, nil
+}
+
+// blockers returns, per key of the batch that has one, the smallest id of a
+// row of that key outside the batch, below the key's highest id in it, that
+// is NEW (or, with dead, DEAD).
+func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int64]bool, dead bool) (map[string]int64, error) {
+	b, _ := json.Marshal(keys)
+	deadStatus := 3 // no row has status 3: no DEAD row blocks
+	if dead {
+		deadStatus = 2
+	}
+	args := []any{string(b), deadStatus}
+	if s.c.name == "mysql" {
+		args = []any{string(b), string(b), deadStatus}
+	}
+	var first map[string]int64
+	his := make(map[string]int64, len(keys))
+	for _, k := range keys {
+		his[k.Key] = k.Hi
+	}
+	scan := func(rows Rows) error {
+		defer rows.Close()
+		var key string
+		var id int64
+		for rows.Next() {
+			if err := rows.Scan(&key, &id); err != nil {
+				return err
+			}
+			if inBatch[id] || id >= his[key] {
+				continue
+			}
+			if first == nil {
+				first = map[string]int64{}
+			}
+			if f, ok := first[key]; !ok || id < f {
+				first[key] = id
+			}
+		}
+		return rows.Err()
+	}
+	q := s.ko.blockers
+	if s.ko.blockersSetup == "" {
+		rows, err := s.db.Query(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		return first, scan(rows)
+	}
+	if pl, ok := s.db.(TxPipeliner); ok {
+		// Safe to repeat: it only reads.
+		_, err := onLiveConnection(ctx, s, func() (struct{}, error) {
+			first = nil
+			return struct{}{}, pl.QueryCommitted(ctx, []string{s.ko.blockersSetup}, q, args, scan)
+		})
+		return first, err
+	}
+	tx, err := s.beginRetrying(ctx, s.beginWith(s.ko.blockersSetup))
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return first, scan(rows)
+}
+
+// deadKeys returns the keys of the DEAD rows f selects.
+func (s *Store) deadKeys(ctx context.Context, f outbox.DeadFilter) ([]string, error) {
+	rows, err := s.db.Query(ctx, s.ko.deadKeys, jsonArray(f.MsgIDs), f.All, f.Topic)
+	if err != nil {
+		return nil, s.wrap("key order: dead keys", err)
+	}
+	keys, err := scanStrings(rows)
+	return keys, s.wrap("key order: dead keys", err)
+}
+
+// releaseKeys makes the NEW rows of keys that wait for a later time due at
+// once, after a DEAD message of those keys was retried or dropped: rows held
+// back behind it (RelayConfig.StopKeyAtDead) then go without waiting. A row
+// waiting out a backoff of its own is tried early, once.
+func (s *Store) releaseKeys(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := s.db.Exec(ctx, s.ko.release, jsonArray(keys))
+	return s.wrap("key order: release", err)
+}
+
+var _ outbox.KeyOrderer = (*Store)(nil)
+
+// ExplainHoldBack returns the database's plan of HoldBack's blockers
+// statement for msgs, one line per plan line; on PostgreSQL it runs the
+// statement (it only reads) and the plan carries its timings and buffers.
+func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message) (string, error) {
+	var keys []*batchKey
+	byKey := map[string]*batchKey{}
+	for _, m := range msgs {
+		if m.Key == "" {
+			continue
+		}
+		if byKey[m.Key] == nil {
+			byKey[m.Key] = &batchKey{Key: m.Key}
+			keys = append(keys, byKey[m.Key])
+		}
+		byKey[m.Key].Hi, byKey[m.Key].N = max(byKey[m.Key].Hi, m.ID), byKey[m.Key].N+1
+	}
+	b, _ := json.Marshal(keys)
+	args := []any{string(b), 2}
+	prefix := s.c.explain
+	switch s.c.name {
+	case "mysql":
+		args = []any{string(b), string(b), 2}
+	case "postgres":
+		prefix = "EXPLAIN (ANALYZE, BUFFERS) "
+	}
+	begin := s.db.Begin
+	if s.ko.blockersSetup != "" {
+		begin = s.beginWith(s.ko.blockersSetup)
+	}
+	tx, err := begin(ctx)
+	if err != nil {
+		return "", s.wrap("explain hold-back", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, prefix+s.ko.blockers, args...)
+	if err != nil {
+		return "", s.wrap("explain hold-back", err)
+	}
+	defer rows.Close()
+	var plan strings.Builder
+	for rows.Next() {
+		cols, err := rowStrings(rows)
+		if err != nil {
+			return "", s.wrap("explain hold-back", err)
+		}
+		plan.WriteString(strings.Join(cols, " ") + "\n")
+	}
+	return plan.String(), s.wrap("explain hold-back", rows.Err())
+}

@@ -1,0 +1,12 @@
+-- Version 8: messages of one key are published in id order across batches
+-- and relays (outbox.KeyOrderer): before a batch is published, the relay
+-- looks for earlier NEW rows of its keys. This index finds them. It must not
+-- name status, which the relay's SENT update changes (the update would stop
+-- being HOT), so it holds (msg_key, id) of the rows with a key, and the
+-- check walks a key's rows from the low-water mark only. Rows without a key
+-- have no entry: they cost the writer nothing.
+--
+-- Migrate runs in one transaction, where CREATE INDEX CONCURRENTLY cannot:
+-- the index is built with a plain CREATE INDEX, which holds off writers
+-- while it is built.
+CREATE INDEX IF NOT EXISTS {{outbox_key_idx}} ON {{outbox}} (msg_key, id) WHERE msg_key IS NOT NULL;

@@ -1,0 +1,134 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// KeyOrderer is implemented by a Store that keeps the messages of one key in
+// id order across batches and relays. Relay calls HoldBack for every batch
+// that has a message with a key, after the batch before it is marked and
+// before it publishes this one. A Store that does not implement it keeps a
+// key's order only inside one batch.
+//
+// This interface is for driver authors and is not stable.
+type KeyOrderer interface {
+	// HoldBack reports, one entry per message of msgs (a claim's messages,
+	// in id order), whether it must wait: an earlier message of its key
+	// (smaller id) that is not in msgs is still NEW, or, with p.DeadBlocks,
+	// DEAD. Messages without a key are never held. Each held message is
+	// left NEW with its retry count unchanged, and its next_retry_at moved
+	// to its blocker's (a DEAD blocker: p.DeadWait from now), so that rescans
+	// do not claim it again before its blocker can go. held is nil when no
+	// message is held.
+	HoldBack(ctx context.Context, msgs []Message, p HoldParams) (held []bool, err error)
+}
+
+// HoldParams says what holds a keyed message back.
+type HoldParams struct {
+	// DeadBlocks: a DEAD message holds back the later messages of its key
+	// (RelayConfig.StopKeyAtDead).
+	DeadBlocks bool
+	// DeadWait is how long a message held behind a DEAD one waits before it
+	// is looked at again.
+	DeadWait time.Duration
+}
+
+// RetriedHeader is the header a DEAD message carries once a person has
+// retried it (`outbox dead retry`, Store.RetryDead): the time of the retry,
+// RFC 3339 in UTC. Such a message is published after the messages of its key
+// that were sent while it was DEAD, so a consumer that needs a key's order
+// can tell it from one in order. Transports carry it as the CloudEvents
+// extension of the same name.
+const RetriedHeader = "outboxretried"
+
+// deadWait is how long a message held behind a DEAD one of its key waits
+// before the relay looks at it again (with StopKeyAtDead). RetryDead and
+// DropDead let such a key's messages go at once.
+const deadWait = time.Minute
+
+// holdBack asks a KeyOrderer store which of msgs must wait for an earlier
+// message of their key. It returns nil when none must, when no message has a
+// key, or when the store keeps no order. When the store cannot tell, every
+// message with a key is held (left NEW, due as before) and err says why.
+func (r *Relay) holdBack(ctx context.Context, msgs []Message) (held []bool, err error) {
+	ko, ok := r.store.(KeyOrderer)
+	if !ok || !anyKey(msgs) {
+		return nil, nil
+	}
+	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait})
+	if err == nil {
+		return held, nil
+	}
+	held = make([]bool, len(msgs))
+	for i := range msgs {
+		held[i] = msgs[i].Key != ""
+	}
+	return held, err
+}
+
+func anyKey(msgs []Message) bool {
+	for i := range msgs {
+		if msgs[i].Key != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// publishOrdered is publishBatch for a batch some of whose messages are held
+// back behind an earlier message of their key: they are released unpublished
+// (OutcomeRelease, Err ErrHeldBack), and the others published as usual.
+func (r *Relay) publishOrdered(ctx context.Context, b batch, held []bool) (BatchReport, []Outcome, judgement) {
+	var keep []int
+	for i := range b.msgs {
+		if !held[i] {
+			keep = append(keep, i)
+		}
+	}
+	var rep BatchReport
+	var outs []Outcome
+	j := judgement{charge: -1}
+	if len(keep) > 0 {
+		sub := b
+		sub.msgs = make([]Message, len(keep))
+		for k, i := range keep {
+			sub.msgs[k] = b.msgs[i]
+		}
+		rep, outs, j = r.publishClaimed(ctx, sub)
+	} else {
+		rep = BatchReport{fromCursor: b.fromCursor, ClaimDuration: b.claimTook}
+	}
+	full := make([]Outcome, len(b.msgs))
+	results := make([]MessageResult, len(b.msgs))
+	k := 0
+	for i, m := range b.msgs {
+		if held[i] {
+			full[i] = Outcome{Kind: OutcomeRelease}
+			results[i] = MessageResult{Message: m, Outcome: full[i], Err: ErrHeldBack}
+			rep.Released++
+			rep.HeldBack++
+			continue
+		}
+		full[i], results[i] = outs[k], rep.Results[k]
+		k++
+	}
+	rep.Results = results
+	return rep, full, j
+}
+
+// publishBatch publishes a claimed batch, first holding back the messages
+// that must wait for an earlier message of their key (see KeyOrderer).
+func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outcome, judgement) {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(b)/2, time.Millisecond))
+	held, err := r.holdBack(hctx, b.msgs)
+	cancel()
+	if err != nil {
+		r.noteDB(err)
+		r.cfg.Logger.Warn("outbox relay: could not check the order of the batch's keys; its messages with a key wait", "error", err)
+	}
+	if held == nil {
+		return r.publishClaimed(ctx, b)
+	}
+	return r.publishOrdered(ctx, b, held)
+}
