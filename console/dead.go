@@ -247,9 +247,18 @@ func cause(lastError string) string {
 	return h[len(h)-1].Text
 }
 
-// signature is a DEAD message's failure group.
+// signature is a DEAD message's failure group: its error as the relay's
+// outage breaker reduces it. A msg_id, topic or key shorter than 3
+// characters is left in, since taking out every "a" of a topic "a" would
+// leave the text unreadable.
 func signature(m outbox.Message) string {
-	return errsig.Of(redact.Text(cause(m.LastError)), m.MsgID, m.Topic, m.Key)
+	var own []string
+	for _, v := range []string{m.MsgID, m.Topic, m.Key} {
+		if len(v) >= 3 {
+			own = append(own, v)
+		}
+	}
+	return errsig.Of(redact.Text(cause(m.LastError)), own...)
 }
 
 func cut(s string, n int) string {
