@@ -34,6 +34,9 @@ type adminOptions struct {
 	// sampleEvery is how often the console samples the backlog (0: its
 	// default).
 	sampleEvery time.Duration
+	// loaded are the tokens of --admin-token and --admin-token-file, read
+	// by validate.
+	loaded []console.Token
 }
 
 // addAdminFlags adds the flags of the admin server but its address.
@@ -78,7 +81,11 @@ func (o *adminOptions) validate(flag string, bad func(string, ...any) error) err
 			"or OUTBOX_ADMIN_TOKEN), put it behind an authenticating proxy (--admin-auth-header X-Forwarded-User), "+
 			"listen on a loopback address (127.0.0.1:PORT), or say --admin-insecure", flag, o.addr)
 	}
-	return nil
+	// The token file is read before anything listens, so that a bad one
+	// fails the start at once.
+	var err error
+	o.loaded, err = o.tokens()
+	return err
 }
 
 func validHeaderName(s string) bool {
@@ -150,10 +157,7 @@ func (o *adminOptions) tokens() ([]console.Token, error) {
 // console, to be given to the relays as a hook and run for its backlog
 // samples.
 func serveAdmin(s *httpServer, store outbox.Store, o *adminOptions, log *slog.Logger) (*console.Console, error) {
-	tokens, err := o.tokens()
-	if err != nil {
-		return nil, err
-	}
+	tokens := o.loaded
 	con, err := console.New(console.Config{Store: store, Writable: o.writable, Tokens: tokens, AuthHeader: o.authHeader,
 		Unauthenticated: len(tokens) == 0 && o.authHeader == "", Logger: log, MaxInFlight: adminInFlight / 2, SampleEvery: o.sampleEvery})
 	if err != nil {
