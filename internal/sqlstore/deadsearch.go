@@ -262,3 +262,46 @@ func (s *Store) TopicBacklog(ctx context.Context) ([]outbox.TopicBacklog, int64,
 	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
 	return out, maxID, nil
 }
+
+// ExplainConsole returns the plans of the console's statements (SearchDead's
+// window and its msg_id lookup, CountDead with every filter, TopicBacklog's
+// two reads), each after a line "-- name", for tests that check that none
+// reads the table through.
+func (s *Store) ExplainConsole(ctx context.Context) (string, error) {
+	all := outbox.DeadQuery{Topic: "t", Key: "k", ErrorContains: "e", DeadFrom: time.Unix(1, 0), DeadUntil: time.Now(), MaxID: 1 << 40}
+	pg := s.c.name == "postgres"
+	win := &query{pg: pg}
+	window := `SELECT ` + deadColumns + ` FROM (SELECT ` + deadColumns + ` FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() +
+		idBounds(win, outbox.DeadQuery{}) + ` ORDER BY id LIMIT ` + win.arg(10000) + `) AS d WHERE 1 = 1` + s.deadFilters(win, all) +
+		` ORDER BY id LIMIT ` + win.arg(100)
+	one := &query{pg: pg}
+	byID := `SELECT ` + deadColumns + ` FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() + idBounds(one, outbox.DeadQuery{}) +
+		s.deadFilters(one, outbox.DeadQuery{MsgID: "m"})
+	cnt := &query{pg: pg}
+	count := `SELECT count(*) FROM (SELECT id, dead_at FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() + idBounds(cnt, all) +
+		s.deadFilters(cnt, all) + ` ORDER BY id LIMIT ` + cnt.arg(100001) + `) AS d`
+	q, done, err := s.backlogQuerier(ctx)
+	if err != nil {
+		return "", s.wrap("explain console", err)
+	}
+	defer done()
+	var plan strings.Builder
+	for _, e := range []struct {
+		name string
+		q    Querier
+		stmt string
+		args []any
+	}{
+		{"search", s.db, window, win.args},
+		{"search by msg_id", s.db, byID, one.args},
+		{"count", s.db, count, cnt.args},
+		{"topic pending", q, s.topicPending(), nil},
+		{"topic dead", q, `SELECT topic, count(*) FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() + ` GROUP BY topic`, nil},
+	} {
+		plan.WriteString("-- " + e.name + "\n")
+		if err := s.explainInto(ctx, e.q, &plan, e.stmt, e.args...); err != nil {
+			return "", s.wrap("explain console: "+e.name, err)
+		}
+	}
+	return plan.String(), nil
+}
