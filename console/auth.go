@@ -165,7 +165,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := c.sessions.add(name)
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+	// Secure only over TLS (or behind a TLS proxy, SecureCookie): a console
+	// on http://127.0.0.1 needs its cookie too.
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, //nolint:gosec // G124: see above
 		Secure: c.cfg.SecureCookie || r.TLS != nil, MaxAge: int(c.cfg.SessionTTL.Seconds())})
 	c.cfg.Logger.Info("outbox console: login", "who", name, "remote", r.RemoteAddr)
 	reply(w, http.StatusOK, c.sessionOf(who{Name: name, Via: "session", csrfKey: "session\x00" + id}))
@@ -175,7 +177,8 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ who) {
 	if ck, err := r.Cookie(cookieName); err == nil {
 		c.sessions.remove(ck.Value)
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1, //nolint:gosec // G124: it deletes the cookie
+		Secure: c.cfg.SecureCookie || r.TLS != nil})
 	reply(w, http.StatusOK, struct{}{})
 }
 

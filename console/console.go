@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/outbox-go/outbox"
@@ -103,7 +102,6 @@ type Console struct {
 	ring     *ring
 	counts   *counts
 	logins   *limiter
-	once     sync.Once
 }
 
 // New returns the console of cfg.Store. Its routes start at "/": mount it

@@ -89,12 +89,10 @@ func (o *adminOptions) validate(flag string, bad func(string, ...any) error) err
 }
 
 func validHeaderName(s string) bool {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
+	ok := func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
 	}
-	return s != ""
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !ok(r) })
 }
 
 // isLoopback reports whether addr's host is a loopback address or
