@@ -99,6 +99,14 @@ bench-writer: build ## the writer's ratios alone, 15 rounds of each shape (its p
 bench-ageing: build ## throughput after a million messages passed through the same table (11 runs of 100k)
 	bin/outbox bench --db $(PG) --broker discard: --messages 100000 --batch 500 --runs 11
 
+.PHONY: console-browser
+console-browser: ## the console's browser tests alone: headless Chromium (/usr/bin/chromium) on a seeded PostgreSQL schema (npm ci in console/e2e first)
+	cd cmd/outbox && $(GO) test -count=1 -run TestConsoleBrowser -v .
+
+.PHONY: console-screenshots
+console-screenshots: ## write docs/console*.png from the console's browser tests
+	cd cmd/outbox && CONSOLE_SCREENSHOT=$(CURDIR)/docs/console.png $(GO) test -count=1 -run TestConsoleBrowser .
+
 .PHONY: tidy
 tidy: ## go mod tidy every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done

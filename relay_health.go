@@ -3,9 +3,10 @@ package outbox
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/outbox-go/outbox/internal/errsig"
 )
 
 // outageStreak is how many different messages in a row, with none sent in
@@ -368,29 +369,7 @@ func isHeldBack(err error) bool { return errors.Is(err, ErrHeldBack) }
 // topic and key) and every run of digits taken out, so that two messages
 // refused for the same reason give the same signature.
 func errorSignature(m Message, err error) string {
-	s := errorText(err)
-	for _, v := range []string{m.MsgID, m.Topic, m.Key} {
-		if v != "" {
-			s = strings.ReplaceAll(s, v, "\x01")
-		}
-	}
-	var b strings.Builder
-	digits := false
-	for _, r := range s {
-		if r >= '0' && r <= '9' {
-			if !digits {
-				b.WriteByte('#')
-			}
-			digits = true
-			continue
-		}
-		digits = false
-		b.WriteRune(r)
-		if b.Len() >= 256 {
-			break
-		}
-	}
-	return b.String()
+	return errsig.Of(errorText(err), m.MsgID, m.Topic, m.Key)
 }
 
 // chargeError is the refusal recorded for a message charged for an

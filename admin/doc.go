@@ -34,8 +34,12 @@
 // The handler only reads unless Config.Writable is set. Set Config.Token, or
 // put the handler behind your own authentication, before you let anyone but
 // trusted callers reach it: with Writable, a caller can delete DEAD messages
-// for good. `outbox relay --admin-addr` serves this handler beside the relay
-// and refuses --admin-writable without --admin-token.
+// for good. `outbox relay --admin-addr` and `outbox console` serve this
+// handler under /admin/ beside the web console (package console), behind the
+// console's tokens, sessions or trusted proxy header (console.Protect); they
+// refuse --admin-writable without a token or the proxy's header, and refuse
+// to serve at all without one on an address that is not loopback unless
+// --admin-insecure says so.
 //
 // The messages listed by GET /messages?status=new or sent are found by
 // walking the table in id order; on a table of millions of SENT rows a list

@@ -78,6 +78,8 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("AdminHTTP", s.testAdminHTTP)
 	t.Run("Backlog", s.testBacklog)
 	t.Run("DeadRows", s.testDeadRows)
+	t.Run("DeadSearch", s.testDeadSearch)
+	t.Run("DeadSearchPlans", s.testDeadSearchPlans)
 	t.Run("MigrateDeadIndex", s.testMigrateDeadIndex)
 	t.Run("Cleanup", s.testCleanup)
 	t.Run("Cleaner", s.testCleaner)

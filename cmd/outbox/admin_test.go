@@ -59,7 +59,7 @@ func TestRelayAdmin(t *testing.T) {
 		}
 		// A row an operator parked by hand, before the relay starts.
 		b.exec(t, "UPDATE outbox SET status = 2, retries = 10, last_error = 'broker said no' WHERE msg_id = 'order-3:OrderPaid'")
-		const token = "admin-s3cret"
+		const token = "admin-s3cret-t0ken"
 		var stderr func() string
 		stop := startRelayLogged(t, &stderr, []string{"OUTBOX_ADMIN_ADDR=127.0.0.1:0", "OUTBOX_ADMIN_TOKEN=" + token, "OUTBOX_ADMIN_WRITABLE=true"},
 			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms")

@@ -31,6 +31,7 @@ var commands = []command{
 	{"stats", "show pending, oldest pending age, sent and dead messages, per topic", runStats},
 	{"dead", "list, show, retry or drop messages that ran out of retries", runDead},
 	{"cleanup", "delete SENT messages and inbox records older than a given age", runCleanup},
+	{"console", "serve the operator's web console: backlog, DEAD messages, failure groups", runConsole},
 	{"demo", "run the transfer scenario end to end on embedded services, no set-up", runDemo},
 	{"bench", "measure the relay's throughput", runBench},
 	{"version", "print the version of this binary", runVersion},

@@ -34,9 +34,7 @@ type relayOptions struct {
 	statsInterval     time.Duration
 	workers           int
 	metricsAddr       string
-	adminAddr         string
-	adminToken        string
-	adminWritable     bool
+	admin             adminOptions
 	cleanupAge        time.Duration
 	cleanupInbox      time.Duration
 	cleanupEvery      time.Duration
@@ -85,17 +83,16 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
 	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
 	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
-	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, 2 more with --admin-addr and 1 with a cleanup, unless the DSN sets pool_max_conns)")
+	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, 4 more with --admin-addr and 1 with a cleanup, unless the DSN sets pool_max_conns)")
 	f.stringVar(&o.metricsAddr, "metrics-addr", "", "ADDR",
 		"serve Prometheus metrics at http://ADDR/metrics while the relay runs, off unless set; ADDR is HOST:PORT or :PORT "+
 			"(port 0 takes a free one, which the log names): messages by topic and outcome, batch durations, "+
 			"the table's pending messages and the oldest one's age, Go runtime and process")
-	f.stringVar(&o.adminAddr, "admin-addr", "", "ADDR",
-		"serve the admin API at http://ADDR/admin/ while the relay runs, off unless set: JSON stats, backlog, "+
-			"messages, and with --admin-writable retry and drop of DEAD messages (README, Admin API)")
-	f.stringVar(&o.adminToken, "admin-token", "", "TOKEN",
-		"require 'Authorization: Bearer TOKEN' on every admin request; prefer the variable, which ps does not show")
-	f.boolVar(&o.adminWritable, "admin-writable", "let the admin API retry and drop DEAD messages (POST /admin/dead/retry, /admin/dead/drop); needs --admin-token")
+	f.stringVar(&o.admin.addr, "admin-addr", "", "ADDR",
+		"serve the console at http://ADDR/ and the JSON admin API at http://ADDR/admin/ while the relay runs, off unless set: "+
+			"backlog, DEAD messages, failure groups, and with --admin-writable retry and drop (docs/console.md); "+
+			"an address that is not loopback needs a token, --admin-auth-header or --admin-insecure")
+	addAdminFlags(f, &o.admin)
 	f.durationVar(&o.cleanupAge, "cleanup-older-than", 0,
 		"delete SENT messages older than this while the relay runs, as 'outbox cleanup' does, e.g. 168h; 0 (the default) leaves them")
 	f.durationVar(&o.cleanupInbox, "cleanup-inbox-older-than", 0,
@@ -129,7 +126,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := o.validate(f); err != nil {
 		return err
 	}
-	addSecret(o.adminToken)
+	addSecret(o.admin.token)
 	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
 	if err != nil {
 		return usagef(f.hint(), "%v", err)
@@ -142,8 +139,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer metrics.close()
 	}
-	if o.adminAddr != "" {
-		if adminSrv, err = listenHTTP(ctx, "admin-addr", o.adminAddr); err != nil {
+	if o.admin.addr != "" {
+		if adminSrv, err = listenHTTP(ctx, "admin-addr", o.admin.addr); err != nil {
 			return err
 		}
 		defer adminSrv.close()
@@ -187,7 +184,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// spare; the admin API and the cleaner get their own on top, so that
 	// neither makes a relay wait for a connection.
 	conns := 2*o.workers + 2
-	if o.adminAddr != "" {
+	if o.admin.addr != "" {
 		conns += adminInFlight
 	}
 	if o.cleanupAge > 0 || o.cleanupInbox > 0 {
@@ -221,9 +218,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cleanupHooks = append(cleanupHooks, m)
 	}
 	if adminSrv != nil {
-		if err := serveAdmin(adminSrv, d.Store, &o, log); err != nil {
+		con, err := serveAdmin(adminSrv, d.Store, &o.admin, log)
+		if err != nil {
 			return err
 		}
+		hooks = append(hooks, con)
+		runConsoleSampler(ctx, con)
 	}
 	relays := make([]*outbox.Relay, o.workers)
 	for i := range relays {
@@ -351,14 +351,13 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--cleanup-interval %s must be positive", o.cleanupEvery)
 	case o.webhookLegacy && o.webhookSecret == "" && o.webhookSecretFile == "":
 		return bad("--webhook-legacy-signature needs --webhook-secret or --webhook-secret-file")
-	case o.adminAddr == "" && (o.adminToken != "" || o.adminWritable):
-		return bad("--admin-token and --admin-writable need --admin-addr")
-	case o.adminWritable && o.adminToken == "":
-		return bad("--admin-writable lets any caller delete DEAD messages; give --admin-token (or OUTBOX_ADMIN_TOKEN) as well")
-	case o.adminAddr != "" && o.adminAddr == o.metricsAddr && !strings.HasSuffix(o.adminAddr, ":0"):
-		return bad("--admin-addr and --metrics-addr are both %s; give each its own port", o.adminAddr)
+	case o.admin.addr != "" && o.admin.addr == o.metricsAddr && !strings.HasSuffix(o.admin.addr, ":0"):
+		return bad("--admin-addr and --metrics-addr are both %s; give each its own port", o.admin.addr)
 	}
-	for _, a := range [][2]string{{"metrics-addr", o.metricsAddr}, {"admin-addr", o.adminAddr}} {
+	if err := o.admin.validate("admin-addr", bad); err != nil {
+		return err
+	}
+	for _, a := range [][2]string{{"metrics-addr", o.metricsAddr}} {
 		if a[1] == "" {
 			continue
 		}
