@@ -66,6 +66,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("RelayStopFinishesBatch", s.testRelayStop)
 	t.Run("TwoRelays", s.testTwoRelays)
 	t.Run("LateCommit", s.testLateCommit)
+	t.Run("AnyDue", s.testAnyDue)
 	t.Run("WriterBesideOpenClaims", s.testWriterBesideClaims)
 	t.Run("CrashBetweenPublishAndMark", s.testCrash)
 	t.Run("IdleInTransactionTimeout", s.testIdleInTxTimeout)
