@@ -44,6 +44,7 @@ type benchOptions struct {
 	round      time.Duration
 	meter      *cpuMeter
 	pub        publisherOptions
+	rateOpts   *rateOptions
 }
 
 // runBench runs `outbox bench`: it fills (or, with --producers, concurrently
@@ -72,6 +73,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
 	f.boolVar(&o.poisonRun, "poison", "each run relays --messages twice, with and without one poison message among them, and prints both rates and poison_ratio; through a local webhook receiver that drops the connection on the poison (--broker discard:, the default), or RabbitMQ (--broker amqp://..., the poison with a 200 KB header)")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
+	addRateFlags(f, o)
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
 	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
@@ -117,6 +119,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.writer && o.producers == 0 {
 		o.producers = 8
 	}
+	if o.rateOpts.active() && o.producers == 0 {
+		o.producers = 16
+	}
 	conns := 2*o.relays + o.producers + 4 // each relay may hold a claim ahead
 	o.db.dsn = withPoolSize(o.db.dsn, conns)
 	db, err := o.db.open(ctx, false)
@@ -149,6 +154,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.rateOpts.active() {
+		return benchRate(ctx, db, o, stdout)
 	}
 	if o.writer {
 		return benchWriter(ctx, db, o, stdout)
