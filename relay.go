@@ -23,7 +23,7 @@ type RelayConfig struct {
 	// batch that was not full the relay waits MinInterval, and the wait
 	// doubles with each look that finds nothing, up to Interval. A wake-up
 	// (Wake, or the store's Watcher) ends the wait at once. Defaults to
-	// 200ms.
+	// 500ms.
 	Interval time.Duration
 	// MinInterval is the wait after a look that found messages. Defaults
 	// to 5ms, or Interval when that is shorter.
@@ -108,7 +108,7 @@ func (cfg RelayConfig) WithDefaults() RelayConfig {
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 10
 	}
-	def(&cfg.Interval, 200*time.Millisecond)
+	def(&cfg.Interval, 500*time.Millisecond)
 	def(&cfg.RetryBase, time.Second)
 	def(&cfg.RetryMax, 10*time.Minute)
 	def(&cfg.RetryBudget, 24*time.Hour)

@@ -117,17 +117,19 @@ func (r *Relay) noteBatch(n, limit int) {
 
 // idle waits between looks while the table has nothing due: it sleeps the
 // adaptive wait, and then, with a DueChecker, asks it rather than claiming,
-// for as long as it answers no. It returns false when ctx ends. A wake-up
+// for as long as it answers no (the first look after one that found
+// messages claims without asking). It returns false when ctx ends. A wake-up
 // (Wake, a Watcher) ends the wait at once, without asking.
 func (r *Relay) idle(ctx context.Context, w *waiter, found bool) bool {
 	w.settle(found)
 	dc, _ := r.store.(DueChecker)
-	for {
+	for first := true; ; first = false {
 		woken, ok := r.sleepWoken(ctx, w.cur)
 		if !ok {
 			return false
 		}
-		if woken || dc == nil {
+		if woken || dc == nil || (first && found) {
+			// After a look that found messages more are likely: claim.
 			return true
 		}
 		due, err := dc.AnyDue(ctx)

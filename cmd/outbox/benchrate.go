@@ -20,6 +20,8 @@ type rateOptions struct {
 	duration time.Duration
 	idle     time.Duration
 	producer string
+	interval time.Duration
+	noWatch  bool
 }
 
 // addRateFlags adds the flags of the fixed-rate and idle benches.
@@ -31,6 +33,8 @@ func addRateFlags(f *flagSet, o *benchOptions) {
 			"with and without a relay (default config, webhook to a local receiver), and print commit→publish latency and producer_ratio")
 	f.durationVar(&r.duration, "duration", 10*time.Second, "with --rate: how long the producers run in each half of a run")
 	f.durationVar(&r.idle, "idle", 0, "measure the relay's and its database backends' CPU, as % of one core, over this long with an empty table")
+	f.durationVar(&r.interval, "relay-interval", 0, "with --rate or --idle: the relay's --interval (0: its default)")
+	f.boolVar(&r.noWatch, "relay-no-watch", "with --rate or --idle: the relay only polls (its --no-watch)")
 	f.stringVar(&r.producer, "producer", "sql", "KIND",
 		"with --rate: sql (plain BEGIN/INSERT/INSERT/COMMIT) or writer (the outbox Writer; on PostgreSQL WriteOnCommit, which wakes the relay after the commit; on SQLite RunInTx, which wakes a relay in the process)")
 }
@@ -171,7 +175,9 @@ func (rb *rateBench) withRelay(ctx context.Context, tag string) (rateResult, err
 
 // startRelay runs a relay with the default config on the relay's database.
 func (rb *rateBench) startRelay(ctx context.Context) (stop func(), err error) {
-	r, err := outbox.NewRelay(rb.relay.Store, rb.pub, outbox.RelayConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := outbox.NewRelay(rb.relay.Store, rb.pub, outbox.RelayConfig{
+		Interval: rb.o.rateOpts.interval, NoWatch: rb.o.rateOpts.noWatch, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
 			"query parameters set each broker's options (README, Brokers)").required = true
 	f.intVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
-	f.durationVar(&o.interval, "interval", 200*time.Millisecond,
+	f.durationVar(&o.interval, "interval", 500*time.Millisecond,
 		"longest wait between two looks while no message comes; the wait starts at --min-interval after a look that found messages and doubles with each that finds none")
 	f.durationVar(&o.minInterval, "min-interval", 5*time.Millisecond, "wait after a look that found messages (at most --interval)")
 	f.intVar(&o.maxBatch, "max-batch", 2000, "N", "while batches come back full, each claim doubles its size from --batch up to this (at least --batch, at most 10000)")
