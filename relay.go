@@ -350,6 +350,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		b, err := p.claim(ctx, r)
+		looked := time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -384,7 +385,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if len(b.msgs) >= b.limit || b.fromCursor {
 			continue // more may be due: a full batch, or rows below the cursor
 		}
-		if !r.idle(ctx, w, len(b.msgs) > 0) {
+		if !r.idle(ctx, w, len(b.msgs) > 0, looked) {
 			return nil
 		}
 	}

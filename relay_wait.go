@@ -119,8 +119,9 @@ func (r *Relay) noteBatch(n, limit int) {
 // adaptive wait, and then, with a DueChecker, asks it rather than claiming,
 // for as long as it answers no (the first look after one that found
 // messages claims without asking). It returns false when ctx ends. A wake-up
-// (Wake, a Watcher) ends the wait at once, without asking.
-func (r *Relay) idle(ctx context.Context, w *waiter, found bool) bool {
+// (Wake, a Watcher) ends the wait without asking, at least MinInterval after
+// the last look (looked).
+func (r *Relay) idle(ctx context.Context, w *waiter, found bool, looked time.Time) bool {
 	w.settle(found)
 	dc, _ := r.store.(DueChecker)
 	for first := true; ; first = false {
@@ -128,7 +129,16 @@ func (r *Relay) idle(ctx context.Context, w *waiter, found bool) bool {
 		if !ok {
 			return false
 		}
-		if woken || dc == nil || (first && found) {
+		if woken {
+			// Wake-ups come with every commit: under load they would
+			// have the relay claim a few rows at a time, back to back.
+			// Looks stay MinInterval apart.
+			if rest := w.min - time.Since(looked); rest > 0 && !r.sleep(ctx, rest) {
+				return false
+			}
+			return true
+		}
+		if dc == nil || (first && found) {
 			// After a look that found messages more are likely: claim.
 			return true
 		}
