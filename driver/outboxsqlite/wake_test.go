@@ -63,39 +63,46 @@ func openDriver(t *testing.T, path string) (*sql.DB, *outboxsqlite.Driver) {
 	return db, d
 }
 
-// A relay whose polling waits an hour publishes at once a message written
-// through RunInTx in its process, and soon one written by another *sql.DB
-// on the file (as another process would, seen through data_version); with
-// NoWatch it does neither.
+// A relay whose wait has grown past a second publishes at once a message
+// written through RunInTx in its process, and one written by another
+// *sql.DB on the file (as another process would, seen through
+// data_version); with NoWatch it does neither.
 func TestWatchWakesRelay(t *testing.T) {
-	for _, noWatch := range []bool{false, true} {
-		path := filepath.Join(t.TempDir(), "outbox.db")
-		_, d := openDriver(t, path)
-		otherDB, _ := openDriver(t, path)
-		pub := &published{}
-		r, err := outbox.NewRelay(d, pub, outbox.RelayConfig{Interval: time.Hour, MinInterval: time.Hour, NoWatch: noWatch})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); r.Run(ctx) }()
-		time.Sleep(100 * time.Millisecond)
-		w, _ := outbox.NewWriter(d, outbox.WriterConfig{})
-		if err := d.RunInTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			return w.Write(ctx, tx, outbox.Message{MsgID: "in-process", Topic: "t", Payload: []byte(`{}`)})
-		}); err != nil {
-			t.Fatal(err)
-		}
-		inProcess := pub.within("in-process", time.Second)
-		if _, err := otherDB.ExecContext(ctx, `INSERT INTO outbox (msg_id, topic, payload) VALUES ('other', 't', '{}')`); err != nil {
-			t.Fatal(err)
-		}
-		other := pub.within("other", time.Second)
-		cancel()
-		<-done
-		if inProcess == noWatch || other == noWatch {
-			t.Fatalf("NoWatch %v: published in-process %v, from another connection %v", noWatch, inProcess, other)
-		}
+	for _, tc := range []struct {
+		name           string
+		other, noWatch bool
+	}{{"in-process", false, false}, {"other", true, false}, {"in-process-nowatch", false, true}, {"other-nowatch", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "outbox.db")
+			_, d := openDriver(t, path)
+			otherDB, _ := openDriver(t, path)
+			pub := &published{}
+			r, err := outbox.NewRelay(d, pub, outbox.RelayConfig{Interval: time.Hour, MinInterval: time.Millisecond, NoWatch: tc.noWatch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); r.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			// The wait doubles from 1ms: 1+2+...+2048ms, so that from 3s on
+			// the next look is about a second away.
+			time.Sleep(3 * time.Second)
+			if tc.other {
+				_, err = otherDB.ExecContext(ctx, `INSERT INTO outbox (msg_id, topic, payload) VALUES ('m', 't', '{}')`)
+			} else {
+				w, _ := outbox.NewWriter(d, outbox.WriterConfig{})
+				err = d.RunInTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+					return w.Write(ctx, tx, outbox.Message{MsgID: "m", Topic: "t", Payload: []byte(`{}`)})
+				})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pub.within("m", 300*time.Millisecond); got == tc.noWatch {
+				t.Fatalf("published within 300ms: %v, want %v", got, !tc.noWatch)
+			}
+		})
 	}
 }
