@@ -3,6 +3,7 @@ package outboxsqlite
 import (
 	"context"
 	"database/sql"
+	"os"
 	"fmt"
 	"sync"
 	"time"
@@ -10,9 +11,9 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
-// DataVersionInterval is how often Watch reads PRAGMA data_version to see
-// the commits of other processes.
-const DataVersionInterval = 5 * time.Millisecond
+// ChangeCheckInterval is how often Watch looks at the database's files to
+// see the commits of other processes.
+const ChangeCheckInterval = 50 * time.Millisecond
 
 // hubs holds, per *sql.DB, the relays of this process that watch it, so
 // that every Driver on one *sql.DB wakes them.
@@ -57,8 +58,8 @@ func (h *hub) wake() {
 
 // Notify wakes the relays of this process that watch the driver's *sql.DB:
 // call it after committing a transaction that wrote messages. RunInTx calls
-// it itself. Relays in other processes see the commit through PRAGMA
-// data_version (see Watch).
+// it itself. Relays in other processes see the commit in the database's
+// files (see Watch).
 func (d *Driver) Notify() {
 	if h, ok := hubs.Load(d.SQLDB()); ok {
 		h.(*hub).wake()
@@ -70,30 +71,26 @@ var _ outbox.Watcher = (*Driver)(nil)
 // Watch implements outbox.Watcher. A commit through Notify (or RunInTx) in
 // this process calls fn at once. The commits of other processes, and of
 // transactions the application commits itself without Notify, are seen
-// within DataVersionInterval: Watch holds one connection of the *sql.DB and
-// reads PRAGMA data_version on it, which changes when another connection
-// has committed and reads no table. A *sql.DB limited to one open
-// connection is not held: only Notify wakes the relay then.
+// within ChangeCheckInterval: Watch reads the size and modification time of
+// the database file and its -wal file (one stat call each), which every
+// commit changes, and calls fn when they change. An in-memory database has
+// no file: only Notify wakes the relay then.
 func (d *Driver) Watch(ctx context.Context, fn func(outbox.Change)) error {
 	defer watchOn(d.SQLDB(), &fn)()
 	fn(outbox.Change{Via: "start"})
-	if d.SQLDB().Stats().MaxOpenConnections == 1 {
-		<-ctx.Done()
-		return nil
-	}
-	c, err := d.SQLDB().Conn(ctx)
-	if err != nil {
+	var path string
+	if err := d.SQLDB().QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("outboxsqlite: watch: %w", err)
+		return fmt.Errorf("outboxsqlite: watch: find the database file: %w", err)
 	}
-	defer c.Close()
-	var last int64
-	if err := c.QueryRowContext(ctx, "PRAGMA data_version").Scan(&last); err != nil {
-		return watchErr(ctx, err)
+	if path == "" {
+		<-ctx.Done()
+		return nil
 	}
-	t := time.NewTicker(DataVersionInterval)
+	last := fileChanges(path)
+	t := time.NewTicker(ChangeCheckInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -101,20 +98,26 @@ func (d *Driver) Watch(ctx context.Context, fn func(outbox.Change)) error {
 			return nil
 		case <-t.C:
 		}
-		var v int64
-		if err := c.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
-			return watchErr(ctx, err)
-		}
-		if v != last {
-			last = v
-			fn(outbox.Change{Via: "data_version"})
+		if now := fileChanges(path); now != last {
+			last = now
+			fn(outbox.Change{Via: "file"})
 		}
 	}
 }
 
-func watchErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
+// fileSig is what a commit changes in a file: its size or its time.
+type fileSig struct {
+	size int64
+	mod  time.Time
+}
+
+// fileChanges reads the signature of the database file and its -wal file
+// (zero for one that does not exist).
+func fileChanges(path string) (s [2]fileSig) {
+	for i, f := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(f); err == nil {
+			s[i] = fileSig{fi.Size(), fi.ModTime()}
+		}
 	}
-	return fmt.Errorf("outboxsqlite: watch: data_version: %w", err)
+	return s
 }
