@@ -325,16 +325,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		close(p.batches)
 		<-done
 	}()
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		r.watch(wctx)
-	}()
-	defer func() {
-		stopWatch()
-		<-watched
-	}()
+	defer r.startWatch(ctx)()
 	log := r.cfg.Logger
 	pause := time.Duration(0)
 	w := r.newWaiter()

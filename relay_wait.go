@@ -166,6 +166,20 @@ func (r *Relay) sleepWoken(ctx context.Context, d time.Duration) (woken, ok bool
 	}
 }
 
+// startWatch runs watch until the function it returns is called.
+func (r *Relay) startWatch(ctx context.Context) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.watch(wctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // watch runs the store's Watcher, if it has one, until ctx ends: every
 // change wakes the relay. When watching fails the relay polls; it logs the
 // first failure at Warn and the next ones at Debug, and tries again after a

@@ -97,30 +97,8 @@ func (rb *rateBench) txFunc() (func(ctx context.Context, id string, n int64) err
 		return outbox.Message{MsgID: id, Topic: "bench.rate", Payload: json.RawMessage(payload(n))}
 	}
 	writer := rb.o.rateOpts.producer == "writer"
-	if pg := rb.db.PG; pg != nil {
-		bizQ := "INSERT INTO " + rb.biz + " (n) VALUES ($1)"
-		if writer {
-			w, err := outbox.NewWriter(pg, outbox.WriterConfig{})
-			if err != nil {
-				return nil, err
-			}
-			return func(ctx context.Context, id string, n int64) error {
-				return pg.WriteOnCommit(ctx, w, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
-					_, err := tx.Exec(ctx, bizQ, n)
-					return []outbox.Message{msg(id, n)}, err
-				})
-			}, nil
-		}
-		outQ := "INSERT INTO " + t + " (msg_id, topic, payload) VALUES ($1, 'bench.rate', $2)"
-		return func(ctx context.Context, id string, n int64) error {
-			return pgx.BeginFunc(ctx, pg.Pool(), func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, bizQ, n); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, outQ, id, payload(n))
-				return err
-			})
-		}, nil
+	if rb.db.PG != nil {
+		return rb.txFuncPG(t, writer, payload, msg)
 	}
 	bizQ := "INSERT INTO " + rb.biz + " (n) VALUES (?)"
 	if writer {
@@ -242,4 +220,32 @@ func (r *rateReceiver) latencies() ([]float64, time.Time) {
 		out = append(out, d.Seconds()*1000)
 	}
 	return out, r.last
+}
+
+// txFuncPG is txFunc on PostgreSQL.
+func (rb *rateBench) txFuncPG(t string, writer bool, payload func(int64) string, msg func(string, int64) outbox.Message) (func(ctx context.Context, id string, n int64) error, error) {
+	pg := rb.db.PG
+	bizQ := "INSERT INTO " + rb.biz + " (n) VALUES ($1)"
+	if writer {
+		w, err := outbox.NewWriter(pg, outbox.WriterConfig{})
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, id string, n int64) error {
+			return pg.WriteOnCommit(ctx, w, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
+				_, err := tx.Exec(ctx, bizQ, n)
+				return []outbox.Message{msg(id, n)}, err
+			})
+		}, nil
+	}
+	outQ := "INSERT INTO " + t + " (msg_id, topic, payload) VALUES ($1, 'bench.rate', $2)"
+	return func(ctx context.Context, id string, n int64) error {
+		return pgx.BeginFunc(ctx, pg.Pool(), func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, bizQ, n); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, outQ, id, payload(n))
+			return err
+		})
+	}, nil
 }

@@ -3,8 +3,8 @@ package outboxsqlite
 import (
 	"context"
 	"database/sql"
-	"os"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
