@@ -18,9 +18,24 @@ import (
 type RelayConfig struct {
 	// BatchSize is the most messages claimed and published at once. Defaults to 500.
 	BatchSize int
-	// Interval is how long the relay waits after a batch that was not full
-	// before it looks again. A full batch is followed at once. Defaults to 200ms.
+	// Interval is the longest the relay waits between two looks for
+	// messages while none come. A full batch is followed at once; after a
+	// batch that was not full the relay waits MinInterval, and the wait
+	// doubles with each look that finds nothing, up to Interval. A wake-up
+	// (Wake, or the store's Watcher) ends the wait at once. Defaults to
+	// 500ms.
 	Interval time.Duration
+	// MinInterval is the wait after a look that found messages. Defaults
+	// to 5ms, or Interval when that is shorter.
+	MinInterval time.Duration
+	// MaxBatchSize caps the claim while batches keep coming back full:
+	// each full batch doubles the next claim's limit, from BatchSize up to
+	// MaxBatchSize, and a short one sets it back to BatchSize. Defaults to
+	// BatchSize when BatchSize is set, else to 2000 (4×500).
+	MaxBatchSize int
+	// NoWatch turns off the store's Watcher (see Watcher): the relay then
+	// only polls, and wakes early only on Wake.
+	NoWatch bool
 	// MaxRetries is the number of failed attempts after which a message becomes
 	// DEAD. Defaults to 10.
 	MaxRetries int
@@ -93,13 +108,14 @@ func (cfg RelayConfig) WithDefaults() RelayConfig {
 			*d = v
 		}
 	}
-	if cfg.BatchSize == 0 {
+	batchSet := cfg.BatchSize != 0
+	if !batchSet {
 		cfg.BatchSize = 500
 	}
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 10
 	}
-	def(&cfg.Interval, 200*time.Millisecond)
+	def(&cfg.Interval, 500*time.Millisecond)
 	def(&cfg.RetryBase, time.Second)
 	def(&cfg.RetryMax, 10*time.Minute)
 	def(&cfg.RetryBudget, 24*time.Hour)
@@ -109,6 +125,7 @@ func (cfg RelayConfig) WithDefaults() RelayConfig {
 	def(&cfg.PauseMax, 30*time.Second)
 	def(&cfg.Lease, 2*cfg.PublishTimeout)
 	def(&cfg.RescanInterval, time.Second)
+	cfg.waitDefaults(batchSet)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -130,7 +147,7 @@ func (cfg RelayConfig) validate() error {
 	case cfg.Lease <= cfg.PublishTimeout:
 		return fmt.Errorf("outbox: relay: Lease %s must exceed PublishTimeout %s, or a slow publish could be claimed twice", cfg.Lease, cfg.PublishTimeout)
 	}
-	return nil
+	return cfg.validateWait()
 }
 
 // Relay moves messages from the outbox table to a Publisher: it claims a batch,
@@ -142,6 +159,7 @@ type Relay struct {
 	cfg   RelayConfig
 	hooks []BatchHook
 	wake  chan struct{}
+	scale batchScale
 	// health decides how much each batch attempts and tells an outage from
 	// a poison message.
 	health *health
@@ -317,8 +335,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		close(p.batches)
 		<-done
 	}()
+	defer r.startWatch(ctx)()
 	log := r.cfg.Logger
 	pause := time.Duration(0)
+	w := r.newWaiter()
 	for {
 		if until := p.pausedUntil(); !until.IsZero() {
 			if !r.sleep(ctx, time.Until(until)) {
@@ -331,6 +351,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		b, err := p.claim(ctx, r)
+		looked := time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -365,7 +386,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if len(b.msgs) >= b.limit || b.fromCursor {
 			continue // more may be due: a full batch, or rows below the cursor
 		}
-		if !r.sleep(ctx, r.cfg.Interval) {
+		if !r.idle(ctx, w, len(b.msgs) > 0, looked) {
 			return nil
 		}
 	}
@@ -568,7 +589,7 @@ type batch struct {
 func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 	start := time.Now()
 	after := r.claimFrom(start)
-	limit := r.health.claimLimit()
+	limit := r.scaledLimit(r.health.claimLimit())
 	claim, err := r.store.Claim(ctx, ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease})
 	if ctx.Err() == nil {
 		r.noteDB(err)
@@ -579,6 +600,7 @@ func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
 	}
 	took := time.Since(start)
 	msgs := claim.Messages()
+	r.noteBatch(len(msgs), limit)
 	if len(msgs) == limit {
 		r.moveCursor(msgs[len(msgs)-1].ID)
 	} else {

@@ -224,7 +224,7 @@ func TestRelayCursor(t *testing.T) {
 // below it may be due, so it claims from the first id at once.
 func TestRelayRunRescansAtOnce(t *testing.T) {
 	st := newFakeStore(25)
-	r, _ := NewRelay(st, Discard, RelayConfig{BatchSize: 10, Interval: time.Hour, RescanInterval: time.Hour, Logger: quiet()})
+	r, _ := NewRelay(st, Discard, RelayConfig{BatchSize: 10, Interval: time.Hour, MinInterval: time.Hour, RescanInterval: time.Hour, Logger: quiet()})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()

@@ -67,6 +67,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("TwoRelays", s.testTwoRelays)
 	t.Run("KeyOrder", s.testKeyOrder)
 	t.Run("LateCommit", s.testLateCommit)
+	t.Run("AnyDue", s.testAnyDue)
 	t.Run("WriterBesideOpenClaims", s.testWriterBesideClaims)
 	t.Run("CrashBetweenPublishAndMark", s.testCrash)
 	t.Run("IdleInTransactionTimeout", s.testIdleInTxTimeout)

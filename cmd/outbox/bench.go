@@ -49,6 +49,7 @@ type benchOptions struct {
 	round      time.Duration
 	meter      *cpuMeter
 	pub        publisherOptions
+	rateOpts   *rateOptions
 }
 
 // runBench runs `outbox bench`: it fills (or, with --producers, concurrently
@@ -79,6 +80,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.intVar(&o.keys, "keys", 0, "N", "each run relays --messages twice, without keys and spread over N keys, and prints keyed/unkeyed; with --writer, the writer's rounds with and without a key")
 	f.boolVar(&o.blocked, "blocked", "with --keys: each run also relays the keyed messages with the first message of one key refused, and prints the other keys' rate / the keyed rate")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
+	addRateFlags(f, o)
 	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
 	f.stringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
 	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
@@ -130,6 +132,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.writer && o.producers == 0 {
 		o.producers = 8
 	}
+	if o.rateOpts.active() && o.producers == 0 {
+		o.producers = 16
+	}
 	conns := 2*o.relays + o.producers + 4 // each relay may hold a claim ahead
 	o.db.dsn = withPoolSize(o.db.dsn, conns)
 	db, err := o.db.open(ctx, false)
@@ -162,6 +167,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.rateOpts.active() {
+		return benchRate(ctx, db, o, stdout)
 	}
 	if o.writer && o.keys > 0 {
 		return benchWriterKeys(ctx, db, o, stdout)

@@ -19,6 +19,9 @@ type relayOptions struct {
 	broker            string
 	batch             int
 	interval          time.Duration
+	minInterval       time.Duration
+	maxBatch          int
+	noWatch           bool
 	maxRetries        int
 	retryBase         time.Duration
 	retryMax          time.Duration
@@ -56,7 +59,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
 			"query parameters set each broker's options (README, Brokers)").required = true
 	f.intVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
-	f.durationVar(&o.interval, "interval", 200*time.Millisecond, "wait after a batch that was not full before looking again")
+	f.durationVar(&o.interval, "interval", 500*time.Millisecond,
+		"longest wait between two looks while no message comes; the wait starts at --min-interval after a look that found messages and doubles with each that finds none")
+	f.durationVar(&o.minInterval, "min-interval", 5*time.Millisecond, "wait after a look that found messages (at most --interval)")
+	f.intVar(&o.maxBatch, "max-batch", 2000, "N", "while batches come back full, each claim doubles its size from --batch up to this (at least --batch, at most 10000)")
+	f.boolVar(&o.noWatch, "no-watch", "do not watch for commits (PostgreSQL LISTEN, SQLite data_version): only poll")
 	f.intVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
 	f.durationVar(&o.retryBase, "retry-base", time.Second, "delay after a message's first failure; it doubles with each further failure, with jitter")
 	f.durationVar(&o.retryMax, "retry-max", 10*time.Minute, "longest delay between two attempts of a message")
@@ -230,6 +237,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		r, err := outbox.NewRelay(d.Store, pubs[i%len(pubs)], outbox.RelayConfig{
 			BatchSize:      o.batch,
 			Interval:       o.interval,
+			MinInterval:    min(o.minInterval, o.interval),
+			MaxBatchSize:   min(max(o.maxBatch, o.batch), 10000),
+			NoWatch:        o.noWatch,
 			MaxRetries:     o.maxRetries,
 			RetryBase:      o.retryBase,
 			RetryMax:       o.retryMax,

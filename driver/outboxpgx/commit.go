@@ -39,6 +39,9 @@ import (
 // any statement on it and use savepoints (tx.Begin), but must not commit or
 // roll it back, nor keep it after it returns. With no messages WriteOnCommit
 // is a plain transaction.
+//
+// After a commit that wrote messages it wakes the relays (Notify): the
+// notification follows the COMMIT, outside the transaction.
 func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error)) error {
 	if w == nil {
 		return errors.New("outboxpgx: WriteOnCommit: the writer is nil")
@@ -100,6 +103,9 @@ func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn
 		// A failed insert left the transaction aborted, and the COMMIT
 		// behind it was never run.
 		_ = tx.Rollback(ctx)
+	}
+	if err == nil && len(msgs) > 0 {
+		d.Notify()
 	}
 	return err
 }

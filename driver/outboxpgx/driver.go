@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,6 +23,9 @@ import (
 type Driver struct {
 	*sqlstore.Store
 	pool *pgxpool.Pool
+
+	notifyOnce sync.Once
+	notify     *notifier
 }
 
 var _ outbox.Driver[pgx.Tx] = (*Driver)(nil)
@@ -45,13 +49,16 @@ func NewStdlib(db *sql.DB, tables outbox.Tables) (*StdlibDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &StdlibDriver{d}, nil
+	return &StdlibDriver{SQLDriver: d}, nil
 }
 
 // StdlibDriver is an outbox.Driver on a *sql.DB opened with pgx's stdlib: the
 // Writer and Inbox take the caller's *sql.Tx.
 type StdlibDriver struct {
 	*sqlstore.SQLDriver
+
+	notifyOnce sync.Once
+	notify     *notifier
 }
 
 var _ outbox.Driver[*sql.Tx] = (*StdlibDriver)(nil)

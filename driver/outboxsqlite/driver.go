@@ -124,8 +124,15 @@ func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID st
 // be used for now (the file cannot be opened, an I/O error, the disk full,
 // the database locked by another writer beyond the busy timeout) satisfies
 // outbox.IsUnavailable, fn's own error included.
+//
+// After a commit it wakes the relays of this process that watch the
+// *sql.DB (Notify).
 func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
-	return unavailable(d.SQLDriver.RunInTx(ctx, fn))
+	err := d.SQLDriver.RunInTx(ctx, fn)
+	if err == nil {
+		d.Notify()
+	}
+	return unavailable(err)
 }
 
 // unavailable wraps err with outbox.DatabaseUnavailable when it means the

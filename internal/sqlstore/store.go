@@ -103,6 +103,8 @@ type Store struct {
 	ko keyOrderSQL
 	// seqChecked: the id sequence's cache was found to be 1 (seqCache).
 	seqChecked atomic.Bool
+	// probe is AnyDue's state (probe.go).
+	probe prober
 }
 
 // New returns a Store for the named dialect ("postgres", "mysql", "sqlite").
