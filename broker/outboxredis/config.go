@@ -3,10 +3,10 @@ package outboxredis
 import (
 	"cmp"
 	"crypto/tls"
-	"log/slog"
-	"slices"
 	"errors"
+	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
