@@ -39,12 +39,12 @@ func TestTLS(t *testing.T) {
 	}
 
 	tlsCfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	sub, err := NewSubscriber(ctx, SubscriberConfig{URL: url, Group: "g", Name: "n", Topic: "tls", TLSConfig: tlsCfg})
+	sub, err := NewSubscriber(ctx, SubscriberConfig{URL: url, Group: "g", Name: "n", Topic: "tls", TLS: tlsCfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	pub, err := NewPublisher(ctx, PublisherConfig{URL: url, TLSConfig: tlsCfg})
+	pub, err := NewPublisher(ctx, PublisherConfig{URL: url, TLS: tlsCfg})
 	if err != nil {
 		t.Fatal(err)
 	}
