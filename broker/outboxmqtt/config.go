@@ -2,10 +2,10 @@ package outboxmqtt
 
 import (
 	"crypto/rand"
-	"errors"
-	"log/slog"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"

@@ -33,7 +33,7 @@ func TestTLS(t *testing.T) {
 
 	// Without the CA the handshake fails; the publisher reports it as an
 	// unreachable broker, naming the cause.
-	_, err := NewPublisher(ctx, PublisherConfig{URL: url + "?connect_timeout=1s"})
+	_, err := NewPublisher(ctx, PublisherConfig{URL: url + "?connect_timeout=5s"})
 	if !outbox.IsUnavailable(err) || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("NewPublisher without the CA = %v, want an unavailable error about the certificate", err)
 	}
