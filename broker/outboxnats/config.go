@@ -192,23 +192,12 @@ type SubscriberConfig struct {
 	// Credentials is the path of a NATS credentials file (JWT and nkey seed)
 	// (query parameter "creds"). Defaults to "" (none).
 	Credentials string
-	// NKeySeed is the path of a file holding a user's nkey seed, for servers
-	// that authenticate users by nkey (query parameter "nkey"). Defaults to
-	// "" (none).
-	NKeySeed string
-	// TLS, when set, is the TLS configuration of the connection, which must
-	// then use TLS. The URL gives one with the tls_ca, tls_cert, tls_key and
-	// tls_server_name parameters, and tls:// servers use the system's roots.
-	// Defaults to nil.
-	TLS *tls.Config
-	// DialTimeout bounds each connection attempt (query parameter
-	// "dial_timeout"). Defaults to Timeout.
+	// NKeySeed, TLS, DialTimeout and Conn are as for PublisherConfig; the
+	// query parameters are the same. Close leaves Conn open.
+	NKeySeed    string
+	TLS         *tls.Config
 	DialTimeout time.Duration
-	// Conn, when set, is the connection the subscriber uses instead of one of its
-	// own; the URL's servers, Credentials, NKeySeed, TLS and DialTimeout are
-	// then not used and the URL may hold only query parameters ("?stream=X")
-	// or be empty. Close leaves it open. Defaults to nil.
-	Conn *nats.Conn
+	Conn        *nats.Conn
 	// Logger receives what the subscriber cannot return: a failed ack, a
 	// dead-lettered message, a dead-letter publish that failed. Defaults to
 	// slog.Default().

@@ -162,22 +162,12 @@ type SubscriberConfig struct {
 	// context ended before the handler's own context is canceled. Defaults
 	// to 30s.
 	StopTimeout time.Duration
-	// TLS, when set, is the TLS configuration of every connection, instead
-	// of the URL's (rediss:// with the system's roots, or the tls_ca,
-	// tls_cert, tls_key and tls_server_name parameters). Defaults to nil.
-	TLS *tls.Config
-	// DialTimeout bounds each connection attempt. Defaults to the URL's
-	// dial_timeout parameter, else go-redis's 5s.
+	// TLS, DialTimeout, Logger and Client are as for PublisherConfig. Close
+	// leaves Client open.
+	TLS         *tls.Config
 	DialTimeout time.Duration
-	// Logger receives what the subscriber has to say outside its results.
-	// Defaults to slog.Default().
-	Logger *slog.Logger
-	// Client, when set, is the client the subscriber uses instead of one of its
-	// own, for a deployment the URL cannot describe (a *redis.ClusterClient
-	// or a failover client with options of your own); the URL, TLS and
-	// DialTimeout are then not used and the URL may be empty. Close leaves
-	// it open. Defaults to nil.
-	Client redis.UniversalClient
+	Logger      *slog.Logger
+	Client      redis.UniversalClient
 }
 
 // params are this package's URL query parameters, removed from the URL
