@@ -56,6 +56,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"where to publish: nats://host:4222, amqp://user:pass@host:5672/vhost, kafka://host:9092[,host2:9092], "+
 			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
 			"query parameters set each broker's options (README, Brokers)").required = true
+	brokerTLS := addBrokerTLSFlags(f)
 	f.intVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
 	f.durationVar(&o.interval, "interval", 200*time.Millisecond, "wait after a batch that was not full before looking again")
 	f.intVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
@@ -125,6 +126,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := o.validate(f); err != nil {
 		return err
 	}
+	o.broker = brokerTLS.apply(o.broker)
 	addSecret(o.adminToken)
 	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
 	if err != nil {
