@@ -12,10 +12,10 @@ func TestBrokerTLSFlagsApply(t *testing.T) {
 	t.Parallel()
 	b := &brokerTLSFlags{ca: "/etc/ca dir/ca.pem", cert: "/c.pem", key: "/k.pem", serverName: "broker.example"}
 	for in, want := range map[string]string{
-		"kafka://h:9092":                        "kafka://h:9092?tls_ca=%2Fetc%2Fca+dir%2Fca.pem&tls_cert=%2Fc.pem&tls_key=%2Fk.pem&tls_server_name=broker.example",
+		"kafka://h:9092":                         "kafka://h:9092?tls_ca=%2Fetc%2Fca+dir%2Fca.pem&tls_cert=%2Fc.pem&tls_key=%2Fk.pem&tls_server_name=broker.example",
 		"amqps://u:p@h/?cacertfile=/mine.pem":    "amqps://u:p@h/?cacertfile=/mine.pem&tls_cert=%2Fc.pem&tls_key=%2Fk.pem&tls_server_name=broker.example",
 		"nats://a:1,nats://b:2?tls_ca=/u.pem&x=": "nats://a:1,nats://b:2?tls_ca=/u.pem&x=&tls_cert=%2Fc.pem&tls_key=%2Fk.pem&tls_server_name=broker.example",
-		"discard:":                              "discard:",
+		"discard:":                               "discard:",
 	} {
 		if got := b.apply(in); got != want {
 			t.Errorf("apply(%q) = %q, want %q", in, got, want)
