@@ -115,8 +115,8 @@ type PublisherConfig struct {
 	// tls_cert, tls_key and tls_server_name parameters, else the system's
 	// root certificates and the URL's host name.
 	TLS *tls.Config
-	// Logger receives what the adapter has to say outside its results.
-	// Defaults to slog.Default().
+	// Logger receives what the publisher has to say outside a Publish
+	// result (a row header renamed on the wire). Defaults to slog.Default().
 	Logger *slog.Logger
 }
 
@@ -192,9 +192,6 @@ type SubscriberConfig struct {
 	// tls_cert, tls_key and tls_server_name parameters, else the system's
 	// root certificates and the URL's host name.
 	TLS *tls.Config
-	// Logger receives what the adapter has to say outside its results.
-	// Defaults to slog.Default().
-	Logger *slog.Logger
 }
 
 // brokerURL is a parsed broker URL.
@@ -478,9 +475,6 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	}
 	if cfg.TLS, err = b.tlsConfig(cfg.TLS); err != nil {
 		return nil, err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	s := &subscriberSettings{
 		SubscriberConfig: cfg,

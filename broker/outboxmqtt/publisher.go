@@ -54,7 +54,7 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		window:     s.Window,
 		noSubOK:    s.NoSubscribers == NoSubscribersOK,
 		redacted:   s.url.redacted,
-		headers:    cloudevents.NewHeaderLog(nil, "outboxmqtt"),
+		headers:    cloudevents.NewHeaderLog(s.Logger, "outboxmqtt"),
 		receiveMax: 65535,
 	}
 	p.cm, err = dial(ctx, connOptions{

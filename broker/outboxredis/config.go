@@ -162,11 +162,10 @@ type SubscriberConfig struct {
 	// context ended before the handler's own context is canceled. Defaults
 	// to 30s.
 	StopTimeout time.Duration
-	// TLS, DialTimeout, Logger and Client are as for PublisherConfig. Close
-	// leaves Client open.
+	// TLS, DialTimeout and Client are as for PublisherConfig. Close leaves
+	// Client open.
 	TLS         *tls.Config
 	DialTimeout time.Duration
-	Logger      *slog.Logger
 	Client      redis.UniversalClient
 }
 
@@ -314,9 +313,6 @@ func (cfg SubscriberConfig) resolve() (SubscriberConfig, *connection, error) {
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = opts.defaultStream()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	if cfg.DeadLetterStream == "" {
 		cfg.DeadLetterStream = p.dead
