@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/outbox-go/outbox/internal/brokerconf"
 	"github.com/outbox-go/outbox/internal/redact"
 )
 
@@ -69,6 +71,13 @@ type Config struct {
 	// header). New copies it, so later changes by the caller have no effect.
 	// Defaults to none.
 	Header http.Header
+	// TLS is the TLS configuration of the publisher's own client, for an
+	// endpoint whose certificate a private CA signed, or that asks for a
+	// client certificate (mTLS). The URL gives one with its tls_ca, tls_cert,
+	// tls_key and tls_server_name query parameters, which are not sent to the
+	// endpoint; TLS wins over them. Not used with Client. Defaults to nil
+	// (the system's roots).
+	TLS *tls.Config
 	// Client sends the requests. The publisher sets no Timeout on it, does not
 	// change its redirect policy and leaves its idle connections alone in
 	// Close: it belongs to the caller. Defaults to a client of its own whose
@@ -154,6 +163,31 @@ func (cfg Config) validate() (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// tlsConfig takes the TLS parameters out of u's query and returns the TLS
+// configuration of the publisher's own client, or nil for the defaults.
+func (cfg Config) tlsConfig(u *url.URL) (*tls.Config, error) {
+	errf := func(format string, args ...any) error {
+		return fmt.Errorf("webhook: Config.URL %q: "+format, append([]any{redactURL(u)}, args...)...)
+	}
+	q := u.Query()
+	var files brokerconf.TLSFiles
+	brokerconf.NewQuery(q, errf).TLSFiles(&files, nil)
+	if files.IsZero() && cfg.TLS == nil {
+		return nil, nil
+	}
+	for _, name := range brokerconf.TLSParams {
+		q.Del(name)
+	}
+	u.RawQuery = q.Encode()
+	if u.Scheme != "https" {
+		return nil, errf("TLS settings need an https:// URL")
+	}
+	if cfg.Client != nil {
+		return nil, errf("TLS settings (Config.TLS or tls_* parameters) apply to the publisher's own client; with Config.Client, set them on its Transport")
+	}
+	return brokerconf.ResolveTLS(cfg.TLS, files, true, errf)
 }
 
 // signingSecrets returns Secret, when set, followed by Secrets.

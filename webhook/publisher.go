@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -55,8 +56,12 @@ func New(cfg Config) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsCfg, err := cfg.tlsConfig(u)
+	if err != nil {
+		return nil, err
+	}
 	p := &Publisher{
-		url:         cfg.URL,
+		url:         u.String(),
 		redacted:    redactURL(u),
 		source:      encodeValue(cfg.Source),
 		legacy:      cfg.LegacySignature,
@@ -77,7 +82,7 @@ func New(cfg Config) (*Publisher, error) {
 		p.keys = append(p.keys, key)
 	}
 	if p.client == nil {
-		p.client = defaultClient(cfg.Concurrency)
+		p.client = defaultClient(cfg.Concurrency, tlsCfg)
 		p.ownClient = true
 	}
 	return p, nil
@@ -86,7 +91,7 @@ func New(cfg Config) (*Publisher, error) {
 // defaultClient keeps up to concurrency idle connections to the endpoint, so
 // that a batch sent in parallel reuses them instead of dialling again each
 // time (net/http keeps only 2 per host by default).
-func defaultClient(concurrency int) *http.Client {
+func defaultClient(concurrency int, tlsCfg *tls.Config) *http.Client {
 	var t *http.Transport
 	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
 		t = dt.Clone()
@@ -94,6 +99,9 @@ func defaultClient(concurrency int) *http.Client {
 		t = &http.Transport{Proxy: http.ProxyFromEnvironment}
 	}
 	t.MaxIdleConnsPerHost = concurrency
+	if tlsCfg != nil {
+		t.TLSClientConfig = tlsCfg
+	}
 	if t.MaxIdleConns != 0 && t.MaxIdleConns < concurrency {
 		t.MaxIdleConns = concurrency
 	}

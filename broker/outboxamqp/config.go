@@ -3,7 +3,6 @@ package outboxamqp
 import (
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/brokerconf"
 	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
@@ -41,9 +41,7 @@ const (
 // reached.
 var ErrConfig = errors.New("outboxamqp: bad configuration")
 
-func configError(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
-}
+var configError = brokerconf.Errorf("outboxamqp", ErrConfig)
 
 // PublisherConfig configures a Publisher. A field left zero takes the value of
 // the URL's query parameter of the same meaning (see the package
@@ -189,6 +187,13 @@ var knownParams = map[string]bool{
 	"certfile": true, "keyfile": true, "cacertfile": true, "server_name_indication": true,
 }
 
+// tlsAliases are RabbitMQ's own names of the TLS parameters, accepted as
+// well as tls_ca, tls_cert, tls_key and tls_server_name.
+var tlsAliases = map[string]string{
+	brokerconf.ParamTLSCA: "cacertfile", brokerconf.ParamTLSCert: "certfile",
+	brokerconf.ParamTLSKey: "keyfile", brokerconf.ParamTLSServerName: "server_name_indication",
+}
+
 // broker is what the publisher and the subscriber share: where the broker is
 // and how to reach it.
 type broker struct {
@@ -196,6 +201,8 @@ type broker struct {
 	scheme      string
 	redacted    string // the URL with its password masked, for messages
 	params      url.Values
+	q           *brokerconf.Query
+	tlsFiles    brokerconf.TLSFiles
 	tls         *tls.Config
 	dialTimeout time.Duration
 	logger      *slog.Logger
@@ -218,10 +225,17 @@ func parseURL(raw string) (*broker, error) {
 	if u.Hostname() == "" {
 		return nil, configError("URL %q has no host; use amqp://user:password@host:5672/vhost", b.redacted)
 	}
-	for name := range b.params {
-		if !knownParams[name] {
-			return nil, configError("URL %q has unknown query parameter %q; see the package documentation for the parameters", b.redacted, name)
-		}
+	known := make([]string, 0, len(knownParams))
+	for name := range knownParams {
+		known = append(known, name)
+	}
+	b.q = brokerconf.NewQuery(b.params, configError)
+	if err := b.q.Check(known, brokerconf.TLSParams); err != nil {
+		return nil, err
+	}
+	b.q.TLSFiles(&b.tlsFiles, tlsAliases)
+	if !b.tlsFiles.IsZero() && u.Scheme != "amqps" {
+		return nil, configError("URL %q has TLS parameters (tls_ca, tls_cert, ...) but scheme amqp://; use amqps:// for TLS", b.redacted)
 	}
 	if _, err := amqp.ParseURI(raw); err != nil {
 		return nil, configError("URL %q: %s", b.redacted, strings.ReplaceAll(err.Error(), raw, b.redacted))
@@ -241,9 +255,7 @@ func urlErrorReason(err error) string {
 
 // str fills *dst from the query parameter when *dst is empty, then from def.
 func (b *broker) str(dst *string, param, def string) {
-	if *dst == "" {
-		*dst = b.params.Get(param)
-	}
+	b.q.String(dst, param)
 	if *dst == "" {
 		*dst = def
 	}
@@ -251,12 +263,8 @@ func (b *broker) str(dst *string, param, def string) {
 
 // integer fills *dst from the query parameter when *dst is zero, then from def.
 func (b *broker) integer(dst *int, param string, def int) error {
-	if *dst == 0 && b.params.Has(param) {
-		n, err := strconv.Atoi(b.params.Get(param))
-		if err != nil || n <= 0 {
-			return configError("URL parameter %s=%q is not a positive integer", param, b.params.Get(param))
-		}
-		*dst = n
+	if err := b.q.Int(dst, param); err != nil {
+		return err
 	}
 	if *dst == 0 {
 		*dst = def
@@ -270,12 +278,8 @@ func (b *broker) integer(dst *int, param string, def int) error {
 // duration fills *dst from the query parameter (a Go duration such as "5s")
 // when *dst is zero, then from def.
 func (b *broker) duration(dst *time.Duration, param string, def time.Duration) error {
-	if *dst == 0 && b.params.Has(param) {
-		d, err := time.ParseDuration(b.params.Get(param))
-		if err != nil || d <= 0 {
-			return configError("URL parameter %s=%q is not a positive duration such as \"5s\"", param, b.params.Get(param))
-		}
-		*dst = d
+	if err := b.q.Duration(dst, param); err != nil {
+		return err
 	}
 	if *dst == 0 {
 		*dst = def
@@ -286,16 +290,16 @@ func (b *broker) duration(dst *time.Duration, param string, def time.Duration) e
 	return nil
 }
 
-// boolean sets *dst when the query parameter says so.
+// noDeclare sets *dst when the URL says declare=false.
 func (b *broker) noDeclare(dst *bool) error {
-	if !b.params.Has("declare") {
+	if !b.q.Has("declare") {
 		return nil
 	}
-	v, err := strconv.ParseBool(b.params.Get("declare"))
-	if err != nil {
-		return configError("URL parameter declare=%q is not true or false", b.params.Get("declare"))
+	var declare bool
+	if err := b.q.Bool(&declare, "declare"); err != nil {
+		return err
 	}
-	if !v {
+	if !declare {
 		*dst = true
 	}
 	return nil
@@ -317,11 +321,12 @@ func (b *broker) common(dialTimeout *time.Duration, tlsCfg *tls.Config, logger *
 		return configError("DialTimeout is %s; it must be positive (or 0 for the default of %s)", *dialTimeout, DefaultDialTimeout)
 	}
 	b.dialTimeout = *dialTimeout
-	if tlsCfg != nil {
-		if b.scheme != "amqps" {
-			return configError("TLS is set but URL %q is amqp://; use amqps:// for TLS", b.redacted)
-		}
-		b.tls = tlsCfg.Clone()
+	if tlsCfg != nil && b.scheme != "amqps" {
+		return configError("TLS is set but URL %q is amqp://; use amqps:// for TLS", b.redacted)
+	}
+	var err error
+	if b.tls, err = brokerconf.ResolveTLS(tlsCfg, b.tlsFiles, b.scheme == "amqps", configError); err != nil {
+		return err
 	}
 	if logger == nil {
 		logger = slog.Default()

@@ -21,7 +21,7 @@ func TestPublisherConfigErrors(t *testing.T) {
 		{PublisherConfig{}, "URL is empty"},
 		{PublisherConfig{URL: "http://h/"}, `scheme "http"`},
 		{PublisherConfig{URL: "amqp://u:secret@/"}, "no host"},
-		{PublisherConfig{URL: "amqp://u:secret@h/?exchnge=x"}, `unknown query parameter "exchnge"`},
+		{PublisherConfig{URL: "amqp://u:secret@h/?exchnge=x"}, `unknown URL parameter "exchnge"; did you mean "exchange"?`},
 		{PublisherConfig{URL: "amqp://u:secret@h/?exchange_type=queue"}, `exchange_type "queue"`},
 		{PublisherConfig{URL: "amqp://u:secret@h/?exchange=amq.mine"}, "reserved"},
 		{PublisherConfig{URL: "amqp://u:secret@h/?declare=maybe"}, "declare"},

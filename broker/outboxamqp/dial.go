@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/brokerconf"
 )
 
 // dial opens a connection to the broker within ctx and DialTimeout, whichever
@@ -130,4 +131,26 @@ func topologyError(what string, err error) error {
 // isPermanent reports whether err will not heal by reconnecting.
 func isPermanent(err error) bool {
 	return errors.Is(err, ErrRefusedLogin) || errors.Is(err, ErrTopology) || errors.Is(err, ErrConfig)
+}
+
+// ParseURL returns the PublisherConfig that a broker URL describes, for a
+// caller that takes the URL from the command line and then sets fields in
+// Go: this package's query parameters, connection_timeout and the TLS ones
+// (tls_* or RabbitMQ's cacertfile, certfile, keyfile,
+// server_name_indication, loaded into TLS) move into their fields with the
+// defaults filled in, and URL keeps the rest for amqp091-go (heartbeat,
+// channel_max, auth_mechanism). A field changed afterwards wins, including
+// NoDeclare. Errors wrap ErrConfig and never contain the password.
+func ParseURL(raw string) (PublisherConfig, error) {
+	st, err := PublisherConfig{URL: raw}.settings()
+	if err != nil {
+		return PublisherConfig{}, err
+	}
+	keep := map[string]bool{"heartbeat": true, "channel_max": true, "auth_mechanism": true}
+	return PublisherConfig{
+		URL:    brokerconf.Without(raw, func(name string) bool { return !keep[name] }),
+		Source: st.source, Exchange: st.exchange, ExchangeType: st.kind, RoutingKey: st.routingKey,
+		NoDeclare: st.noDeclare, Timeout: st.timeout, DialTimeout: st.dialTimeout, MaxMessageBytes: st.maxBytes,
+		TLS: st.tls, Logger: st.logger,
+	}, nil
 }

@@ -54,6 +54,24 @@
 //	prefetch           unacknowledged messages the broker sends at once (default 1)
 //	reconnect_delay    the longest pause between reconnection attempts (default 5s)
 //
+// # TLS and authentication
+//
+// amqps:// connects with TLS;
+// tls_ca names a PEM file of the CAs that sign the broker's certificate
+// (default: the system's roots), tls_cert and tls_key a client certificate
+// and its key, tls_server_name the name checked in the certificate
+// (default: the URL's host). A client certificate that has expired is
+// refused at once with ErrConfig; a broker's certificate that has expired or that
+// another CA signed fails the handshake with an error that names the cause.
+// RabbitMQ's own names of these parameters, cacertfile, certfile, keyfile
+// and server_name_indication, mean the same. The TLS parameters with
+// amqp:// are an error, never a plain-text connection. The user and
+// password log in with PLAIN; auth_mechanism=external logs in with the
+// client certificate. The publisher and subscriber reopen their connection
+// after a loss, so they take no connection of the caller's:
+// PublisherConfig.TLS takes a *tls.Config. ParseURL turns a URL into a
+// PublisherConfig whose fields then win.
+//
 // # On the wire
 //
 // A message follows the CloudEvents AMQP binding in binary content mode. The

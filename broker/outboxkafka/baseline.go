@@ -36,8 +36,8 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 		return 0, err
 	}
 	var dest, source string
-	c.str("topic", &dest)
-	c.str("source", &source)
+	c.q.String(&dest, "topic")
+	c.q.String(&source, "source")
 	dest = template(def(dest, DefaultDestination)).render(topic)
 	if reason := validTopic(dest); reason != "" {
 		return 0, configError("topic %q becomes %q, which is not a valid Kafka topic name: %s", topic, dest, reason)

@@ -8,14 +8,17 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/outbox-go/outbox/internal/brokerconf"
 )
 
 // Defaults applied to zero fields of PublisherConfig and SubscriberConfig.
@@ -36,14 +39,12 @@ const (
 	DefaultPort             = "9092"
 )
 
-// ErrConfig marks every error of NewPublisher, NewSubscriber, DeadLetters and
-// Baseline that comes from a bad URL or config field, as opposed to a broker
-// that cannot be reached.
+// ErrConfig marks every error of NewPublisher, NewSubscriber, DeadLetters,
+// ParseURL and Baseline that comes from a bad URL or config field, as opposed
+// to a broker that cannot be reached (errors.Is).
 var ErrConfig = errors.New("outboxkafka: bad configuration")
 
-func configError(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
-}
+var configError = brokerconf.Errorf("outboxkafka", ErrConfig)
 
 // PublisherConfig configures a Publisher. A field left zero takes the value of
 // the URL's query parameter of the same meaning (see the package
@@ -87,12 +88,25 @@ type PublisherConfig struct {
 	// not exist is refused. URL parameter "auto_create". Defaults to false.
 	AutoCreateTopics bool
 	// TLS, when set, makes every connection use TLS with this config. URL
-	// parameter "tls=true" sets a config with the system's roots. Defaults to
-	// nil (plain TCP).
+	// parameters: "tls=true" for the system's roots, or tls_ca, tls_cert,
+	// tls_key and tls_server_name (which turn TLS on). Defaults to nil (plain
+	// TCP).
 	TLS *tls.Config
+	// SASL, when set, authenticates every connection with this mechanism
+	// (e.g. an OAUTHBEARER one whose token refreshes), instead of the URL's
+	// credentials and sasl parameter. Defaults to nil.
+	SASL sasl.Mechanism
 	// Logger receives what the publisher has to say outside a Publish result.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// Client, when set, is the client the publisher produces with, instead of
+	// one of its own: the URL is then optional, and ClientID, DialTimeout,
+	// Compression, TLS and SASL are the client's business. Build it with
+	// kgo.RequiredAcks(kgo.AllISRAcks()) and the idempotent producer
+	// (kgo's default), or an ack does not mean what the relay takes it to
+	// mean; MaxMessageBytes must not exceed its ProducerBatchMaxBytes. Close
+	// leaves it open. Defaults to nil.
+	Client *kgo.Client
 }
 
 // connection is what the publisher and the subscriber share: where the
@@ -100,8 +114,11 @@ type PublisherConfig struct {
 type connection struct {
 	seeds       []string
 	redacted    string // the URL with its password masked, for messages
-	mechanism   string // "", "plain", "scram-sha-256", "scram-sha-512"
+	mechanism   string // "", "plain", "scram-sha-256", "scram-sha-512", "oauthbearer"
 	user, pass  string
+	sasl        sasl.Mechanism // set by a config field: wins over the URL's
+	tlsOn       bool           // tls=true
+	tlsFiles    brokerconf.TLSFiles
 	tls         *tls.Config
 	clientID    string
 	dialTimeout time.Duration
@@ -112,19 +129,23 @@ type connection struct {
 	logger      *slog.Logger
 	// dial, when set, replaces the dialer (tests cut connections with it).
 	dial func(ctx context.Context, network, host string) (net.Conn, error)
-	// params are the query parameters not consumed by the connection, for
-	// the publisher's and subscriber's own options.
-	params url.Values
+	// q holds the query parameters, for the publisher's and subscriber's
+	// own options.
+	q *brokerconf.Query
 }
 
-// knownParams lists every query parameter; an unknown one is a typo and an error.
-var knownParams = map[string]bool{
-	"topic": true, "source": true, "client_id": true, "timeout": true, "dial_timeout": true,
-	"max_message_bytes": true, "compression": true, "auto_create": true, "tls": true,
-	"sasl": true, "dlt": true, "max_deliveries": true, "retry_backoff": true, "concurrency": true,
-	"session_timeout": true, "rebalance_timeout": true,
-	"redelivery_delay": true, "redelivery_delay_max": true, "dead_letter_after": true,
+// knownParams lists every query parameter besides the TLS ones; an unknown
+// one is a typo and an error.
+var knownParams = []string{
+	"topic", "source", "client_id", "timeout", "dial_timeout",
+	"max_message_bytes", "compression", "auto_create", "tls",
+	"sasl", "dlt", "max_deliveries", "retry_backoff", "concurrency",
+	"session_timeout", "rebalance_timeout",
+	"redelivery_delay", "redelivery_delay_max", "dead_letter_after",
 }
+
+// saslMechanisms are the values of the sasl parameter.
+var saslMechanisms = []string{"plain", "scram-sha-256", "scram-sha-512", "oauthbearer"}
 
 // parseURL parses a broker URL. Errors never contain the password.
 func parseURL(raw string) (*connection, error) {
@@ -136,7 +157,7 @@ func parseURL(raw string) (*connection, error) {
 		// url.Parse quotes the whole URL in its error; say only what part is wrong.
 		return nil, configError("URL is not a valid URL (%s); use kafka://host:9092[,host2:9092][?param=value]", urlErrorReason(err))
 	}
-	c := &connection{redacted: u.Redacted(), params: u.Query()}
+	c := &connection{redacted: u.Redacted(), q: brokerconf.NewQuery(u.Query(), configError)}
 	if u.Scheme != "kafka" {
 		return nil, configError("URL %q has scheme %q; use kafka://host:9092", c.redacted, u.Scheme)
 	}
@@ -155,45 +176,33 @@ func parseURL(raw string) (*connection, error) {
 		}
 		c.seeds = append(c.seeds, h)
 	}
-	for name := range c.params {
-		if !knownParams[name] {
-			return nil, configError("URL %q has unknown parameter %q; see the package documentation for the parameters", c.redacted, name)
-		}
+	if err := c.q.Check(knownParams, brokerconf.TLSParams); err != nil {
+		return nil, err
 	}
 	if u.User != nil {
 		c.user = u.User.Username()
 		c.pass, _ = u.User.Password()
 		c.mechanism = "plain"
 	}
-	if m := c.params.Get("sasl"); m != "" {
-		m = strings.ToLower(m)
-		switch m {
-		case "plain", "scram-sha-256", "scram-sha-512":
-		default:
-			return nil, configError("URL parameter sasl=%q; use plain, scram-sha-256 or scram-sha-512", m)
+	if m := strings.ToLower(c.q.Get("sasl")); m != "" {
+		if !slices.Contains(saslMechanisms, m) {
+			return nil, configError("URL parameter sasl=%q; use plain, scram-sha-256, scram-sha-512 or oauthbearer", m)
+		}
+		if m == "oauthbearer" && c.pass == "" {
+			return nil, configError("URL parameter sasl=oauthbearer needs the token as the URL's password: kafka://:TOKEN@host:9092 (or set PublisherConfig.SASL)")
 		}
 		if u.User == nil {
 			return nil, configError("URL parameter sasl=%s needs a user and password in the URL: kafka://user:password@host:9092", m)
 		}
 		c.mechanism = m
 	}
-	if v := c.params.Get("tls"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, configError("URL parameter tls=%q; use true or false", v)
-		}
-		if on {
-			c.tls = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
+	if err := c.q.Bool(&c.tlsOn, "tls"); err != nil {
+		return nil, err
 	}
-	if v := c.params.Get("auto_create"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, configError("URL parameter auto_create=%q; use true or false", v)
-		}
-		c.autoCreate = on
-	}
-	return c, nil
+	c.q.TLSFiles(&c.tlsFiles, nil)
+	// The subscriber's and Baseline's clients take auto_create from the URL;
+	// the publisher's from PublisherConfig.AutoCreateTopics.
+	return c, c.q.Bool(&c.autoCreate, "auto_create")
 }
 
 func urlErrorReason(err error) string {
@@ -204,59 +213,18 @@ func urlErrorReason(err error) string {
 	return "unparsable"
 }
 
-// duration reads a duration parameter into *d when *d is zero.
-func (c *connection) duration(name string, d *time.Duration) error {
-	if *d != 0 {
-		return nil
-	}
-	v := c.params.Get(name)
-	if v == "" {
-		return nil
-	}
-	x, err := time.ParseDuration(v)
-	if err != nil || x <= 0 {
-		return configError("URL parameter %s=%q; use a positive duration such as 10s", name, v)
-	}
-	*d = x
-	return nil
-}
-
-// integer reads an integer parameter into *n when *n is zero.
-func (c *connection) integer(name string, n *int) error {
-	if *n != 0 {
-		return nil
-	}
-	v := c.params.Get(name)
-	if v == "" {
-		return nil
-	}
-	x, err := strconv.Atoi(v)
-	if err != nil || x <= 0 {
-		return configError("URL parameter %s=%q; use a positive integer", name, v)
-	}
-	*n = x
-	return nil
-}
-
-// str reads a string parameter into *s when *s is empty.
-func (c *connection) str(name string, s *string) {
-	if *s == "" {
-		*s = c.params.Get(name)
-	}
-}
-
 // common fills the shared settings from fields, then URL parameters, then
 // defaults, and checks them.
 func (c *connection) common(clientID string, dial, timeout time.Duration, maxBytes int, compression string, tlsCfg *tls.Config, logger *slog.Logger) error {
-	c.str("client_id", &clientID)
-	c.str("compression", &compression)
-	if err := c.duration("dial_timeout", &dial); err != nil {
+	c.q.String(&clientID, "client_id")
+	c.q.String(&compression, "compression")
+	if err := c.q.Duration(&dial, "dial_timeout"); err != nil {
 		return err
 	}
-	if err := c.duration("timeout", &timeout); err != nil {
+	if err := c.q.Duration(&timeout, "timeout"); err != nil {
 		return err
 	}
-	if err := c.integer("max_message_bytes", &maxBytes); err != nil {
+	if err := c.q.Int(&maxBytes, "max_message_bytes"); err != nil {
 		return err
 	}
 	c.clientID = def(clientID, DefaultClientID)
@@ -264,8 +232,12 @@ func (c *connection) common(clientID string, dial, timeout time.Duration, maxByt
 	c.timeout = def(timeout, DefaultTimeout)
 	c.maxBytes = def(maxBytes, DefaultMaxMessageBytes)
 	c.compression = strings.ToLower(def(compression, DefaultCompression))
-	if tlsCfg != nil {
-		c.tls = tlsCfg
+	if c.q.Has("tls") && !c.tlsOn && !c.tlsFiles.IsZero() {
+		return configError("URL %q has tls=false and TLS parameters (tls_ca, tls_cert, ...); drop one or the other", c.redacted)
+	}
+	var err error
+	if c.tls, err = brokerconf.ResolveTLS(tlsCfg, c.tlsFiles, c.tlsOn, configError); err != nil {
+		return err
 	}
 	c.logger = logger
 	if c.logger == nil {
@@ -337,7 +309,12 @@ func (c *connection) clientOpts(hook kgo.Hook) []kgo.Opt {
 }
 
 func (c *connection) saslMechanism() sasl.Mechanism {
+	if c.sasl != nil {
+		return c.sasl
+	}
 	switch c.mechanism {
+	case "oauthbearer":
+		return oauth.Auth{Zid: c.user, Token: c.pass}.AsMechanism()
 	case "plain":
 		return plain.Auth{User: c.user, Pass: c.pass}.AsMechanism()
 	case "scram-sha-256":

@@ -26,7 +26,9 @@
 //	compression        none, gzip, snappy, lz4 or zstd (default snappy)
 //	auto_create        true lets the broker create missing destination topics (default false)
 //	tls                true for TLS with the system's roots (default false)
-//	sasl               plain, scram-sha-256 or scram-sha-512 (default plain with a user)
+//	tls_ca, tls_cert, tls_key, tls_server_name  TLS files and name; any of them turns TLS on
+//	sasl               plain, scram-sha-256, scram-sha-512 or oauthbearer (default plain
+//	                   with a user)
 //	dlt                subscriber: dead-letter topic template; "{topic}" is the consumed
 //	                   Kafka topic (default "{topic}.dlt")
 //	max_deliveries     subscriber: failed handler calls before the dead-letter topic,
@@ -46,6 +48,25 @@
 //	rebalance_timeout  subscriber: how long a member may take to finish the records in
 //	                   hand when the group rebalances; keep it above the longest handler
 //	                   call (default 1m)
+//
+// # TLS and authentication
+//
+// tls_ca names a PEM file of the CAs that sign the brokers' certificates
+// (default: the system's roots), tls_cert and tls_key a client certificate
+// and its key, tls_server_name the name checked in the brokers' certificates
+// (default: each broker's host). Any of them turns TLS on; tls=false with
+// them is an error, so a URL never falls back to plain text. A client
+// certificate that has expired is refused by NewPublisher (ErrConfig);
+// a broker certificate that has expired or that another CA signed fails the
+// handshake with an outbox.IsUnavailable error that names the cause.
+//
+// SASL: kafka://user:password@host uses PLAIN; sasl=scram-sha-256 or
+// sasl=scram-sha-512 use SCRAM; sasl=oauthbearer sends the URL's password
+// as the token (kafka://:TOKEN@host; a user, when given, is the
+// authorization id). PublisherConfig.SASL takes any franz-go mechanism, for
+// a token that refreshes. PublisherConfig.Client takes a *kgo.Client of
+// your own. ParseURL turns a URL into a PublisherConfig whose fields then
+// win.
 //
 // # On the wire
 //

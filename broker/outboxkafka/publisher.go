@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/brokerconf"
 )
 
 // Publisher publishes outbox messages to Kafka with an idempotent producer
@@ -28,6 +29,8 @@ type Publisher struct {
 	state   *connState
 	topics  topicCache // destination topics the cluster said exist
 	once    sync.Once
+	// borrowed: the client is PublisherConfig.Client, which Close leaves open.
+	borrowed bool
 	// isolated is when isolate last logged, in Unix nanoseconds.
 	isolated atomic.Int64
 }
@@ -38,16 +41,10 @@ var _ outbox.Publisher = (*Publisher)(nil)
 // DialTimeout. An unreachable broker fails with an error that satisfies
 // outbox.IsUnavailable; a bad config with one that wraps ErrConfig.
 func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) {
-	c, err := parseURL(cfg.URL)
+	c, err := cfg.connection()
 	if err != nil {
 		return nil, err
 	}
-	if err := c.common(cfg.ClientID, cfg.DialTimeout, cfg.Timeout, cfg.MaxMessageBytes, cfg.Compression, cfg.TLS, cfg.Logger); err != nil {
-		return nil, err
-	}
-	c.autoCreate = c.autoCreate || cfg.AutoCreateTopics
-	c.str("source", &cfg.Source)
-	c.str("topic", &cfg.Destination)
 	if err := checkTemplate("Destination", "topic", cfg.Destination); err != nil {
 		return nil, err
 	}
@@ -63,10 +60,70 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		state:  &connState{},
 	}
 	p.headers = cloudevents.NewHeaderLog(c.logger, "outboxkafka")
+	if cfg.Client != nil {
+		p.cl, p.borrowed = cfg.Client, true
+		return p, nil
+	}
 	if p.cl, err = c.newClient(ctx, p.state); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// connection fills cfg's zero fields from its URL and returns the
+// connection they make. With cfg.Client the URL is optional.
+func (cfg *PublisherConfig) connection() (*connection, error) {
+	if cfg.Client != nil && cfg.URL == "" {
+		c := &connection{redacted: "the caller's client", q: brokerconf.NewQuery(nil, configError)}
+		return c, c.common(cfg.ClientID, cfg.DialTimeout, cfg.Timeout, cfg.MaxMessageBytes, cfg.Compression, cfg.TLS, cfg.Logger)
+	}
+	c, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.publisherFields(cfg); err != nil {
+		return nil, err
+	}
+	c.sasl = cfg.SASL
+	c.autoCreate = cfg.AutoCreateTopics
+	return c, c.common(cfg.ClientID, cfg.DialTimeout, cfg.Timeout, cfg.MaxMessageBytes, cfg.Compression, cfg.TLS, cfg.Logger)
+}
+
+// publisherFields fills cfg's zero fields from the URL's parameters.
+func (c *connection) publisherFields(cfg *PublisherConfig) error {
+	c.q.String(&cfg.Source, "source")
+	c.q.String(&cfg.Destination, "topic")
+	return c.q.Bool(&cfg.AutoCreateTopics, "auto_create")
+}
+
+// ParseURL returns the PublisherConfig that a broker URL describes, for a
+// caller that takes the URL from the command line and then sets fields in
+// Go: every query parameter is moved into its field (the TLS files loaded
+// into TLS), and URL keeps only the brokers, the credentials and sasl. A
+// field changed afterwards wins, including a boolean the URL turned on.
+// Errors wrap ErrConfig and never contain the password.
+func ParseURL(raw string) (PublisherConfig, error) {
+	c, err := parseURL(raw)
+	if err != nil {
+		return PublisherConfig{}, err
+	}
+	var cfg PublisherConfig
+	if err := c.publisherFields(&cfg); err != nil {
+		return PublisherConfig{}, err
+	}
+	if err := c.common("", 0, 0, 0, "", nil, nil); err != nil {
+		return PublisherConfig{}, err
+	}
+	q := c.q
+	q.String(&cfg.ClientID, "client_id")
+	q.String(&cfg.Compression, "compression")
+	// common checked these parameters; reading them cannot fail.
+	_ = q.Duration(&cfg.DialTimeout, "dial_timeout")
+	_ = q.Duration(&cfg.Timeout, "timeout")
+	_ = q.Int(&cfg.MaxMessageBytes, "max_message_bytes")
+	cfg.TLS = c.tls
+	cfg.URL = brokerconf.Without(raw, func(name string) bool { return name != "sasl" })
+	return cfg, nil
 }
 
 // newClient builds a client and checks that a broker answers.
@@ -295,7 +352,9 @@ func (p *Publisher) oneByOne(ctx context.Context, msgs []outbox.Message, topics 
 // Close flushes nothing: it fails records still waiting (their Publish calls
 // report outbox.Unavailable) and closes the connections.
 func (p *Publisher) Close() error {
-	p.once.Do(p.cl.Close)
+	if !p.borrowed {
+		p.once.Do(p.cl.Close)
+	}
 	return nil
 }
 

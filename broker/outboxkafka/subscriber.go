@@ -190,12 +190,12 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	if err := c.common(cfg.ClientID, cfg.DialTimeout, cfg.Timeout, cfg.MaxMessageBytes, cfg.Compression, cfg.TLS, cfg.Logger); err != nil {
 		return nil, nil, err
 	}
-	c.str("topic", &cfg.Destination)
-	c.str("dlt", &cfg.DeadLetterTopic)
-	if err := c.integer("max_deliveries", &cfg.MaxDeliveries); err != nil {
+	c.q.String(&cfg.Destination, "topic")
+	c.q.String(&cfg.DeadLetterTopic, "dlt")
+	if err := c.q.Int(&cfg.MaxDeliveries, "max_deliveries"); err != nil {
 		return nil, nil, err
 	}
-	if err := c.integer("concurrency", &cfg.Concurrency); err != nil {
+	if err := c.q.Int(&cfg.Concurrency, "concurrency"); err != nil {
 		return nil, nil, err
 	}
 	for _, d := range []struct {
@@ -205,7 +205,7 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 		{"retry_backoff", &cfg.RetryBackoff}, {"redelivery_delay", &cfg.RedeliveryDelay},
 		{"redelivery_delay_max", &cfg.RedeliveryDelayMax}, {"dead_letter_after", &cfg.DeadLetterAfter},
 	} {
-		if err := c.duration(d.name, d.v); err != nil {
+		if err := c.q.Duration(d.v, d.name); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -216,10 +216,10 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
 		return nil, nil, configError("%s", reason)
 	}
-	if err := c.duration("session_timeout", &cfg.SessionTimeout); err != nil {
+	if err := c.q.Duration(&cfg.SessionTimeout, "session_timeout"); err != nil {
 		return nil, nil, err
 	}
-	if err := c.duration("rebalance_timeout", &cfg.RebalanceTimeout); err != nil {
+	if err := c.q.Duration(&cfg.RebalanceTimeout, "rebalance_timeout"); err != nil {
 		return nil, nil, err
 	}
 	c.dial = cfg.dial

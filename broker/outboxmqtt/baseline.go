@@ -44,7 +44,7 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	var mu sync.Mutex
 	cm, err := dial(ctx, connOptions{
 		url: s.url, clientID: s.ClientID + "-baseline", keepAlive: s.KeepAlive,
-		connectTimeout: s.ConnectTimeout, packetTimeout: s.AckTimeout, tls: s.TLSConfig, cleanStart: true,
+		connectTimeout: s.DialTimeout, packetTimeout: s.AckTimeout, tls: s.TLS, cleanStart: true,
 		// The Publisher's session store, which keeps each PUBLISH without
 		// encoding it a second time.
 		session: newPublisherSession(),

@@ -4,17 +4,18 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"fmt"
+	"errors"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/brokerconf"
 	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
@@ -23,7 +24,7 @@ const (
 	DefaultTopicTemplate      = "outbox/{topic}"
 	DefaultDeadLetterTemplate = "outbox/dead/{group}"
 	DefaultWindow             = 20
-	DefaultConnectTimeout     = 10 * time.Second
+	DefaultDialTimeout        = 10 * time.Second
 	DefaultAckTimeout         = 30 * time.Second
 	DefaultKeepAlive          = 30 * time.Second
 	DefaultSessionExpiry      = 4294967295 * time.Second // MQTT 5's "never expires"
@@ -32,6 +33,14 @@ const (
 	DefaultRedeliveryDelayMax = redelivery.DefaultDelayMax
 	DefaultDeadLetterAfter    = redelivery.DefaultDeadLetterAfter
 )
+
+// ErrConfig is what every configuration error of NewPublisher,
+// NewSubscriber, ParseURL and Baseline satisfies (errors.Is): a bad URL,
+// query parameter or config field, as opposed to a broker that cannot be
+// reached.
+var ErrConfig = errors.New("outboxmqtt: bad configuration")
+
+var configErrorf = brokerconf.Errorf("outboxmqtt", ErrConfig)
 
 // NoSubscribers says what the publisher does with a PUBACK whose reason code
 // is 0x10 "no matching subscribers": the broker accepted the message and
@@ -89,9 +98,10 @@ type PublisherConfig struct {
 	// subscribers" is a refusal ("fail") or a success ("ok"). Defaults to
 	// the URL's no_subscribers parameter, else "fail".
 	NoSubscribers NoSubscribers
-	// ConnectTimeout bounds NewPublisher's wait for the first connection.
-	// Defaults to the URL's connect_timeout parameter, else 10s.
-	ConnectTimeout time.Duration
+	// DialTimeout bounds NewPublisher's wait for the first connection.
+	// Defaults to the URL's dial_timeout (or connect_timeout) parameter,
+	// else 10s.
+	DialTimeout time.Duration
 	// AckTimeout bounds the wait for one message's acknowledgement when the
 	// caller's context has no earlier deadline; a message not acknowledged in
 	// time fails as outbox.Unavailable. Defaults to the URL's ack_timeout
@@ -101,9 +111,13 @@ type PublisherConfig struct {
 	// for 1.5 times this long is dropped by the broker, and the client pings
 	// within it. Defaults to the URL's keepalive parameter, else 30s.
 	KeepAlive time.Duration
-	// TLSConfig is used for mqtts:// URLs. Defaults to nil: the system's
+	// TLS is used for mqtts:// URLs. Defaults to the URL's tls_ca,
+	// tls_cert, tls_key and tls_server_name parameters, else the system's
 	// root certificates and the URL's host name.
-	TLSConfig *tls.Config
+	TLS *tls.Config
+	// Logger receives what the publisher has to say outside a Publish
+	// result (a row header renamed on the wire). Defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // SubscriberConfig configures a Subscriber. Zero fields take the value of the
@@ -167,15 +181,17 @@ type SubscriberConfig struct {
 	// which MQTT 5 reads as never. Defaults to the URL's session_expiry
 	// parameter, else never (4294967295s); Leave removes a member for good.
 	SessionExpiry time.Duration
-	// ConnectTimeout bounds each wait for a connection in NewSubscriber and
-	// Leave. Defaults to the URL's connect_timeout parameter, else 10s.
-	ConnectTimeout time.Duration
+	// DialTimeout bounds each wait for a connection in NewSubscriber and
+	// Leave. Defaults to the URL's dial_timeout (or connect_timeout) parameter,
+	// else 10s.
+	DialTimeout time.Duration
 	// KeepAlive is the MQTT keep-alive interval. Defaults to the URL's
 	// keepalive parameter, else 30s.
 	KeepAlive time.Duration
-	// TLSConfig is used for mqtts:// URLs. Defaults to nil: the system's
+	// TLS is used for mqtts:// URLs. Defaults to the URL's tls_ca,
+	// tls_cert, tls_key and tls_server_name parameters, else the system's
 	// root certificates and the URL's host name.
-	TLSConfig *tls.Config
+	TLS *tls.Config
 }
 
 // brokerURL is a parsed broker URL.
@@ -185,11 +201,13 @@ type brokerURL struct {
 	password []byte
 	redacted string
 	params   url.Values
+	q        *brokerconf.Query
+	tls      brokerconf.TLSFiles
 }
 
 // knownParams lists every query parameter; the value says who uses it.
 var knownParams = map[string]string{
-	"topic": "both", "connect_timeout": "both", "keepalive": "both",
+	"topic": "both", "connect_timeout": "both", "dial_timeout": "both", "keepalive": "both",
 	"source": "pub", "client_id": "pub", "qos": "pub", "window": "pub",
 	"no_subscribers": "pub", "ack_timeout": "pub",
 	"name": "sub", "consume": "sub", "max_deliveries": "sub", "redelivery_delay": "sub", "redelivery_delay_max": "sub", "dead_letter_after": "sub",
@@ -198,12 +216,12 @@ var knownParams = map[string]string{
 
 func parseURL(raw string) (*brokerURL, error) {
 	if strings.TrimSpace(raw) == "" {
-		return nil, fmt.Errorf(`outboxmqtt: URL is empty; set it to the broker, e.g. "mqtt://localhost:1883"`)
+		return nil, configErrorf(`URL is empty; set it to the broker, e.g. "mqtt://localhost:1883"`)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Parse quotes the input in its error, which may hold a password.
-		return nil, fmt.Errorf(`outboxmqtt: URL is not a valid URL; use mqtt://[user:password@]host[:port][?topic=outbox/{topic}]`)
+		return nil, configErrorf(`URL is not a valid URL; use mqtt://[user:password@]host[:port][?topic=outbox/{topic}]`)
 	}
 	// Errors name the broker without the query, which may be long.
 	short := *u
@@ -215,13 +233,13 @@ func parseURL(raw string) (*brokerURL, error) {
 	case "mqtts":
 		port = "8883"
 	default:
-		return nil, fmt.Errorf("outboxmqtt: URL %q has scheme %q; use mqtt:// or mqtts:// (TLS)", b.redacted, u.Scheme)
+		return nil, configErrorf("URL %q has scheme %q; use mqtt:// or mqtts:// (TLS)", b.redacted, u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return nil, fmt.Errorf(`outboxmqtt: URL %q has no host; use e.g. "mqtt://localhost:1883"`, b.redacted)
+		return nil, configErrorf(`URL %q has no host; use e.g. "mqtt://localhost:1883"`, b.redacted)
 	}
 	if u.Path != "" && u.Path != "/" {
-		return nil, fmt.Errorf("outboxmqtt: URL %q has a path %q; MQTT URLs have none: set the topic with ?topic=outbox/{topic}", b.redacted, u.Path)
+		return nil, configErrorf("URL %q has a path %q; MQTT URLs have none: set the topic with ?topic=outbox/{topic}", b.redacted, u.Path)
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -234,46 +252,28 @@ func parseURL(raw string) (*brokerURL, error) {
 			b.password = []byte(p)
 		}
 	}
-	for name, values := range b.params {
-		if _, ok := knownParams[name]; !ok {
-			return nil, fmt.Errorf("outboxmqtt: URL %q has unknown parameter %q; known: topic, client_id, qos, window, no_subscribers, source, connect_timeout, ack_timeout, keepalive, name, consume, max_deliveries, redelivery_delay, redelivery_delay_max, dead_letter_after, dead_topic, session_expiry", b.redacted, name)
-		}
-		if len(values) > 1 {
-			return nil, fmt.Errorf("outboxmqtt: URL %q sets parameter %q %d times; set it once", b.redacted, name, len(values))
-		}
+	known := make([]string, 0, len(knownParams))
+	for name := range knownParams {
+		known = append(known, name)
+	}
+	b.q = brokerconf.NewQuery(b.params, configErrorf)
+	if err := b.q.Check(known, brokerconf.TLSParams); err != nil {
+		return nil, err
+	}
+	b.q.TLSFiles(&b.tls, nil)
+	if !b.tls.IsZero() && u.Scheme != "mqtts" {
+		return nil, configErrorf("URL %q has TLS parameters (tls_ca, tls_cert, ...) but scheme mqtt://; use mqtts:// for TLS", b.redacted)
 	}
 	return b, nil
 }
 
-// str returns the parameter's value when field is empty.
-func (b *brokerURL) str(field *string, name string) {
-	if *field == "" {
-		*field = b.params.Get(name)
+// tlsConfig returns the TLS configuration of the connection: field wins
+// over the URL's parameters; nil for mqtt://, or mqtts:// with neither.
+func (b *brokerURL) tlsConfig(field *tls.Config) (*tls.Config, error) {
+	if field != nil || !b.tls.IsZero() {
+		return brokerconf.ResolveTLS(field, b.tls, false, configErrorf)
 	}
-}
-
-func (b *brokerURL) integer(field *int, name string) error {
-	if *field != 0 || !b.params.Has(name) {
-		return nil
-	}
-	n, err := strconv.Atoi(b.params.Get(name))
-	if err != nil {
-		return fmt.Errorf("outboxmqtt: URL parameter %s=%q is not a whole number", name, b.params.Get(name))
-	}
-	*field = n
-	return nil
-}
-
-func (b *brokerURL) duration(field *time.Duration, name string) error {
-	if *field != 0 || !b.params.Has(name) {
-		return nil
-	}
-	d, err := time.ParseDuration(b.params.Get(name))
-	if err != nil {
-		return fmt.Errorf("outboxmqtt: URL parameter %s=%q is not a duration; use e.g. 500ms, 10s, 24h", name, b.params.Get(name))
-	}
-	*field = d
-	return nil
+	return nil, nil
 }
 
 // publisherSettings is a defaulted, validated PublisherConfig.
@@ -287,23 +287,23 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.str(&cfg.Source, "source")
-	b.str(&cfg.TopicTemplate, "topic")
-	b.str(&cfg.ClientID, "client_id")
+	b.q.String(&cfg.Source, "source")
+	b.q.String(&cfg.TopicTemplate, "topic")
+	b.q.String(&cfg.ClientID, "client_id")
 	if cfg.NoSubscribers == "" {
 		cfg.NoSubscribers = NoSubscribers(b.params.Get("no_subscribers"))
 	}
+	if cfg.QoS == 0 && b.params.Get("qos") == "0" {
+		return nil, errQoS0
+	}
 	for _, e := range []error{
-		b.integer(&cfg.QoS, "qos"), b.integer(&cfg.Window, "window"),
-		b.duration(&cfg.ConnectTimeout, "connect_timeout"), b.duration(&cfg.AckTimeout, "ack_timeout"),
-		b.duration(&cfg.KeepAlive, "keepalive"),
+		b.q.Int(&cfg.QoS, "qos"), b.q.Int(&cfg.Window, "window"),
+		b.q.SignedDuration(&cfg.DialTimeout, "dial_timeout"), b.q.SignedDuration(&cfg.DialTimeout, "connect_timeout"), b.q.SignedDuration(&cfg.AckTimeout, "ack_timeout"),
+		b.q.SignedDuration(&cfg.KeepAlive, "keepalive"),
 	} {
 		if e != nil {
 			return nil, e
 		}
-	}
-	if cfg.QoS == 0 && b.params.Get("qos") == "0" {
-		return nil, errQoS0
 	}
 	if cfg.Source == "" {
 		cfg.Source = cloudevents.DefaultSource
@@ -321,13 +321,13 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 		cfg.Window = DefaultWindow
 	}
 	if cfg.QoS == 2 && cfg.NoSubscribers != NoSubscribersOK {
-		return nil, fmt.Errorf("outboxmqtt: qos=2 needs no_subscribers=ok: with QoS 2 the broker's 0x10 \"no matching subscribers\" comes in the PUBREC, which paho.golang does not report, so a message nobody receives would count as delivered without notice; use qos=1, or accept that with no_subscribers=ok")
+		return nil, configErrorf("qos=2 needs no_subscribers=ok: with QoS 2 the broker's 0x10 \"no matching subscribers\" comes in the PUBREC, which paho.golang does not report, so a message nobody receives would count as delivered without notice; use qos=1, or accept that with no_subscribers=ok")
 	}
 	if cfg.NoSubscribers == "" {
 		cfg.NoSubscribers = NoSubscribersFail
 	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = DefaultConnectTimeout
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
 	}
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = DefaultAckTimeout
@@ -340,19 +340,19 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 		return nil, err
 	}
 	if _, err := url.Parse(cfg.Source); err != nil {
-		return nil, fmt.Errorf(`outboxmqtt: PublisherConfig.Source %q is not a URI reference; use e.g. "/outbox"`, cfg.Source)
+		return nil, configErrorf(`PublisherConfig.Source %q is not a URI reference; use e.g. "/outbox"`, cfg.Source)
 	}
 	if cfg.QoS != 1 && cfg.QoS != 2 {
 		if cfg.QoS <= 0 {
 			return nil, errQoS0
 		}
-		return nil, fmt.Errorf("outboxmqtt: QoS %d does not exist; use 1 (PUBACK) or 2 (PUBCOMP)", cfg.QoS)
+		return nil, configErrorf("QoS %d does not exist; use 1 (PUBACK) or 2 (PUBCOMP)", cfg.QoS)
 	}
 	if cfg.Window < 0 {
-		return nil, fmt.Errorf("outboxmqtt: PublisherConfig.Window is %d; it must be positive (or 0 for the default of %d)", cfg.Window, DefaultWindow)
+		return nil, configErrorf("PublisherConfig.Window is %d; it must be positive (or 0 for the default of %d)", cfg.Window, DefaultWindow)
 	}
 	if cfg.NoSubscribers != NoSubscribersFail && cfg.NoSubscribers != NoSubscribersOK {
-		return nil, fmt.Errorf(`outboxmqtt: no_subscribers is %q; use "fail" (a PUBACK 0x10 is a refusal) or "ok" (it is a success)`, cfg.NoSubscribers)
+		return nil, configErrorf(`no_subscribers is %q; use "fail" (a PUBACK 0x10 is a refusal) or "ok" (it is a success)`, cfg.NoSubscribers)
 	}
 	if err := checkClientID(cfg.ClientID); err != nil {
 		return nil, err
@@ -360,18 +360,24 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ConnectTimeout (connect_timeout)", cfg.ConnectTimeout}, {"AckTimeout (ack_timeout)", cfg.AckTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}} {
+	}{{"DialTimeout (dial_timeout)", cfg.DialTimeout}, {"AckTimeout (ack_timeout)", cfg.AckTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}} {
 		if err := checkDuration(d.name, d.v); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.KeepAlive > 65535*time.Second {
-		return nil, fmt.Errorf("outboxmqtt: KeepAlive is %s; MQTT allows at most 18h12m15s", cfg.KeepAlive)
+		return nil, configErrorf("KeepAlive is %s; MQTT allows at most 18h12m15s", cfg.KeepAlive)
+	}
+	if cfg.TLS, err = b.tlsConfig(cfg.TLS); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	return &publisherSettings{PublisherConfig: cfg, url: b}, nil
 }
 
-var errQoS0 = fmt.Errorf("outboxmqtt: QoS 0 is not supported: it has no acknowledgement, so the relay could not know that the broker got the message; use qos=1 (or 2)")
+var errQoS0 = configErrorf("QoS 0 is not supported: it has no acknowledgement, so the relay could not know that the broker got the message; use qos=1 (or 2)")
 
 // subscriberSettings is a defaulted, validated SubscriberConfig.
 type subscriberSettings struct {
@@ -390,15 +396,15 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.str(&cfg.Name, "name")
-	b.str(&cfg.Topic, "consume")
-	b.str(&cfg.TopicTemplate, "topic")
-	b.str(&cfg.DeadLetterTopic, "dead_topic")
+	b.q.String(&cfg.Name, "name")
+	b.q.String(&cfg.Topic, "consume")
+	b.q.String(&cfg.TopicTemplate, "topic")
+	b.q.String(&cfg.DeadLetterTopic, "dead_topic")
 	for _, e := range []error{
-		b.integer(&cfg.MaxDeliveries, "max_deliveries"),
-		b.duration(&cfg.RedeliveryDelay, "redelivery_delay"), b.duration(&cfg.RedeliveryDelayMax, "redelivery_delay_max"),
-		b.duration(&cfg.DeadLetterAfter, "dead_letter_after"), b.duration(&cfg.SessionExpiry, "session_expiry"),
-		b.duration(&cfg.ConnectTimeout, "connect_timeout"), b.duration(&cfg.KeepAlive, "keepalive"),
+		b.q.Int(&cfg.MaxDeliveries, "max_deliveries"),
+		b.q.SignedDuration(&cfg.RedeliveryDelay, "redelivery_delay"), b.q.SignedDuration(&cfg.RedeliveryDelayMax, "redelivery_delay_max"),
+		b.q.SignedDuration(&cfg.DeadLetterAfter, "dead_letter_after"), b.q.SignedDuration(&cfg.SessionExpiry, "session_expiry"),
+		b.q.SignedDuration(&cfg.DialTimeout, "dial_timeout"), b.q.SignedDuration(&cfg.DialTimeout, "connect_timeout"), b.q.SignedDuration(&cfg.KeepAlive, "keepalive"),
 	} {
 		if e != nil {
 			return nil, e
@@ -407,7 +413,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if cfg.Name == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
-			return nil, fmt.Errorf("outboxmqtt: SubscriberConfig.Name is empty and the host name is unknown (%v); set Name (or ?name=) to a name that is stable for this member", err)
+			return nil, configErrorf("SubscriberConfig.Name is empty and the host name is unknown (%v); set Name (or ?name=) to a name that is stable for this member", err)
 		}
 		cfg.Name = host
 	}
@@ -426,8 +432,8 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if cfg.SessionExpiry == 0 {
 		cfg.SessionExpiry = DefaultSessionExpiry
 	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = DefaultConnectTimeout
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
@@ -435,37 +441,40 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 
 	switch {
 	case cfg.Group == "":
-		return nil, fmt.Errorf(`outboxmqtt: SubscriberConfig.Group is empty; name the consumer group, e.g. "billing"`)
+		return nil, configErrorf(`SubscriberConfig.Group is empty; name the consumer group, e.g. "billing"`)
 	case utf8.RuneCountInString(cfg.Group) > outbox.MaxGroupLen || strings.ContainsAny(cfg.Group, "/+#\x00") || !utf8.ValidString(cfg.Group):
-		return nil, fmt.Errorf(`outboxmqtt: SubscriberConfig.Group %q is not a valid share name; use 1 to %d characters without "/", "+", "#"`, cfg.Group, outbox.MaxGroupLen)
+		return nil, configErrorf(`SubscriberConfig.Group %q is not a valid share name; use 1 to %d characters without "/", "+", "#"`, cfg.Group, outbox.MaxGroupLen)
 	case strings.ContainsAny(cfg.Name, "\x00") || !utf8.ValidString(cfg.Name):
-		return nil, fmt.Errorf("outboxmqtt: SubscriberConfig.Name %q must be valid UTF-8 without NUL", cfg.Name)
+		return nil, configErrorf("SubscriberConfig.Name %q must be valid UTF-8 without NUL", cfg.Name)
 	case cfg.Topic == "":
-		return nil, fmt.Errorf(`outboxmqtt: SubscriberConfig.Topic is empty; set the row topic to consume (or ?consume=), e.g. "order.paid", or "#" for all`)
+		return nil, configErrorf(`SubscriberConfig.Topic is empty; set the row topic to consume (or ?consume=), e.g. "order.paid", or "#" for all`)
 	case cfg.MaxDeliveries < 0:
-		return nil, fmt.Errorf("outboxmqtt: MaxDeliveries is %d; it must be positive (or 0 for the default of %d)", cfg.MaxDeliveries, DefaultMaxDeliveries)
+		return nil, configErrorf("MaxDeliveries is %d; it must be positive (or 0 for the default of %d)", cfg.MaxDeliveries, DefaultMaxDeliveries)
 	case cfg.SessionExpiry < time.Second || cfg.SessionExpiry > 4294967295*time.Second:
-		return nil, fmt.Errorf("outboxmqtt: SessionExpiry is %s; use at least 1s (at most 4294967295s): the session is what keeps the group's messages while the member is away", cfg.SessionExpiry)
+		return nil, configErrorf("SessionExpiry is %s; use at least 1s (at most 4294967295s): the session is what keeps the group's messages while the member is away", cfg.SessionExpiry)
 	}
 	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
-		return nil, fmt.Errorf("outboxmqtt: %s", reason)
+		return nil, configErrorf("%s", reason)
 	}
 	if err := checkTemplate("SubscriberConfig.TopicTemplate (URL parameter topic)", cfg.TopicTemplate, "{topic}"); err != nil {
 		return nil, err
 	}
 	if !strings.Contains(cfg.DeadLetterTopic, "{group}") && strings.ContainsAny(cfg.DeadLetterTopic, "{}") {
-		return nil, fmt.Errorf("outboxmqtt: DeadLetterTopic %q: the only placeholder is {group}", cfg.DeadLetterTopic)
+		return nil, configErrorf("DeadLetterTopic %q: the only placeholder is {group}", cfg.DeadLetterTopic)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"RedeliveryDelay (redelivery_delay)", cfg.RedeliveryDelay}, {"ConnectTimeout (connect_timeout)", cfg.ConnectTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}} {
+	}{{"RedeliveryDelay (redelivery_delay)", cfg.RedeliveryDelay}, {"DialTimeout (dial_timeout)", cfg.DialTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}} {
 		if err := checkDuration(d.name, d.v); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.KeepAlive > 65535*time.Second {
-		return nil, fmt.Errorf("outboxmqtt: KeepAlive is %s; MQTT allows at most 18h12m15s", cfg.KeepAlive)
+		return nil, configErrorf("KeepAlive is %s; MQTT allows at most 18h12m15s", cfg.KeepAlive)
+	}
+	if cfg.TLS, err = b.tlsConfig(cfg.TLS); err != nil {
+		return nil, err
 	}
 	s := &subscriberSettings{
 		SubscriberConfig: cfg,
@@ -476,34 +485,34 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		redelivery:       policy,
 	}
 	if reason := topicNameProblem(s.deadTopic); reason != "" {
-		return nil, fmt.Errorf("outboxmqtt: dead-letter topic %q %s; fix DeadLetterTopic (or ?dead_topic=)", s.deadTopic, reason)
+		return nil, configErrorf("dead-letter topic %q %s; fix DeadLetterTopic (or ?dead_topic=)", s.deadTopic, reason)
 	}
 	if len(s.filter) > 65535 || !utf8.ValidString(s.filter) {
-		return nil, fmt.Errorf("outboxmqtt: topic filter %q is not a valid MQTT topic filter", s.filter)
+		return nil, configErrorf("topic filter %q is not a valid MQTT topic filter", s.filter)
 	}
 	return s, nil
 }
 
 func checkTemplate(what, tmpl, placeholder string) error {
 	if !strings.Contains(tmpl, placeholder) {
-		return fmt.Errorf("outboxmqtt: %s %q has no %s; use e.g. %q", what, tmpl, placeholder, DefaultTopicTemplate)
+		return configErrorf("%s %q has no %s; use e.g. %q", what, tmpl, placeholder, DefaultTopicTemplate)
 	}
 	if strings.ContainsAny(strings.ReplaceAll(tmpl, placeholder, ""), "+#\x00") {
-		return fmt.Errorf(`outboxmqtt: %s %q contains a wildcard ("+" or "#") or NUL; a topic name may not`, what, tmpl)
+		return configErrorf(`%s %q contains a wildcard ("+" or "#") or NUL; a topic name may not`, what, tmpl)
 	}
 	return nil
 }
 
 func checkClientID(id string) error {
 	if len(id) > 65535 || !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
-		return fmt.Errorf("outboxmqtt: client id %q must be valid UTF-8 without NUL, at most 65535 bytes", id)
+		return configErrorf("client id %q must be valid UTF-8 without NUL, at most 65535 bytes", id)
 	}
 	return nil
 }
 
 func checkDuration(name string, d time.Duration) error {
 	if d < 0 {
-		return fmt.Errorf("outboxmqtt: %s is %s; it must be positive (or 0 for its default)", name, d)
+		return configErrorf("%s is %s; it must be positive (or 0 for its default)", name, d)
 	}
 	return nil
 }
@@ -534,4 +543,29 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// ParseURL returns the PublisherConfig that a broker URL describes, for a
+// caller that takes the URL from the command line and then sets fields in
+// Go: every query parameter is moved into its field (the TLS files loaded
+// into TLS), the defaults are filled in except ClientID (each publisher
+// needs its own), and URL keeps only the scheme, the credentials and the
+// host. A field changed afterwards wins. Errors satisfy
+// errors.Is(err, ErrConfig) and never contain the password.
+func ParseURL(raw string) (PublisherConfig, error) {
+	st, err := PublisherConfig{URL: raw}.settings()
+	if err != nil {
+		return PublisherConfig{}, err
+	}
+	cfg := st.PublisherConfig
+	cfg.ClientID = st.url.params.Get("client_id")
+	u := *st.url.server
+	if st.url.user != "" || st.url.password != nil {
+		u.User = url.UserPassword(st.url.user, string(st.url.password))
+		if st.url.password == nil {
+			u.User = url.User(st.url.user)
+		}
+	}
+	cfg.URL = u.String()
+	return cfg, nil
 }

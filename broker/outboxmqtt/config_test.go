@@ -21,19 +21,19 @@ func TestPublisherConfigErrors(t *testing.T) {
 		{"scheme", PublisherConfig{URL: "tcp://localhost:1883"}, `has scheme "tcp"; use mqtt:// or mqtts://`},
 		{"no host", PublisherConfig{URL: "mqtt://"}, "has no host"},
 		{"path", PublisherConfig{URL: "mqtt://localhost/orders"}, `has a path "/orders"`},
-		{"unknown param", PublisherConfig{URL: "mqtt://localhost?topics=x/{topic}"}, `unknown parameter "topics"`},
-		{"param twice", PublisherConfig{URL: "mqtt://localhost?qos=1&qos=2"}, `sets parameter "qos" 2 times`},
+		{"unknown param", PublisherConfig{URL: "mqtt://localhost?topics=x/{topic}"}, `unknown URL parameter "topics"; did you mean "topic"?`},
+		{"param twice", PublisherConfig{URL: "mqtt://localhost?qos=1&qos=2"}, `URL parameter "qos" is given 2 times`},
 		{"qos 0 in URL", PublisherConfig{URL: "mqtt://localhost?qos=0"}, "QoS 0 is not supported"},
 		{"qos 0 in field", PublisherConfig{URL: "mqtt://localhost", QoS: -1}, "QoS 0 is not supported"},
 		{"qos 3", PublisherConfig{URL: "mqtt://localhost?qos=3"}, "QoS 3 does not exist"},
 		{"qos 2 without no_subscribers=ok", PublisherConfig{URL: "mqtt://localhost?qos=2"}, "qos=2 needs no_subscribers=ok"},
-		{"qos not a number", PublisherConfig{URL: "mqtt://localhost?qos=one"}, `qos="one" is not a whole number`},
+		{"qos not a number", PublisherConfig{URL: "mqtt://localhost?qos=one"}, `qos="one" is not a positive integer`},
 		{"template without placeholder", PublisherConfig{URL: "mqtt://localhost?topic=outbox/all"}, `has no {topic}`},
 		{"template with wildcard", PublisherConfig{URL: "mqtt://localhost", TopicTemplate: "outbox/+/{topic}"}, "contains a wildcard"},
-		{"window", PublisherConfig{URL: "mqtt://localhost?window=-2"}, "Window is -2"},
+		{"window", PublisherConfig{URL: "mqtt://localhost?window=-2"}, `window="-2" is not a positive integer`},
 		{"no_subscribers", PublisherConfig{URL: "mqtt://localhost?no_subscribers=maybe"}, `no_subscribers is "maybe"`},
 		{"duration", PublisherConfig{URL: "mqtt://localhost?ack_timeout=5"}, `ack_timeout="5" is not a duration`},
-		{"negative duration", PublisherConfig{URL: "mqtt://localhost", ConnectTimeout: -time.Second}, "ConnectTimeout (connect_timeout) is -1s"},
+		{"negative duration", PublisherConfig{URL: "mqtt://localhost", DialTimeout: -time.Second}, "DialTimeout (dial_timeout) is -1s"},
 		{"keepalive too long", PublisherConfig{URL: "mqtt://localhost?keepalive=24h"}, "at most 18h12m15s"},
 	}
 	for _, tc := range tests {
@@ -73,7 +73,7 @@ func TestSubscriberConfigErrors(t *testing.T) {
 		{"session expiry", with(func(c *SubscriberConfig) { c.SessionExpiry = time.Millisecond }), "SessionExpiry is 1ms"},
 		{"dead topic wildcard", with(func(c *SubscriberConfig) { c.DeadLetterTopic = "dead/#" }), `dead-letter topic "dead/#" contains a wildcard`},
 		{"dead topic placeholder", with(func(c *SubscriberConfig) { c.DeadLetterTopic = "dead/{topic}" }), "the only placeholder is {group}"},
-		{"bad param", with(func(c *SubscriberConfig) { c.URL = "mqtt://localhost?max_deliveries=x" }), `max_deliveries="x" is not a whole number`},
+		{"bad param", with(func(c *SubscriberConfig) { c.URL = "mqtt://localhost?max_deliveries=x" }), `max_deliveries="x" is not a positive integer`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,7 +92,7 @@ func TestURLParameters(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.TopicTemplate != "events/{topic}" || s.QoS != 2 || s.Window != 50 || s.ClientID != "relay-1" ||
-		s.NoSubscribers != NoSubscribersOK || s.Source != "/orders" || s.ConnectTimeout != 3*time.Second ||
+		s.NoSubscribers != NoSubscribersOK || s.Source != "/orders" || s.DialTimeout != 3*time.Second ||
 		s.AckTimeout != 4*time.Second || s.KeepAlive != 5*time.Second {
 		t.Errorf("parameters not applied: %+v", s.PublisherConfig)
 	}

@@ -35,6 +35,22 @@
 //	session_expiry=4294967295s subscriber: how long the broker keeps an absent member's
 //	                        session; the default, MQTT 5's largest, means never
 //
+// # TLS and authentication
+//
+// mqtts:// connects with TLS;
+// tls_ca names a PEM file of the CAs that sign the broker's certificate
+// (default: the system's roots), tls_cert and tls_key a client certificate
+// and its key, tls_server_name the name checked in the certificate
+// (default: the URL's host). A client certificate that has expired is
+// refused at once with ErrConfig; a broker's certificate that has expired or that
+// another CA signed fails the handshake with an error that names the cause.
+// The TLS parameters with mqtt:// are an error, never a plain-text
+// connection. mqtt://user:password@host logs in with the MQTT user name and
+// password. autopaho opens and reopens the connection itself, so the adapter
+// takes no connection of the caller's; PublisherConfig.TLS and
+// SubscriberConfig.TLS take a *tls.Config. ParseURL turns a URL into a
+// PublisherConfig whose fields then win.
+//
 // # On the wire
 //
 // The CloudEvents MQTT binding, binary mode, MQTT 5: the payload is the

@@ -35,7 +35,7 @@ var _ outbox.Publisher = (*Publisher)(nil)
 
 // NewPublisher validates cfg, applies its defaults, connects to the broker
 // and returns a Publisher. It waits for the first connection for at most
-// ConnectTimeout (or until ctx ends): a broker that cannot be reached gives
+// DialTimeout (or until ctx ends): a broker that cannot be reached gives
 // an error that satisfies outbox.IsUnavailable, one that refuses the
 // connection a *ConnectError; a bad config says which field to fix.
 func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) {
@@ -54,16 +54,16 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		window:     s.Window,
 		noSubOK:    s.NoSubscribers == NoSubscribersOK,
 		redacted:   s.url.redacted,
-		headers:    cloudevents.NewHeaderLog(nil, "outboxmqtt"),
+		headers:    cloudevents.NewHeaderLog(s.Logger, "outboxmqtt"),
 		receiveMax: 65535,
 	}
 	p.cm, err = dial(ctx, connOptions{
 		url:            s.url,
 		clientID:       s.ClientID,
 		keepAlive:      s.KeepAlive,
-		connectTimeout: s.ConnectTimeout,
+		connectTimeout: s.DialTimeout,
 		packetTimeout:  s.AckTimeout,
-		tls:            s.TLSConfig,
+		tls:            s.TLS,
 		cleanStart:     true,
 		onUp:           p.connectionUp,
 		session:        newPublisherSession(),

@@ -63,9 +63,9 @@ func (sub *Subscriber) connOptions(sess *ackSession, onPublish func(paho.Publish
 		url:            s.url,
 		clientID:       s.clientID,
 		keepAlive:      s.KeepAlive,
-		connectTimeout: s.ConnectTimeout,
-		packetTimeout:  s.ConnectTimeout,
-		tls:            s.TLSConfig,
+		connectTimeout: s.DialTimeout,
+		packetTimeout:  s.DialTimeout,
+		tls:            s.TLS,
 		sessionExpiry:  uint32(s.SessionExpiry / time.Second), //nolint:gosec // G115: settings() bounds it to 4294967295s
 		session:        sess,
 		onPublish:      onPublish,
@@ -80,7 +80,7 @@ func (sub *Subscriber) sharedFilter() string {
 }
 
 func (sub *Subscriber) subscribe(ctx context.Context, cm *autopaho.ConnectionManager) error {
-	ctx, cancel := context.WithTimeout(ctx, sub.s.ConnectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, sub.s.DialTimeout)
 	defer cancel()
 	filter := sub.sharedFilter()
 	ack, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
@@ -241,7 +241,7 @@ func (sub *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 			}
 		})
 	}
-	// The first connection waits for ctx, not for ConnectTimeout: Run is
+	// The first connection waits for ctx, not for DialTimeout: Run is
 	// meant to wait for a broker that is down.
 	o := sub.connOptions(sess, onPublish, onUp)
 	var cm *autopaho.ConnectionManager
@@ -341,8 +341,8 @@ func (sub *Subscriber) deadLetter(ctx context.Context, cm *autopaho.ConnectionMa
 	for {
 		// The dead letter must reach the broker before the ack, even while
 		// stopping, so this wait ignores ctx's end (bounded by
-		// ConnectTimeout).
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sub.s.ConnectTimeout)
+		// DialTimeout).
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sub.s.DialTimeout)
 		resp, err := cm.Publish(pctx, pub)
 		cancel()
 		switch {

@@ -33,18 +33,18 @@ func TestTLS(t *testing.T) {
 
 	// Without the CA the handshake fails; the publisher reports it as an
 	// unreachable broker, naming the cause.
-	_, err := NewPublisher(ctx, PublisherConfig{URL: url + "?connect_timeout=1s"})
+	_, err := NewPublisher(ctx, PublisherConfig{URL: url + "?connect_timeout=5s"})
 	if !outbox.IsUnavailable(err) || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("NewPublisher without the CA = %v, want an unavailable error about the certificate", err)
 	}
 
 	tlsCfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	sub, err := NewSubscriber(ctx, SubscriberConfig{URL: url, Group: "g", Name: "n", Topic: "tls", TLSConfig: tlsCfg})
+	sub, err := NewSubscriber(ctx, SubscriberConfig{URL: url, Group: "g", Name: "n", Topic: "tls", TLS: tlsCfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	pub, err := NewPublisher(ctx, PublisherConfig{URL: url, TLSConfig: tlsCfg})
+	pub, err := NewPublisher(ctx, PublisherConfig{URL: url, TLS: tlsCfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	if err := checkSubject(subject); err != nil {
 		return 0, fmt.Errorf("outboxnats: topic %q makes the subject %q, which %v", topic, subject, err)
 	}
-	nc, err := connect(ctx, st.url, "outbox baseline", st.Credentials, st.Timeout)
+	nc, err := connect(ctx, st.url, "outbox baseline", st.auth(), st.DialTimeout)
 	if err != nil {
 		return 0, err
 	}

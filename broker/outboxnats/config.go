@@ -1,16 +1,20 @@
 package outboxnats
 
 import (
+	"cmp"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/outbox-go/outbox/internal/redact"
+	"github.com/nats-io/nats.go"
+
+	"github.com/outbox-go/outbox/internal/brokerconf"
 	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
@@ -31,6 +35,14 @@ const (
 	DefaultDeadLetterAfter    = redelivery.DefaultDeadLetterAfter
 	DefaultPrefetch           = 16
 )
+
+// ErrConfig is what every configuration error of NewPublisher,
+// NewSubscriber, ParseURL and Baseline satisfies (errors.Is): a bad URL,
+// query parameter or config field, as opposed to a server that cannot be
+// reached.
+var ErrConfig = errors.New("outboxnats: bad configuration")
+
+var configErrorf = brokerconf.Errorf("outboxnats", ErrConfig)
 
 const (
 	topicVar = "{topic}"
@@ -78,6 +90,26 @@ type PublisherConfig struct {
 	// Credentials is the path of a NATS credentials file (JWT and nkey seed)
 	// (query parameter "creds"). Defaults to "" (none).
 	Credentials string
+	// NKeySeed is the path of a file holding a user's nkey seed, for servers
+	// that authenticate users by nkey (query parameter "nkey"). Defaults to
+	// "" (none).
+	NKeySeed string
+	// TLS, when set, is the TLS configuration of the connection, which must
+	// then use TLS. The URL gives one with the tls_ca, tls_cert, tls_key and
+	// tls_server_name parameters, and tls:// servers use the system's roots.
+	// Defaults to nil.
+	TLS *tls.Config
+	// DialTimeout bounds each connection attempt (query parameter
+	// "dial_timeout"). Defaults to Timeout.
+	DialTimeout time.Duration
+	// Conn, when set, is the connection the publisher uses instead of one of its
+	// own; the URL's servers, Credentials, NKeySeed, TLS and DialTimeout are
+	// then not used and the URL may hold only query parameters ("?stream=X")
+	// or be empty. Close leaves it open. Defaults to nil.
+	Conn *nats.Conn
+	// Logger receives what the publisher has to say outside a Publish
+	// result. Defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // SubscriberConfig configures a Subscriber. Zero fields take their defaults,
@@ -157,128 +189,19 @@ type SubscriberConfig struct {
 	// Timeout bounds connecting, each JetStream API call, each confirmed ack
 	// and each dead-letter publish. Defaults to 5s.
 	Timeout time.Duration
-	// Credentials is the path of a NATS credentials file. Defaults to "".
+	// Credentials is the path of a NATS credentials file (JWT and nkey seed)
+	// (query parameter "creds"). Defaults to "" (none).
 	Credentials string
+	// NKeySeed, TLS, DialTimeout and Conn are as for PublisherConfig; the
+	// query parameters are the same. Close leaves Conn open.
+	NKeySeed    string
+	TLS         *tls.Config
+	DialTimeout time.Duration
+	Conn        *nats.Conn
 	// Logger receives what the subscriber cannot return: a failed ack, a
 	// dead-lettered message, a dead-letter publish that failed. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
-}
-
-// brokerURL is a parsed broker URL: the servers (with credentials, for
-// nats.Connect), their redacted form (for messages), and the query.
-type brokerURL struct {
-	servers  string
-	redacted string
-	query    url.Values
-}
-
-// knownParams are the query parameters of the package documentation. Both
-// sides accept all of them, so that one URL can serve the relay and the
-// consumers alike; each side ignores the other's. Anything else is a typo
-// worth an error.
-var knownParams = []string{
-	"subject", "stream", "timeout", "creds", // both
-	"duplicates", "max_age", "storage", // publisher
-	"topic", "max_deliveries", "dead", "dead_stream", "ack_wait", "redelivery_delay", "deliver", "prefetch", // subscriber
-	"redelivery_delay_max", "dead_letter_after",
-}
-
-// parseURL splits "nats://a:4222,nats://b:4222?k=v" into servers and query,
-// and checks each server URL. Errors never contain a password or token.
-func parseURL(raw string) (*brokerURL, error) {
-	if strings.TrimSpace(raw) == "" {
-		return nil, fmt.Errorf(`outboxnats: the URL is empty; set it to the NATS server, e.g. "nats://127.0.0.1:4222"`)
-	}
-	serverPart, rawQuery, _ := strings.Cut(raw, "?")
-	query, err := url.ParseQuery(rawQuery)
-	if err != nil {
-		return nil, fmt.Errorf("outboxnats: the URL's query %q is not valid (%v); use e.g. ?subject=outbox.{topic}&stream=OUTBOX", rawQuery, err)
-	}
-	for name := range query {
-		if !contains(knownParams, name) {
-			return nil, fmt.Errorf("outboxnats: unknown URL parameter %q; known ones are %s", name, strings.Join(knownParams, ", "))
-		}
-	}
-	var redacted []string
-	for _, s := range strings.Split(serverPart, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			return nil, fmt.Errorf("outboxnats: the URL %q has an empty server in its comma-separated list", redactList(serverPart))
-		}
-		u, err := url.Parse(s)
-		if err != nil {
-			return nil, fmt.Errorf("outboxnats: server %q is not a valid URL; use nats://host:4222", redactServer(s))
-		}
-		if u.Scheme != "nats" && u.Scheme != "tls" {
-			return nil, fmt.Errorf("outboxnats: server %q has scheme %q; use nats:// (or tls:// for TLS)", redactServer(s), u.Scheme)
-		}
-		if u.Host == "" || u.Hostname() == "" {
-			return nil, fmt.Errorf("outboxnats: server %q has no host; use nats://host:4222", redactServer(s))
-		}
-		if u.Path != "" && u.Path != "/" {
-			return nil, fmt.Errorf("outboxnats: server %q has a path %q; NATS URLs have none: put options in the query (?stream=...)", redactServer(s), u.Path)
-		}
-		redacted = append(redacted, redactServer(s))
-	}
-	return &brokerURL{servers: serverPart, redacted: strings.Join(redacted, ","), query: query}, nil
-}
-
-// redactServer hides the password, or the token (a user name without a
-// password is a token in NATS), of one server URL, and the values of
-// secret-looking query parameters (internal/redact).
-func redactServer(s string) string { return redact.URL(s) }
-
-func redactList(s string) string {
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		parts[i] = redactServer(strings.TrimSpace(p))
-	}
-	return strings.Join(parts, ",")
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// str fills *dst from the query when *dst is empty.
-func (u *brokerURL) str(dst *string, name string) {
-	if *dst == "" {
-		*dst = u.query.Get(name)
-	}
-}
-
-// dur fills *dst from the query when *dst is zero.
-func (u *brokerURL) dur(dst *time.Duration, name string) error {
-	v := u.query.Get(name)
-	if *dst != 0 || v == "" {
-		return nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return fmt.Errorf("outboxnats: URL parameter %s=%q is not a duration; use e.g. %s=2m", name, v, name)
-	}
-	*dst = d
-	return nil
-}
-
-// num fills *dst from the query when *dst is zero.
-func (u *brokerURL) num(dst *int, name string) error {
-	v := u.query.Get(name)
-	if *dst != 0 || v == "" {
-		return nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return fmt.Errorf("outboxnats: URL parameter %s=%q is not a whole number", name, v)
-	}
-	*dst = n
-	return nil
 }
 
 // publisherSettings is a PublisherConfig after defaults, URL and validation.
@@ -293,14 +216,16 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	if err != nil {
 		return nil, err
 	}
-	u.str(&cfg.Subject, "subject")
-	u.str(&cfg.Stream, "stream")
-	u.str(&cfg.Credentials, "creds")
+	u.q.String(&cfg.Subject, "subject")
+	u.q.String(&cfg.Stream, "stream")
+	if err := u.conn(&cfg.Credentials, &cfg.NKeySeed, &cfg.DialTimeout, &cfg.TLS, cfg.Conn); err != nil {
+		return nil, err
+	}
 	for _, d := range []struct {
 		dst  *time.Duration
 		name string
 	}{{&cfg.Duplicates, "duplicates"}, {&cfg.MaxAge, "max_age"}, {&cfg.Timeout, "timeout"}} {
-		if err := u.dur(d.dst, d.name); err != nil {
+		if err := u.q.SignedDuration(d.dst, d.name); err != nil {
 			return nil, err
 		}
 	}
@@ -309,7 +234,7 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	case "memory":
 		cfg.MemoryStorage = true
 	default:
-		return nil, fmt.Errorf("outboxnats: URL parameter storage=%q; use storage=file or storage=memory", st)
+		return nil, configErrorf("URL parameter storage=%q; use storage=file or storage=memory", st)
 	}
 	if cfg.Source == "" {
 		cfg.Source = DefaultSource
@@ -334,16 +259,20 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 		return nil, err
 	}
 	if _, err := url.Parse(cfg.Source); err != nil {
-		return nil, fmt.Errorf("outboxnats: Source %q is not a URI reference (%v); use e.g. \"/outbox\"", cfg.Source, err)
+		return nil, configErrorf("Source %q is not a URI reference (%v); use e.g. \"/outbox\"", cfg.Source, err)
 	}
 	switch {
 	case cfg.Duplicates < 0:
-		return nil, fmt.Errorf("outboxnats: Duplicates (duplicates) is %s; it must be positive", cfg.Duplicates)
+		return nil, configErrorf("Duplicates (duplicates) is %s; it must be positive", cfg.Duplicates)
 	case cfg.MaxAge > 0 && cfg.Duplicates > cfg.MaxAge:
-		return nil, fmt.Errorf("outboxnats: Duplicates (duplicates) %s is longer than MaxAge (max_age) %s; the duplicate window cannot outlast the messages", cfg.Duplicates, cfg.MaxAge)
+		return nil, configErrorf("Duplicates (duplicates) %s is longer than MaxAge (max_age) %s; the duplicate window cannot outlast the messages", cfg.Duplicates, cfg.MaxAge)
 	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("outboxnats: Timeout (timeout) is %s; it must be positive", cfg.Timeout)
+		return nil, configErrorf("Timeout (timeout) is %s; it must be positive", cfg.Timeout)
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, cfg.Timeout)
 	return &publisherSettings{PublisherConfig: cfg, url: u, prefix: prefix}, nil
 }
 
@@ -363,25 +292,27 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if err != nil {
 		return nil, err
 	}
-	u.str(&cfg.Topic, "topic")
-	u.str(&cfg.Subject, "subject")
-	u.str(&cfg.Stream, "stream")
-	u.str(&cfg.DeadLetterSubject, "dead")
-	u.str(&cfg.DeadLetterStream, "dead_stream")
-	u.str(&cfg.Credentials, "creds")
+	u.q.String(&cfg.Topic, "topic")
+	u.q.String(&cfg.Subject, "subject")
+	u.q.String(&cfg.Stream, "stream")
+	u.q.String(&cfg.DeadLetterSubject, "dead")
+	u.q.String(&cfg.DeadLetterStream, "dead_stream")
+	if err := u.conn(&cfg.Credentials, &cfg.NKeySeed, &cfg.DialTimeout, &cfg.TLS, cfg.Conn); err != nil {
+		return nil, err
+	}
 	for _, d := range []struct {
 		dst  *time.Duration
 		name string
 	}{{&cfg.AckWait, "ack_wait"}, {&cfg.RedeliveryDelay, "redelivery_delay"}, {&cfg.RedeliveryDelayMax, "redelivery_delay_max"},
 		{&cfg.DeadLetterAfter, "dead_letter_after"}, {&cfg.Timeout, "timeout"}} {
-		if err := u.dur(d.dst, d.name); err != nil {
+		if err := u.q.SignedDuration(d.dst, d.name); err != nil {
 			return nil, err
 		}
 	}
-	if err := u.num(&cfg.MaxDeliveries, "max_deliveries"); err != nil {
+	if err := u.q.Int(&cfg.MaxDeliveries, "max_deliveries"); err != nil {
 		return nil, err
 	}
-	if err := u.num(&cfg.Prefetch, "prefetch"); err != nil {
+	if err := u.q.Int(&cfg.Prefetch, "prefetch"); err != nil {
 		return nil, err
 	}
 	switch d := u.query.Get("deliver"); d {
@@ -389,7 +320,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	case "new":
 		cfg.DeliverNew = true
 	default:
-		return nil, fmt.Errorf("outboxnats: URL parameter deliver=%q; use deliver=all or deliver=new", d)
+		return nil, configErrorf("URL parameter deliver=%q; use deliver=all or deliver=new", d)
 	}
 	if cfg.Subject == "" {
 		cfg.Subject = DefaultSubject
@@ -412,7 +343,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	policy := redelivery.Policy{MaxDeliveries: cfg.MaxDeliveries, Delay: cfg.RedeliveryDelay,
 		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter}.Defaults()
 	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
-		return nil, fmt.Errorf("outboxnats: %s", reason)
+		return nil, configErrorf("%s", reason)
 	}
 	cfg.RedeliveryDelay, cfg.RedeliveryDelayMax, cfg.DeadLetterAfter = policy.Delay, policy.DelayMax, policy.DeadLetterAfter
 	if cfg.Prefetch == 0 {
@@ -425,10 +356,10 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		cfg.Logger = slog.Default()
 	}
 	if strings.TrimSpace(cfg.Group) == "" {
-		return nil, fmt.Errorf("outboxnats: SubscriberConfig.Group is empty; name the consumer group, e.g. \"billing\"")
+		return nil, configErrorf("SubscriberConfig.Group is empty; name the consumer group, e.g. \"billing\"")
 	}
 	if len(cfg.Group) > 64 {
-		return nil, fmt.Errorf("outboxnats: SubscriberConfig.Group %q is longer than 64 bytes (the inbox's consumer_group column)", cfg.Group)
+		return nil, configErrorf("SubscriberConfig.Group %q is longer than 64 bytes (the inbox's consumer_group column)", cfg.Group)
 	}
 	prefix, err := subjectPrefix("Subject", "subject", cfg.Subject, topicVar)
 	if err != nil {
@@ -438,7 +369,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if cfg.Topic != "" {
 		filter = prefix + cfg.Topic
 		if err := checkSubject(filter); err != nil {
-			return nil, fmt.Errorf("outboxnats: Topic %q makes the subject %q, %v", cfg.Topic, filter, err)
+			return nil, configErrorf("Topic %q makes the subject %q, %v", cfg.Topic, filter, err)
 		}
 	}
 	deadPrefix, err := subjectPrefix("DeadLetterSubject", "dead", cfg.DeadLetterSubject, groupVar)
@@ -446,7 +377,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		return nil, err
 	}
 	if subjectsOverlap(prefix+">", deadPrefix+">") {
-		return nil, fmt.Errorf("outboxnats: DeadLetterSubject %q lies under the messages' subjects %q, so the dead letters would land in stream %s again; pick a prefix outside it, e.g. %q",
+		return nil, configErrorf("DeadLetterSubject %q lies under the messages' subjects %q, so the dead letters would land in stream %s again; pick a prefix outside it, e.g. %q",
 			cfg.DeadLetterSubject, prefix+">", cfg.Stream, DefaultDeadLetterSubject)
 	}
 	if err := checkStreamName("Stream", "stream", cfg.Stream); err != nil {
@@ -456,21 +387,23 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		return nil, err
 	}
 	if cfg.DeadLetterStream == cfg.Stream {
-		return nil, fmt.Errorf("outboxnats: DeadLetterStream and Stream are both %q; the dead letters need a stream of their own", cfg.Stream)
+		return nil, configErrorf("DeadLetterStream and Stream are both %q; the dead letters need a stream of their own", cfg.Stream)
 	}
 	switch {
 	case cfg.MaxDeliveries < 0:
-		return nil, fmt.Errorf("outboxnats: MaxDeliveries (max_deliveries) is %d; it must be at least 1", cfg.MaxDeliveries)
+		return nil, configErrorf("MaxDeliveries (max_deliveries) is %d; it must be at least 1", cfg.MaxDeliveries)
 	case cfg.AckWait < 0 || (cfg.AckWait > 0 && cfg.AckWait < time.Second):
-		return nil, fmt.Errorf("outboxnats: AckWait (ack_wait) is %s; it must be at least 1s", cfg.AckWait)
+		return nil, configErrorf("AckWait (ack_wait) is %s; it must be at least 1s", cfg.AckWait)
 	case cfg.Prefetch < 0:
-		return nil, fmt.Errorf("outboxnats: Prefetch (prefetch) is %d; it must be at least 1", cfg.Prefetch)
+		return nil, configErrorf("Prefetch (prefetch) is %d; it must be at least 1", cfg.Prefetch)
 	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("outboxnats: Timeout (timeout) is %s; it must be positive", cfg.Timeout)
+		return nil, configErrorf("Timeout (timeout) is %s; it must be positive", cfg.Timeout)
 	}
 	// The stream is created as a publisher would create it, from the same
 	// URL parameters (duplicates, max_age, storage).
-	stream, err := PublisherConfig{URL: cfg.URL, Subject: cfg.Subject, Stream: cfg.Stream, Timeout: cfg.Timeout}.settings()
+	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, cfg.Timeout)
+	stream, err := PublisherConfig{URL: cfg.URL, Subject: cfg.Subject, Stream: cfg.Stream, Timeout: cfg.Timeout,
+		TLS: cfg.TLS, Conn: cfg.Conn}.settings()
 	if err != nil {
 		return nil, err
 	}
@@ -494,10 +427,10 @@ func subjectPrefix(field, param, tmpl, variable string) (string, error) {
 	}
 	prefix, ok := strings.CutSuffix(tmpl, "."+variable)
 	if !ok || strings.Contains(prefix, variable) || strings.Contains(prefix, "{") {
-		return "", fmt.Errorf("outboxnats: %s (%s) %q must be a subject prefix followed by .%s, e.g. %q", field, param, tmpl, variable, example)
+		return "", configErrorf("%s (%s) %q must be a subject prefix followed by .%s, e.g. %q", field, param, tmpl, variable, example)
 	}
 	if err := checkSubject(prefix); err != nil {
-		return "", fmt.Errorf("outboxnats: %s (%s) %q: the prefix %q %v", field, param, tmpl, prefix, err)
+		return "", configErrorf("%s (%s) %q: the prefix %q %v", field, param, tmpl, prefix, err)
 	}
 	return prefix + ".", nil
 }
@@ -566,7 +499,7 @@ func subjectCovers(pattern, sub string) bool {
 // checkStreamName checks a JetStream stream name.
 func checkStreamName(field, param, name string) error {
 	if name == "" || len(name) > 255 || strings.ContainsAny(name, ".*> \t\r\n/\\") {
-		return fmt.Errorf("outboxnats: %s (%s) %q is not a valid stream name; use letters, digits, '-' and '_', e.g. %q", field, param, name, DefaultStream)
+		return configErrorf("%s (%s) %q is not a valid stream name; use letters, digits, '-' and '_', e.g. %q", field, param, name, DefaultStream)
 	}
 	return nil
 }

@@ -109,7 +109,7 @@ func TestBadConfig(t *testing.T) {
 		{SubscriberConfig{URL: "nats://h:4222?dead=dl.{topic}", Group: "g"}, "followed by .{group}"},
 		{SubscriberConfig{URL: "nats://h:4222?dead_stream=OUTBOX", Group: "g"}, "need a stream of their own"},
 		{SubscriberConfig{URL: "nats://h:4222?deliver=old", Group: "g"}, "deliver=all or deliver=new"},
-		{SubscriberConfig{URL: "nats://h:4222?max_deliveries=x", Group: "g"}, "not a whole number"},
+		{SubscriberConfig{URL: "nats://h:4222?max_deliveries=x", Group: "g"}, "not a positive integer"},
 		{SubscriberConfig{URL: "nats://h:4222", Group: "g", MaxDeliveries: -1}, "at least 1"},
 		{SubscriberConfig{URL: "nats://h:4222?ack_wait=10ms", Group: "g"}, "at least 1s"},
 	}

@@ -2,6 +2,7 @@ package outboxnats
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,7 +17,10 @@ import (
 // connect opens a connection that reconnects forever. Publishes made while it
 // reconnects fail at once (no reconnect buffer) instead of waiting in a
 // buffer whose fate nobody reports: the caller sees outbox.Unavailable.
-func connect(ctx context.Context, u *brokerURL, name, creds string, timeout time.Duration, opts ...nats.Option) (*nats.Conn, error) {
+func connect(ctx context.Context, u *brokerURL, name string, a auth, timeout time.Duration, opts ...nats.Option) (*nats.Conn, error) {
+	if a.own != nil {
+		return a.own, nil
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, outbox.Unavailable(fmt.Errorf("outboxnats: connect to %s: %w", u.redacted, err))
 	}
@@ -34,8 +38,21 @@ func connect(ctx context.Context, u *brokerURL, name, creds string, timeout time
 		// errors and the subscriber's logger instead.
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
 	}, opts...)
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
+	if a.creds != "" {
+		opts = append(opts, nats.UserCredentials(a.creds))
+	}
+	if a.nkey != "" {
+		opt, err := nats.NkeyOptionFromSeed(a.nkey)
+		if err != nil {
+			// The error names the file's problem, never the seed.
+			return nil, configErrorf("nkey seed file %q: %v", a.nkey, err)
+		}
+		opts = append(opts, opt)
+	}
+	if a.tls != nil {
+		// Secure makes TLS a requirement: a server that does not offer it
+		// is refused, never spoken to in plain text.
+		opts = append(opts, nats.Secure(a.tls))
 	}
 	nc, err := nats.Connect(u.servers, opts...)
 	if err != nil {
@@ -46,6 +63,14 @@ func connect(ctx context.Context, u *brokerURL, name, creds string, timeout time
 		return nil, outbox.Unavailable(err)
 	}
 	return nc, nil
+}
+
+// auth is how a connection logs in and encrypts, or the caller's own
+// connection.
+type auth struct {
+	creds, nkey string
+	tls         *tls.Config
+	own         *nats.Conn
 }
 
 // scrub removes the servers' raw text (which may hold a password) from an
@@ -142,4 +167,21 @@ func unavailableErr(err error) bool {
 		}
 	}
 	return false
+}
+
+// ParseURL returns the PublisherConfig that a broker URL describes, for a
+// caller that takes the URL from the command line and then sets fields in
+// Go: every query parameter is moved into its field (the TLS files loaded
+// into TLS), the defaults are filled in, and URL keeps only the servers and
+// their credentials. A field changed afterwards wins, including a boolean
+// the URL turned on. Errors satisfy errors.Is(err, ErrConfig) and never
+// contain a password or token.
+func ParseURL(raw string) (PublisherConfig, error) {
+	st, err := PublisherConfig{URL: raw}.settings()
+	if err != nil {
+		return PublisherConfig{}, err
+	}
+	cfg := st.PublisherConfig
+	cfg.URL = st.url.servers
+	return cfg, nil
 }

@@ -42,6 +42,24 @@
 // subject under "outbox.>" would belong to the OUTBOX stream, and NATS does
 // not let two streams hold overlapping subjects.
 //
+// # TLS and authentication
+//
+// tls_ca names a PEM file of the CAs that sign the server's certificate
+// (default: the system's roots), tls_cert and tls_key a client certificate
+// and its key, tls_server_name the name checked in the certificate
+// (default: the URL's host). A client certificate that has expired is
+// refused at once with ErrConfig; a server's certificate that has expired or that
+// another CA signed fails the handshake with an error that names the cause.
+// Any of them, or a tls:// server, makes TLS a requirement: a server that
+// does not offer it is refused, never spoken to in plain text.
+//
+// Logging in: user:password@ or token@ before a host; creds=/path/user.creds
+// (a JWT and nkey seed); nkey=/path/user.nk (a file holding a user's nkey
+// seed, for servers that list users by nkey). Seeds and passwords never
+// appear in errors or logs. PublisherConfig.Conn and SubscriberConfig.Conn
+// take a *nats.Conn of your own. ParseURL turns a URL into a
+// PublisherConfig whose fields then win.
+//
 // # On the wire
 //
 // Each row is one NATS message on subject prefix+topic (outbox.order.paid),

@@ -16,6 +16,7 @@ import (
 // per row, each acknowledged by a PubAck. It is safe for concurrent use.
 type Publisher struct {
 	nc       *nats.Conn
+	owned    bool // nc is the publisher's own, which Close closes
 	js       jetstream.JetStream
 	prefix   string // subject prefix, e.g. "outbox."
 	stream   string
@@ -35,31 +36,43 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 	if err != nil {
 		return nil, err
 	}
-	nc, err := connect(ctx, st.url, "outbox publisher", st.Credentials, st.Timeout)
+	nc, err := connect(ctx, st.url, "outbox publisher", st.auth(), st.DialTimeout)
 	if err != nil {
 		return nil, err
 	}
+	owned := cfg.Conn == nil
+	release := func() {
+		if owned {
+			nc.Close()
+		}
+	}
 	js, err := newJetStream(nc, st.Timeout)
 	if err != nil {
-		nc.Close()
+		release()
 		return nil, fmt.Errorf("outboxnats: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, st.Timeout)
 	defer cancel()
 	_, err = ensureStream(ctx, js, st.streamConfig(), "subjects the publisher writes to")
 	if err != nil {
-		nc.Close()
+		release()
 		return nil, err
 	}
 	return &Publisher{
 		nc:       nc,
+		owned:    owned,
 		js:       js,
 		prefix:   st.prefix,
 		stream:   st.Stream,
 		source:   encodeValue(st.Source),
 		redacted: st.url.redacted,
-		headers:  cloudevents.NewHeaderLog(nil, "outboxnats"),
+		headers:  cloudevents.NewHeaderLog(st.Logger, "outboxnats"),
 	}, nil
+}
+
+// auth is how the publisher connects.
+func (st *publisherSettings) auth() auth {
+	return auth{creds: st.Credentials, nkey: st.NKeySeed, tls: st.TLS, own: st.Conn}
 }
 
 // streamConfig is the stream NewPublisher creates when it is missing.
@@ -84,7 +97,9 @@ func (p *Publisher) Subject(topic string) string { return p.prefix + topic }
 
 // Close closes the connection. Publish fails with outbox.Unavailable after it.
 func (p *Publisher) Close() error {
-	p.nc.Close()
+	if p.owned {
+		p.nc.Close()
+	}
 	return nil
 }
 

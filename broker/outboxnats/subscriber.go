@@ -47,13 +47,14 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, erro
 	if err != nil {
 		return nil, err
 	}
-	nc, err := connect(ctx, st.url, "outbox subscriber "+st.Group, st.Credentials, st.Timeout)
+	a := auth{creds: st.Credentials, nkey: st.NKeySeed, tls: st.TLS, own: st.Conn}
+	nc, err := connect(ctx, st.url, "outbox subscriber "+st.Group, a, st.DialTimeout)
 	if err != nil {
 		return nil, err
 	}
 	s := &Subscriber{st: st, nc: nc, log: st.Logger, dead: st.deadPrefix + st.consumer}
 	if err := s.setUp(ctx); err != nil {
-		nc.Close()
+		_ = s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -132,9 +133,12 @@ func (s *Subscriber) ensureConsumer(ctx context.Context) (jetstream.Consumer, er
 // DeadLetterSubject returns the subject the group's dead letters go to.
 func (s *Subscriber) DeadLetterSubject() string { return s.dead }
 
-// Close closes the connection; a Run in progress returns an error.
+// Close closes the connection (not SubscriberConfig.Conn, which is the
+// caller's); a Run in progress returns an error.
 func (s *Subscriber) Close() error {
-	s.nc.Close()
+	if s.st.Conn == nil {
+		s.nc.Close()
+	}
 	return nil
 }
 

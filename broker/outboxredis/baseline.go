@@ -26,13 +26,13 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 	if n < 0 || payloadBytes < 2 || window < 1 {
 		return 0, fmt.Errorf("outboxredis: Baseline: n=%d payloadBytes=%d window=%d; want n >= 0, payloadBytes >= 2 (a JSON string), window >= 1", n, payloadBytes, window)
 	}
-	cfg, opts, err := PublisherConfig{URL: brokerURL}.resolve()
+	cfg, conn, err := PublisherConfig{URL: brokerURL}.resolve()
 	if err != nil {
 		return 0, err
 	}
-	rdb := redis.NewClient(opts)
+	rdb, _ := conn.client()
 	defer func() { _ = rdb.Close() }()
-	if err := ping(ctx, rdb, opts.Addr); err != nil {
+	if err := ping(ctx, rdb, conn.addr); err != nil {
 		return 0, err
 	}
 	stream := streamKey(cfg.Stream, topic)

@@ -2,16 +2,18 @@ package outboxredis
 
 import (
 	"cmp"
+	"crypto/tls"
 	"errors"
-	"fmt"
+	"log/slog"
 	"net/url"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/brokerconf"
 	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
@@ -19,6 +21,10 @@ import (
 const (
 	// DefaultStream is the stream key template: one stream per topic.
 	DefaultStream = "outbox:{topic}"
+	// DefaultClusterStream is the stream key template in a Redis Cluster:
+	// the topic in braces is the key's hash tag, which the dead-letter
+	// streams share.
+	DefaultClusterStream = "outbox:{{topic}}"
 	// DefaultDeadLetterStream is the dead-letter stream key template: one per
 	// consumed stream and group.
 	DefaultDeadLetterStream = "{stream}:dead:{group}"
@@ -39,18 +45,16 @@ const (
 	DefaultStopTimeout = 30 * time.Second
 )
 
-// ErrInvalidConfig is what every configuration error satisfies (errors.Is);
-// the error's text names the field or URL parameter to fix.
-var ErrInvalidConfig = errors.New("outboxredis: invalid configuration")
+// ErrConfig is what every configuration error satisfies (errors.Is); the
+// error's text names the field or URL parameter to fix.
+var ErrConfig = errors.New("outboxredis: bad configuration")
 
-type configError struct{ msg string }
+// ErrInvalidConfig is ErrConfig.
+//
+// Deprecated: use ErrConfig, the name every adapter uses.
+var ErrInvalidConfig = ErrConfig
 
-func (e *configError) Error() string        { return e.msg }
-func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
-
-func configErrorf(format string, args ...any) error {
-	return &configError{msg: "outboxredis: " + fmt.Sprintf(format, args...)}
-}
+var configErrorf = brokerconf.Errorf("outboxredis", ErrConfig)
 
 // PublisherConfig configures a Publisher. Zero fields take their defaults,
 // and a field that is set wins over the matching URL query parameter.
@@ -75,6 +79,22 @@ type PublisherConfig struct {
 	// PipelineSize is the most XADD commands sent in one pipeline; a larger
 	// batch goes as several pipelines, one after another. Defaults to 1000.
 	PipelineSize int
+	// TLS, when set, is the TLS configuration of every connection, instead
+	// of the URL's (rediss:// with the system's roots, or the tls_ca,
+	// tls_cert, tls_key and tls_server_name parameters). Defaults to nil.
+	TLS *tls.Config
+	// DialTimeout bounds each connection attempt. Defaults to the URL's
+	// dial_timeout parameter, else go-redis's 5s.
+	DialTimeout time.Duration
+	// Logger receives what the publisher has to say outside its results.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+	// Client, when set, is the client the publisher uses instead of one of its
+	// own, for a deployment the URL cannot describe (a *redis.ClusterClient
+	// or a failover client with options of your own); the URL, TLS and
+	// DialTimeout are then not used and the URL may be empty. Close leaves
+	// it open. Defaults to nil.
+	Client redis.UniversalClient
 }
 
 // SubscriberConfig configures a Subscriber. Zero fields take their defaults,
@@ -142,6 +162,11 @@ type SubscriberConfig struct {
 	// context ended before the handler's own context is canceled. Defaults
 	// to 30s.
 	StopTimeout time.Duration
+	// TLS, DialTimeout and Client are as for PublisherConfig. Close leaves
+	// Client open.
+	TLS         *tls.Config
+	DialTimeout time.Duration
+	Client      redis.UniversalClient
 }
 
 // params are this package's URL query parameters, removed from the URL
@@ -156,9 +181,19 @@ type params struct {
 	redeliveryDelay, redeliveryDelayMax, deadLetterAfter time.Duration
 }
 
-// parseURL splits raw into go-redis options and this package's parameters.
-// Errors never quote the URL itself, which may hold a password.
-func parseURL(raw string) (*redis.Options, params, error) {
+// ownParams are the query parameters this package reads; go-redis reads
+// the others (dial_timeout, pool_size, ...) and refuses what it does not know.
+var ownParams = []string{
+	"stream", "maxlen", "dead", "minidle", "maxdeliveries", "max_deliveries",
+	"redelivery_delay", "redelivery_delay_max", "dead_letter_after",
+}
+
+func ownParam(name string) bool { return slices.Contains(ownParams, name) }
+
+// parseURL splits raw into the connection and this package's parameters.
+// tlsCfg, when set, wins over the URL's TLS parameters. Errors never quote
+// the URL itself, which may hold a password.
+func parseURL(raw string, tlsCfg *tls.Config, dialTimeout time.Duration) (*connection, params, error) {
 	var p params
 	if strings.TrimSpace(raw) == "" {
 		return nil, p, configErrorf(`URL is empty; set it to the Redis server, e.g. "redis://localhost:6379/0"`)
@@ -177,75 +212,29 @@ func parseURL(raw string) (*redis.Options, params, error) {
 	if u.Host == "" {
 		return nil, p, configErrorf(`URL %q has no host; use e.g. "redis://localhost:6379/0"`, u.Redacted())
 	}
-	q := u.Query()
-	take := func(name string) (string, bool) {
-		vs, ok := q[name]
-		delete(q, name)
-		if !ok || len(vs) == 0 {
-			return "", false
-		}
-		return vs[len(vs)-1], true
-	}
-	if v, ok := take("stream"); ok {
-		if v == "" {
-			return nil, p, configErrorf(`URL parameter stream is empty; give a stream key template such as "outbox:{topic}"`)
-		}
-		p.stream = v
-	}
-	if v, ok := take("maxlen"); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return nil, p, configErrorf("URL parameter maxlen=%q is not a positive integer; give the approximate number of entries to keep per stream, or leave it out to keep all", v)
-		}
-		p.maxLen = n
-	}
-	if v, ok := take("dead"); ok {
-		if v == "" {
-			return nil, p, configErrorf(`URL parameter dead is empty; give a dead-letter stream template such as "{stream}:dead:{group}"`)
-		}
-		p.dead = v
-	}
-	if v, ok := take("minidle"); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return nil, p, configErrorf(`URL parameter minidle=%q is not a positive duration; use e.g. "30s"`, v)
-		}
-		p.minIdle = d
-	}
-	for _, name := range []string{"maxdeliveries", "max_deliveries"} {
-		if v, ok := take(name); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return nil, p, configErrorf("URL parameter %s=%q is not a positive integer", name, v)
-			}
-			p.maxDeliveries = n
+	q := brokerconf.NewQuery(u.Query(), configErrorf)
+	for _, name := range []string{"stream", "dead"} {
+		if q.Has(name) && q.Get(name) == "" {
+			return nil, p, configErrorf("URL parameter %s is empty; give a key template such as %q", name, map[string]string{"stream": DefaultStream, "dead": DefaultDeadLetterStream}[name])
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-	}{{"redelivery_delay", &p.redeliveryDelay}, {"redelivery_delay_max", &p.redeliveryDelayMax}, {"dead_letter_after", &p.deadLetterAfter}} {
-		if v, ok := take(d.name); ok {
-			t, err := time.ParseDuration(v)
-			if err != nil || t <= 0 {
-				return nil, p, configErrorf(`URL parameter %s=%q is not a positive duration; use e.g. "1s"`, d.name, v)
-			}
-			*d.v = t
+	q.String(&p.stream, "stream")
+	q.String(&p.dead, "dead")
+	for _, err := range []error{
+		q.Int64(&p.maxLen, "maxlen"), q.Duration(&p.minIdle, "minidle"),
+		q.Int(&p.maxDeliveries, "maxdeliveries"), q.Int(&p.maxDeliveries, "max_deliveries"),
+		q.Duration(&p.redeliveryDelay, "redelivery_delay"), q.Duration(&p.redeliveryDelayMax, "redelivery_delay_max"),
+		q.Duration(&p.deadLetterAfter, "dead_letter_after"),
+	} {
+		if err != nil {
+			return nil, p, err
 		}
 	}
-	u.RawQuery = q.Encode()
-	opts, err := redis.ParseURL(u.String())
+	c, err := newConnection(u, q, tlsCfg, dialTimeout)
 	if err != nil {
-		return nil, p, configErrorf("URL %q: %v (see the package documentation for the parameters this package accepts; the others are go-redis options such as dial_timeout)", redactedWithoutQuery(u), err)
+		return nil, p, err
 	}
-	// Publish and the subscriber's calls respect their context's deadline
-	// and cancellation, not only the client's own timeouts.
-	opts.ContextTimeoutEnabled = true
-	// go-redis dials up to 5 times per command attempt, and retries a
-	// command 3 times: 20 dials before a down server shows. The relay has
-	// its own backoff for an unavailable broker, so report it sooner.
-	opts.DialerRetries = 2
-	return opts, p, nil
+	return c, p, nil
 }
 
 func redactedWithoutQuery(u *url.URL) string {
@@ -254,8 +243,33 @@ func redactedWithoutQuery(u *url.URL) string {
 	return c.Redacted()
 }
 
-func (cfg PublisherConfig) resolve() (PublisherConfig, *redis.Options, error) {
-	opts, p, err := parseURL(cfg.URL)
+// open returns the connection of cfg's URL and its parameters, or the
+// caller's client.
+func open(raw string, own redis.UniversalClient, tlsCfg *tls.Config, dialTimeout time.Duration) (*connection, params, error) {
+	if own != nil && raw == "" {
+		_, cluster := own.(*redis.ClusterClient)
+		return &connection{addr: "the caller's client", own: own, cluster: cluster}, params{}, nil
+	}
+	c, p, err := parseURL(raw, tlsCfg, dialTimeout)
+	if err == nil && own != nil {
+		_, c.cluster = own.(*redis.ClusterClient)
+		c.own = own
+	}
+	return c, p, err
+}
+
+// defaultStream is the stream template when none is given: in a Cluster,
+// the topic is the key's hash tag, so that a stream and its dead-letter
+// streams share a slot.
+func (c *connection) defaultStream() string {
+	if c.cluster {
+		return DefaultClusterStream
+	}
+	return DefaultStream
+}
+
+func (cfg PublisherConfig) resolve() (PublisherConfig, *connection, error) {
+	opts, p, err := open(cfg.URL, cfg.Client, cfg.TLS, cfg.DialTimeout)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -266,7 +280,10 @@ func (cfg PublisherConfig) resolve() (PublisherConfig, *redis.Options, error) {
 		cfg.Stream = p.stream
 	}
 	if cfg.Stream == "" {
-		cfg.Stream = DefaultStream
+		cfg.Stream = opts.defaultStream()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	if cfg.MaxLen == 0 {
 		cfg.MaxLen = p.maxLen
@@ -286,8 +303,8 @@ func (cfg PublisherConfig) resolve() (PublisherConfig, *redis.Options, error) {
 	return cfg, opts, nil
 }
 
-func (cfg SubscriberConfig) resolve() (SubscriberConfig, *redis.Options, error) {
-	opts, p, err := parseURL(cfg.URL)
+func (cfg SubscriberConfig) resolve() (SubscriberConfig, *connection, error) {
+	opts, p, err := open(cfg.URL, cfg.Client, cfg.TLS, cfg.DialTimeout)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -295,7 +312,7 @@ func (cfg SubscriberConfig) resolve() (SubscriberConfig, *redis.Options, error) 
 		cfg.Stream = p.stream
 	}
 	if cfg.Stream == "" {
-		cfg.Stream = DefaultStream
+		cfg.Stream = opts.defaultStream()
 	}
 	if cfg.DeadLetterStream == "" {
 		cfg.DeadLetterStream = p.dead
@@ -351,6 +368,12 @@ func (cfg SubscriberConfig) resolve() (SubscriberConfig, *redis.Options, error) 
 		return cfg, nil, configErrorf("SubscriberConfig.BatchSize is %d; it must be positive (or 0 for the default of %d)", cfg.BatchSize, DefaultBatchSize)
 	case cfg.StopTimeout < 0:
 		return cfg, nil, configErrorf("SubscriberConfig.StopTimeout is %s; it must be positive (or 0 for the default of %s)", cfg.StopTimeout, DefaultStopTimeout)
+	}
+	if opts.cluster {
+		stream := streamKey(cfg.Stream, cfg.Topic)
+		if dead := deadKey(cfg.DeadLetterStream, stream, cfg.Group, cfg.Topic); hashTag(dead) != hashTag(stream) {
+			return cfg, nil, configErrorf("in a Redis Cluster the dead-letter stream %q must share the hash tag of stream %q (a {tag} in the key), or moving a message there fails; use Stream %q", dead, stream, DefaultClusterStream)
+		}
 	}
 	return cfg, opts, nil
 }

@@ -14,10 +14,11 @@ import (
 
 func TestParseURL(t *testing.T) {
 	t.Parallel()
-	opts, p, err := parseURL("redis://user:secret@redis.example:6380/3?stream=app:{topic}&maxlen=1000&dead=dl:{group}&minidle=5s&maxdeliveries=7&dial_timeout=2s&pool_size=4")
+	c, p, err := parseURL("redis://user:secret@redis.example:6380/3?stream=app:{topic}&maxlen=1000&dead=dl:{group}&minidle=5s&maxdeliveries=7&dial_timeout=2s&pool_size=4", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts := c.simple
 	if opts.Addr != "redis.example:6380" || opts.DB != 3 || opts.Username != "user" || opts.Password != "secret" {
 		t.Errorf("options: addr %q db %d user %q", opts.Addr, opts.DB, opts.Username)
 	}
@@ -29,10 +30,11 @@ func TestParseURL(t *testing.T) {
 		t.Errorf("params %+v, want %+v", p, want)
 	}
 
-	opts, _, err = parseURL("rediss://redis.example")
+	c, _, err = parseURL("rediss://redis.example", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts = c.simple
 	if opts.Addr != "redis.example:6379" || opts.TLSConfig == nil || opts.TLSConfig.ServerName != "redis.example" {
 		t.Errorf("rediss: addr %q TLS %+v", opts.Addr, opts.TLSConfig)
 	}
@@ -136,8 +138,8 @@ func TestConfigErrors(t *testing.T) {
 		if strings.Contains(msg, "\n") {
 			t.Errorf("%s: error is not one line: %q", c.name, msg)
 		}
-		if !errors.Is(c.err, ErrInvalidConfig) {
-			t.Errorf("%s: error %q does not satisfy errors.Is(err, ErrInvalidConfig)", c.name, msg)
+		if !errors.Is(c.err, ErrConfig) {
+			t.Errorf("%s: error %q does not satisfy errors.Is(err, ErrConfig)", c.name, msg)
 		}
 	}
 	// A stream template without {topic} needs no topic.

@@ -39,6 +39,30 @@
 // skip_verify (rediss only) and the rest of its Options' scalar fields in
 // snake case. Each command also respects its context's deadline.
 //
+// # TLS, authentication, Cluster and Sentinel
+//
+// rediss:// connects with TLS;
+// tls_ca names a PEM file of the CAs that sign the server's certificate
+// (default: the system's roots), tls_cert and tls_key a client certificate
+// and its key, tls_server_name the name checked in the certificate
+// (default: the URL's host). A client certificate that has expired is
+// refused at once with ErrConfig; a server's certificate that has expired or that
+// another CA signed fails the handshake with an error that names the cause.
+// The TLS parameters with redis:// are an error, never a plain-text
+// connection. redis://user:password@host logs in as an ACL user (AUTH
+// user password); redis://:password@host as the default user.
+//
+// cluster=true makes the URL's host and every addr parameter seeds of a
+// Redis Cluster: redis://h1:6379?cluster=true&addr=h2:6379&addr=h3:6379. In
+// a Cluster the default stream template is "outbox:{{topic}}", whose braces
+// make the topic the key's hash tag, so that a stream and its dead-letter
+// streams live in one slot (NewSubscriber refuses templates that break
+// this). sentinel_master=NAME makes the URL's hosts Redis Sentinels that
+// watch master NAME; the user and password are the master's. For anything
+// else (sentinel passwords, read replicas), build a redis.UniversalClient
+// and pass it as PublisherConfig.Client / SubscriberConfig.Client. ParseURL
+// turns a URL into a PublisherConfig whose fields then win.
+//
 // # On the wire
 //
 // CloudEvents has no Redis binding; this package defines one after the Kafka

@@ -66,9 +66,9 @@ func ExampleNewPublisher_invalid() {
 		URL: "redis://app:secret@localhost:6379/0?maxlen=some",
 	})
 	fmt.Println(err)
-	fmt.Println(errors.Is(err, outboxredis.ErrInvalidConfig))
+	fmt.Println(errors.Is(err, outboxredis.ErrConfig))
 	// Output:
-	// outboxredis: URL parameter maxlen="some" is not a positive integer; give the approximate number of entries to keep per stream, or leave it out to keep all
+	// outboxredis: URL parameter maxlen="some" is not a positive integer
 	// true
 }
 

@@ -14,7 +14,8 @@ import (
 // Publisher adds outbox messages to Redis streams with XADD, pipelined. It
 // implements outbox.Publisher and is safe for concurrent use.
 type Publisher struct {
-	rdb          *redis.Client
+	rdb          redis.UniversalClient
+	owned        bool // rdb is the publisher's own, which Close closes
 	addr         string
 	source       string
 	stream       string
@@ -33,33 +34,36 @@ var _ outbox.Publisher = (*Publisher)(nil)
 
 // NewPublisher applies cfg's defaults, checks it, connects to Redis and
 // checks the connection with a PING. A configuration error satisfies
-// errors.Is(err, ErrInvalidConfig); a server that cannot be reached gives an
+// errors.Is(err, ErrConfig); a server that cannot be reached gives an
 // error that satisfies outbox.IsUnavailable. Errors never show the password.
 func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) {
-	cfg, opts, err := cfg.resolve()
+	cfg, conn, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(opts)
-	if err := ping(ctx, rdb, opts.Addr); err != nil {
-		_ = rdb.Close()
+	rdb, owned := conn.client()
+	if err := ping(ctx, rdb, conn.addr); err != nil {
+		if owned {
+			_ = rdb.Close()
+		}
 		return nil, err
 	}
 	return &Publisher{
 		rdb:          rdb,
-		addr:         opts.Addr,
+		owned:        owned,
+		addr:         conn.addr,
 		source:       cfg.Source,
 		stream:       cfg.Stream,
 		maxLen:       cfg.MaxLen,
 		pipelineSize: cfg.PipelineSize,
 		maxBulk:      maxBulk(ctx, rdb),
-		headers:      cloudevents.NewHeaderLog(nil, "outboxredis"),
+		headers:      cloudevents.NewHeaderLog(cfg.Logger, "outboxredis"),
 	}, nil
 }
 
 // maxBulk returns the server's proto-max-bulk-len, or Redis's default when
 // the server does not say (CONFIG is often forbidden on managed servers).
-func maxBulk(ctx context.Context, rdb *redis.Client) int {
+func maxBulk(ctx context.Context, rdb redis.UniversalClient) int {
 	v, err := rdb.ConfigGet(ctx, "proto-max-bulk-len").Result()
 	if err != nil {
 		return defaultMaxBulk
@@ -95,7 +99,7 @@ func (p *Publisher) check(m *outbox.Message, stream string) error {
 // cannot be reached (or is loading, or read-only) is Unavailable; one that
 // refuses the credentials is a plain error, since only a change of
 // configuration helps.
-func ping(ctx context.Context, rdb *redis.Client, addr string) error {
+func ping(ctx context.Context, rdb redis.UniversalClient, addr string) error {
 	err := rdb.Ping(ctx).Err()
 	if err == nil {
 		return nil
@@ -113,6 +117,9 @@ func ping(ctx context.Context, rdb *redis.Client, addr string) error {
 // Close closes the publisher's connections. A Publish after Close fails
 // every message with an error that satisfies outbox.IsUnavailable.
 func (p *Publisher) Close() error {
+	if !p.owned {
+		return nil
+	}
 	return p.rdb.Close()
 }
 

@@ -30,7 +30,8 @@ const opTimeout = 10 * time.Second
 // entries left unacknowledged for MinIdle, XACK after the handler succeeded,
 // and a dead-letter stream after MaxDeliveries deliveries.
 type Subscriber struct {
-	rdb        *redis.Client
+	rdb        redis.UniversalClient
+	owned      bool // rdb is the subscriber's own, which Close closes
 	addr       string
 	cfg        SubscriberConfig
 	stream     string
@@ -47,18 +48,20 @@ type Subscriber struct {
 // starts at the end of the stream ("$"), or at its start with
 // StartFromBeginning; an existing group keeps its position.
 //
-// A configuration error satisfies errors.Is(err, ErrInvalidConfig); a
+// A configuration error satisfies errors.Is(err, ErrConfig); a
 // server that cannot be reached gives an error that satisfies
 // outbox.IsUnavailable.
 func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, error) {
-	cfg, opts, err := cfg.resolve()
+	cfg, conn, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
 	stream := streamKey(cfg.Stream, cfg.Topic)
+	rdb, owned := conn.client()
 	s := &Subscriber{
-		rdb:        redis.NewClient(opts),
-		addr:       opts.Addr,
+		rdb:        rdb,
+		owned:      owned,
+		addr:       conn.addr,
 		cfg:        cfg,
 		stream:     stream,
 		dead:       deadKey(cfg.DeadLetterStream, stream, cfg.Group, cfg.Topic),
@@ -70,7 +73,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, erro
 		start = "0"
 	}
 	if err := s.createGroup(ctx, start); err != nil {
-		_ = s.rdb.Close()
+		_ = s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -98,6 +101,9 @@ func (s *Subscriber) Consumer() string { return s.cfg.Consumer }
 // Close closes the subscriber's connections; a Run in progress then returns
 // an error. Stop Run by ending its context first.
 func (s *Subscriber) Close() error {
+	if !s.owned {
+		return nil
+	}
 	return s.rdb.Close()
 }
 

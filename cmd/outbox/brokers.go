@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -43,6 +44,53 @@ func isBrokerURL(rawURL string) bool {
 	return ok
 }
 
+// brokerTLSFlags are the --broker-tls-* flags: the TLS files of the broker
+// connection, for every broker and the webhook.
+type brokerTLSFlags struct{ ca, cert, key, serverName string }
+
+func addBrokerTLSFlags(f *flagSet) *brokerTLSFlags {
+	b := &brokerTLSFlags{}
+	f.stringVar(&b.ca, "broker-tls-ca", "", "PATH",
+		"PEM file of the CA(s) that sign the broker's certificate, for every broker and the webhook (the URL parameter tls_ca, which wins)")
+	f.stringVar(&b.cert, "broker-tls-cert", "", "PATH", "PEM file of the client certificate shown to the broker (tls_cert); needs --broker-tls-key")
+	f.stringVar(&b.key, "broker-tls-key", "", "PATH", "PEM file of the client certificate's key (tls_key)")
+	f.stringVar(&b.serverName, "broker-tls-server-name", "", "NAME", "name checked in the broker's certificate, when it is not the URL's host (tls_server_name)")
+	return b
+}
+
+// apply adds the flags to rawURL as its TLS query parameters, unless the
+// URL sets them itself (as tls_* or, for RabbitMQ, cacertfile, certfile,
+// keyfile, server_name_indication). The adapters then treat them as their
+// own: they turn TLS on for Kafka and NATS, and are refused with a scheme
+// that is not TLS (redis://, amqp://, mqtt://, http://).
+func (b *brokerTLSFlags) apply(rawURL string) string {
+	if strings.HasPrefix(rawURL, "discard:") {
+		return rawURL
+	}
+	query := ""
+	if i := strings.LastIndexByte(rawURL, '?'); i >= 0 {
+		query = rawURL[i+1:]
+	}
+	have, _ := url.ParseQuery(query)
+	var add []string
+	for _, p := range []struct{ name, alias, value string }{
+		{"tls_ca", "cacertfile", b.ca}, {"tls_cert", "certfile", b.cert},
+		{"tls_key", "keyfile", b.key}, {"tls_server_name", "server_name_indication", b.serverName},
+	} {
+		if p.value != "" && !have.Has(p.name) && !have.Has(p.alias) {
+			add = append(add, p.name+"="+url.QueryEscape(p.value))
+		}
+	}
+	if len(add) == 0 {
+		return rawURL
+	}
+	sep := "?"
+	if strings.Contains(rawURL, "?") {
+		sep = "&"
+	}
+	return rawURL + sep + strings.Join(add, "&")
+}
+
 // redisLogger sends go-redis's own messages (a failed dial, repeated for
 // every attempt) to the debug log: the adapter already reports what matters
 // as errors, on one line.
@@ -58,7 +106,7 @@ func init() {
 		schemes []string
 		adapter brokerAdapter
 	}{
-		{[]string{"nats"}, brokerAdapter{"NATS JetStream",
+		{[]string{"nats", "tls"}, brokerAdapter{"NATS JetStream",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: url, Source: source})
 			}, outboxnats.Baseline}},

@@ -88,7 +88,7 @@ func TestOpenPublisher(t *testing.T) {
 		"redis://127.0.0.1:1/0":                  "broker unavailable",
 		"nats://127.0.0.1:1":                     "broker unavailable",
 		"nats://127.0.0.1:4222?bogus=1":          `unknown URL parameter "bogus"`,
-		"amqp://guest:guest@127.0.0.1:5672/?x=1": `unknown query parameter "x"`,
+		"amqp://guest:guest@127.0.0.1:5672/?x=1": `unknown URL parameter "x"`,
 		"mqtt://127.0.0.1:1883?qos=0":            "QoS 0 is not supported",
 		"ftp://h":                                `unknown broker scheme "ftp"`,
 		"nothing":                                "not a broker URL",

@@ -58,12 +58,13 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"where to publish: nats://host:4222, amqp://user:pass@host:5672/vhost, kafka://host:9092[,host2:9092], "+
 			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
 			"query parameters set each broker's options (README, Brokers)").required = true
+	brokerTLS := addBrokerTLSFlags(f)
 	f.intVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
 	f.durationVar(&o.interval, "interval", 500*time.Millisecond,
 		"longest wait between two looks while no message comes; the wait starts at --min-interval after a look that found messages and doubles with each that finds none")
 	f.durationVar(&o.minInterval, "min-interval", 5*time.Millisecond, "wait after a look that found messages (at most --interval)")
 	f.intVar(&o.maxBatch, "max-batch", 2000, "N", "while batches come back full, each claim doubles its size from --batch up to this (at least --batch, at most 10000)")
-	f.boolVar(&o.noWatch, "no-watch", "do not watch for commits (PostgreSQL LISTEN, SQLite data_version): only poll")
+	f.boolVar(&o.noWatch, "no-watch", "do not watch for commits (PostgreSQL LISTEN, the SQLite file): only poll")
 	f.intVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
 	f.durationVar(&o.retryBase, "retry-base", time.Second, "delay after a message's first failure; it doubles with each further failure, with jitter")
 	f.durationVar(&o.retryMax, "retry-max", 10*time.Minute, "longest delay between two attempts of a message")
@@ -133,6 +134,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := o.validate(f); err != nil {
 		return err
 	}
+	o.broker = brokerTLS.apply(o.broker)
 	addSecret(o.admin.token)
 	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
 	if err != nil {

@@ -8,6 +8,7 @@ package rabbittest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -38,6 +39,8 @@ type Node struct {
 	// Port is the AMQP port.
 	Port int
 
+	// tls, when set, is how the readiness check connects (a TLS-only node).
+	tls  *tls.Config
 	dir  string
 	name string
 	dist int
@@ -49,6 +52,27 @@ type Node struct {
 // Start starts a node in t.TempDir() and stops it at the end of the test.
 func Start(t testing.TB) *Node {
 	t.Helper()
+	return start(t, nil, func(port int) string {
+		return fmt.Sprintf("listeners.tcp.local = 127.0.0.1:%d\nloopback_users = none\n", port)
+	})
+}
+
+// StartTLS starts a node whose only listener takes AMQP over TLS (its URL
+// is amqps://), with the server certificate and key given, that requires a
+// client certificate signed by the CA. client is how the readiness check
+// connects.
+func StartTLS(t testing.TB, caFile, certFile, keyFile string, client *tls.Config) *Node {
+	t.Helper()
+	n := start(t, client, func(port int) string {
+		return fmt.Sprintf("listeners.tcp = none\nlisteners.ssl.default = 127.0.0.1:%d\nloopback_users = none\n"+
+			"ssl_options.cacertfile = %s\nssl_options.certfile = %s\nssl_options.keyfile = %s\n"+
+			"ssl_options.verify = verify_peer\nssl_options.fail_if_no_peer_cert = true\n", port, caFile, certFile, keyFile)
+	})
+	return n
+}
+
+func start(t testing.TB, client *tls.Config, config func(port int) string) *Node {
+	t.Helper()
 	if _, err := os.Stat(Server); err != nil {
 		t.Fatalf("rabbittest: RabbitMQ is not installed here (%v): install the rabbitmq-server package", err)
 	}
@@ -58,9 +82,13 @@ func Start(t testing.TB) *Node {
 		name: fmt.Sprintf("outboxtest%d@localhost", rand.Uint32()),
 		Port: freePort(t),
 		dist: freePort(t),
+		tls:  client,
 	}
 	n.URL = fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", n.Port)
-	conf := fmt.Sprintf("listeners.tcp.local = 127.0.0.1:%d\nloopback_users = none\n", n.Port)
+	if client != nil {
+		n.URL = fmt.Sprintf("amqps://guest:guest@127.0.0.1:%d/", n.Port)
+	}
+	conf := config(n.Port)
 	for name, body := range map[string]string{
 		"rabbitmq.conf":     conf,
 		"rabbitmq-env.conf": "",
@@ -139,7 +167,7 @@ func (n *Node) Start(t testing.TB) {
 			t.Fatalf("rabbittest: the node exited while starting; its log ends:\n%s", n.tail())
 		default:
 		}
-		if c, err := amqp.DialConfig(n.URL, amqp.Config{Dial: amqp.DefaultDial(time.Second)}); err == nil {
+		if c, err := amqp.DialConfig(n.URL, amqp.Config{Dial: amqp.DefaultDial(time.Second), TLSClientConfig: n.tls}); err == nil {
 			c.Close()
 			t.Logf("rabbittest: node %s up on port %d after %s", n.name, n.Port, time.Since(start).Round(time.Millisecond))
 			return
@@ -192,7 +220,7 @@ func (n *Node) Restart(t testing.TB) {
 // Wait blocks until ctx ends or the node accepts connections again.
 func (n *Node) Wait(ctx context.Context) error {
 	for {
-		if c, err := amqp.DialConfig(n.URL, amqp.Config{Dial: amqp.DefaultDial(time.Second)}); err == nil {
+		if c, err := amqp.DialConfig(n.URL, amqp.Config{Dial: amqp.DefaultDial(time.Second), TLSClientConfig: n.tls}); err == nil {
 			c.Close()
 			return nil
 		}
