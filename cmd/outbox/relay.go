@@ -111,6 +111,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Logs and error messages show URLs and DSNs with their passwords, tokens and secret query\n"+
 		"values (token, key, signature...) masked as xxxxx.",
 		httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, httpIdleTimeout, httpMaxHeaderBytes>>10))
+	f.note(tracingNote)
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
@@ -131,6 +132,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "%v", err)
 	}
 	slog.SetDefault(log)
+	scheme, _, _ := strings.Cut(o.broker, ":")
+	tr, err := startTracing(ctx, os.Getenv, log, scheme)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown() // after the relays: it sends the last batches' spans
 	var metrics, adminSrv *httpServer
 	if o.metricsAddr != "" {
 		if metrics, err = listenHTTP(ctx, "metrics-addr", o.metricsAddr); err != nil {
@@ -207,6 +214,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	totals := &relayTotals{}
 	hooks := []any{&batchLogger{log: log, totals: totals}}
+	if tr != nil {
+		hooks = append(hooks, tr.hook)
+	}
 	var cleanupHooks []any
 	if metrics != nil {
 		m, err := serveMetrics(metrics, d.Store, log)
