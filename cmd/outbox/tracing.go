@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -72,9 +71,12 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 	switch protocol {
 	case "", "http/protobuf":
 		protocol = "http/protobuf"
-		exp, err = otlptracehttp.New(ctx) // it reads the OTEL_EXPORTER_OTLP_ variables itself
+		var c *otlpHTTP
+		if c, err = newOTLPHTTP(getenv); err == nil {
+			exp, err = otlptrace.New(ctx, c)
+		}
 	case "grpc":
-		exp, err = otlptracegrpc.New(ctx)
+		exp, err = newGRPCExporter(ctx) // it reads the OTEL_EXPORTER_OTLP_ variables itself
 	default:
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: use http/protobuf or grpc", protocol)
 	}
