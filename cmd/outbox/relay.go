@@ -80,7 +80,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.intVar(&o.concurrency, "concurrency", webhook.DefaultConcurrency, "N", "most webhook requests in flight at once")
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
 	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
-	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
+	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead, when a batch ran since the last line; 0 turns it off")
 	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, 2 more with --admin-addr and 1 with a cleanup, unless the DSN sets pool_max_conns)")
 	f.stringVar(&o.metricsAddr, "metrics-addr", "", "ADDR",
 		"serve Prometheus metrics at http://ADDR/metrics while the relay runs, off unless set; ADDR is HOST:PORT or :PORT "+
@@ -260,12 +260,18 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		go func() {
 			tick := time.NewTicker(o.statsInterval)
 			defer tick.Stop()
+			var last int64 = -1
 			for {
 				select {
 				case <-done:
 					return
 				case <-tick.C:
-					log.Info("relay totals", totals.attrs()...)
+					// An idle relay stays quiet: a line only when a
+					// batch ran since the last one.
+					if b := totals.batches.Load(); b != last {
+						last = b
+						log.Info("relay totals", totals.attrs()...)
+					}
 				}
 			}
 		}()
