@@ -692,7 +692,7 @@ func TestIdleRelayIsQuiet(t *testing.T) {
 	b.insert(t, "q1", "orders", `{"n":1}`)
 	stop := startRelay(t, nil, "--db", b.dsn, "--broker", "discard:", "--interval", "20ms", "--stats-interval", "100ms")
 	waitFor(t, "q1 SENT", 30*time.Second, func() bool { return b.status(t, "q1") == 1 })
-	time.Sleep(300 * time.Millisecond) // the totals line of the batch that sent q1
+	time.Sleep(300 * time.Millisecond)  // the totals line of the batch that sent q1
 	time.Sleep(1500 * time.Millisecond) // some 75 empty polls and 15 stats ticks
 	r := stop()
 	if r.code != 0 {
