@@ -683,3 +683,31 @@ func TestRelaySIGTERMDuringStartUpExitsZero(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleRelayIsQuiet: a relay with nothing to do logs that it started and
+// stopped, and nothing in between, at the default level.
+func TestIdleRelayIsQuiet(t *testing.T) {
+	t.Parallel()
+	b := newSQLite(t)
+	mustRun(t, "migrate", "--db", b.dsn)
+	b.insert(t, "q1", "orders", `{"n":1}`)
+	stop := startRelay(t, nil, "--db", b.dsn, "--broker", "discard:", "--interval", "20ms", "--stats-interval", "100ms")
+	waitFor(t, "q1 SENT", 30*time.Second, func() bool { return b.status(t, "q1") == 1 })
+	time.Sleep(300 * time.Millisecond)  // the totals line of the batch that sent q1
+	time.Sleep(1500 * time.Millisecond) // some 75 empty polls and 15 stats ticks
+	r := stop()
+	if r.code != 0 {
+		t.Fatalf("relay: %s", r)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	var totals int
+	for _, l := range lines {
+		if strings.Contains(l, "relay totals") {
+			totals++
+		}
+	}
+	// started, at most one totals line for q1's batch and none while idle, stopped.
+	if totals > 1 || len(lines) > 3 || !strings.Contains(lines[0], "relay started") || !strings.Contains(lines[len(lines)-1], "relay stopped") {
+		t.Fatalf("an idle relay logged %d lines (%d totals):\n%s", len(lines), totals, r.stderr)
+	}
+}

@@ -16,6 +16,7 @@ type dbOptions struct {
 	dsn        string
 	table      string
 	inboxTable string
+	tls        dbTLS
 }
 
 func addDBFlags(f *flagSet) *dbOptions {
@@ -24,6 +25,14 @@ func addDBFlags(f *flagSet) *dbOptions {
 		"the database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db").required = true
 	f.stringVar(&o.table, "table", outbox.DefaultOutboxTable, "NAME", "the outbox table")
 	f.stringVar(&o.inboxTable, "inbox-table", outbox.DefaultInboxTable, "NAME", "the consumers' deduplication table")
+	f.stringVar(&o.tls.ca, "db-tls-ca", "", "PATH",
+		"verify the database server's certificate against the CA certificates in PATH (PEM) instead of the system's; "+
+			"any --db-tls-* flag makes TLS required (PostgreSQL: sslrootcert, and sslmode=verify-full unless --db sets an sslmode; "+
+			"MySQL: the tls_ca parameter)")
+	f.stringVar(&o.tls.cert, "db-tls-cert", "", "PATH", "the client certificate (PEM) shown to the database server, with --db-tls-key (PostgreSQL: sslcert; MySQL: tls_cert)")
+	f.stringVar(&o.tls.key, "db-tls-key", "", "PATH", "the private key (PEM) of --db-tls-cert (PostgreSQL: sslkey; MySQL: tls_key)")
+	f.stringVar(&o.tls.serverName, "db-tls-server-name", "", "NAME",
+		"the name the database server's certificate must carry, when it is not the --db host's (MySQL: tls_server_name)")
 	return o
 }
 
@@ -48,7 +57,7 @@ func (o *dbOptions) open(ctx context.Context, needSchema bool) (*database, error
 			}
 		}
 	}
-	db, err := openDatabase(ctx, o.dsn, o.tables())
+	db, err := openDatabase(ctx, o.dsn, o.tls, o.tables())
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ var (
 func exportedSeries(t *testing.T) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
-	db, err := openDatabase(ctx, "sqlite:"+filepath.Join(t.TempDir(), "outbox.db"), outbox.Tables{})
+	db, err := openDatabase(ctx, "sqlite:"+filepath.Join(t.TempDir(), "outbox.db"), dbTLS{}, outbox.Tables{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,7 +200,7 @@ func TestCheckSchemaKnowsEveryObject(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, true, func(t *testing.T, b *backend) {
 		ctx := context.Background()
-		d, err := openDatabase(ctx, b.dsn, outbox.Tables{})
+		d, err := openDatabase(ctx, b.dsn, dbTLS{}, outbox.Tables{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,10 @@ type database struct {
 // openDatabase opens the database named by dsn (postgres://, postgresql://,
 // mysql://, sqlite:), checks that it answers, and returns a driver for tables.
 // Error messages never contain the password.
-func openDatabase(ctx context.Context, dsn string, tables outbox.Tables) (*database, error) {
+//
+// t asks for TLS with the files and server name of the --db-tls-* flags; see
+// postgresTLS and mysqlConfig. SQLite takes none.
+func openDatabase(ctx context.Context, dsn string, t dbTLS, tables outbox.Tables) (*database, error) {
 	tables = tables.WithDefaults()
 	if err := tables.Validate(); err != nil {
 		return nil, fmt.Errorf("%w; check --table / --inbox-table", err)
@@ -56,10 +59,13 @@ func openDatabase(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
-		return openPostgres(ctx, dsn, tables)
+		return openPostgres(ctx, dsn, t, tables)
 	case "mysql":
-		return openMySQL(ctx, dsn, tables)
+		return openMySQL(ctx, dsn, t, tables)
 	case "sqlite":
+		if t.set() {
+			return nil, errors.New("--db-tls-* apply to PostgreSQL and MySQL; a sqlite: --db takes none")
+		}
 		return openSQLite(ctx, dsn, tables)
 	}
 	return nil, fmt.Errorf("unknown database scheme %q in --db; use postgres://, mysql:// or sqlite:", scheme) //nolint:staticcheck // ends with the scheme "sqlite:", not punctuation
@@ -107,9 +113,13 @@ func validScheme(s string) bool {
 	return s != ""
 }
 
-func openPostgres(ctx context.Context, dsn string, tables outbox.Tables) (*database, error) {
+func openPostgres(ctx context.Context, dsn string, t dbTLS, tables outbox.Tables) (*database, error) {
 	addURLSecret(dsn)
 	if err := checkUserInfo(dsn); err != nil {
+		return nil, err
+	}
+	dsn, err := postgresTLS(dsn, t)
+	if err != nil {
 		return nil, err
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -117,6 +127,9 @@ func openPostgres(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 		return nil, fmt.Errorf("invalid postgres --db: %v; the form is postgres://user:pass@host:5432/db", err)
 	}
 	addSecret(cfg.ConnConfig.Password)
+	if err := checkPostgresTLS(&cfg.ConnConfig.Config, t, t.set() || postgresAsksTLS(dsn)); err != nil {
+		return nil, err
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
@@ -126,11 +139,11 @@ func openPostgres(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 	where := "postgres at " + net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))) + "/" + cfg.ConnConfig.Database
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cannot connect to %s: %s; check --db / OUTBOX_DB", where, oneLine(err.Error()))
+		return nil, connectError(where, err)
 	}
 	if err := ping(ctx, pool.Ping); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot connect to %s: %s; check --db / OUTBOX_DB", where, oneLine(err.Error()))
+		return nil, connectError(where, err)
 	}
 	drv, err := outboxpgx.New(pool, tables)
 	if err != nil {
@@ -144,7 +157,11 @@ func openPostgres(ctx context.Context, dsn string, tables outbox.Tables) (*datab
 // go-sql-driver configuration the store needs: parseTime=true and loc=UTC
 // always (the store reads UTC DATETIMEs), interpolateParams=true unless the
 // DSN says otherwise, and the DSN's other parameters as given.
-func mysqlConfig(dsn string) (*mysql.Config, error) {
+//
+// The TLS parameters tls_ca, tls_cert, tls_key and tls_server_name, and the
+// flags of t, set the driver's TLS configuration; TLS is then required, never
+// dropped for plain text.
+func mysqlConfig(dsn string, t dbTLS) (*mysql.Config, error) {
 	if err := checkUserInfo(dsn); err != nil {
 		return nil, err
 	}
@@ -157,6 +174,13 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 		return nil, fmt.Errorf("mysql --db %s names no database; the form is mysql://user:pass@host:3306/db", redactDSN(dsn))
 	}
 	q := u.Query()
+	t, err = mysqlTLS(q, t)
+	if err != nil {
+		return nil, err
+	}
+	if mode := q.Get("tls"); t.set() && q.Has("tls") && mode != "true" {
+		return nil, fmt.Errorf("mysql --db %s sets tls=%s and the TLS files or server name ask for a verified TLS connection; drop tls=%s", redactDSN(dsn), mode, mode)
+	}
 	// Let the driver parse and check the parameters it knows; user, address
 	// and database are set below, so their characters need no escaping.
 	cfg, err := mysql.ParseDSN("/?" + q.Encode())
@@ -172,6 +196,17 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 		port = "3306"
 	}
 	cfg.Net, cfg.Addr, cfg.DBName = "tcp", net.JoinHostPort(host, port), db
+	if t.set() {
+		if cfg.TLS, err = t.tlsConfig("--db-tls"); err != nil {
+			return nil, err
+		}
+		cfg.AllowFallbackToPlaintext = false
+	}
+	if cfg.TLS != nil && t.serverName == "" && !cfg.TLS.InsecureSkipVerify {
+		// The driver named the server after its default address while
+		// parsing the parameters alone: verify the real host's name.
+		cfg.TLS.ServerName = host
+	}
 	if u.User != nil {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
@@ -186,9 +221,9 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func openMySQL(ctx context.Context, dsn string, tables outbox.Tables) (*database, error) {
+func openMySQL(ctx context.Context, dsn string, t dbTLS, tables outbox.Tables) (*database, error) {
 	addURLSecret(dsn)
-	cfg, err := mysqlConfig(dsn)
+	cfg, err := mysqlConfig(dsn, t)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +237,7 @@ func openMySQL(ctx context.Context, dsn string, tables outbox.Tables) (*database
 	db.SetConnMaxLifetime(5 * time.Minute)
 	if err := ping(ctx, db.PingContext); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("cannot connect to %s: %s; check --db / OUTBOX_DB", where, oneLine(err.Error()))
+		return nil, connectError(where, err)
 	}
 	drv, err := outboxmysql.New(db, tables)
 	if err != nil {
@@ -253,6 +288,12 @@ func openSQLite(ctx context.Context, dsn string, tables outbox.Tables) (*databas
 		return nil, err
 	}
 	return &database{Store: drv, Dialect: "sqlite", SQL: drv.SQLDriver, Close: func() { db.Close() }, where: where}, nil
+}
+
+// connectError is the error of a first connection to where that failed.
+func connectError(where string, err error) error {
+	msg := oneLine(err.Error())
+	return fmt.Errorf("cannot connect to %s: %s%s; check --db / OUTBOX_DB", where, msg, tlsHint(msg))
 }
 
 func ping(ctx context.Context, f func(context.Context) error) error {

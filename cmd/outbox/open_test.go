@@ -17,7 +17,7 @@ func TestMySQLConfig(t *testing.T) {
 		{"mysql://root@127.0.0.1/test?charset=utf8mb4&parseTime=false&timeout=3s&interpolateParams=false&sql_mode=%27ANSI%27",
 			"root@tcp(127.0.0.1:3306)/test?charset=utf8mb4&parseTime=true&timeout=3s&sql_mode=%27ANSI%27"},
 	} {
-		cfg, err := mysqlConfig(tc.dsn)
+		cfg, err := mysqlConfig(tc.dsn, dbTLS{})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.dsn, err)
 		}
@@ -30,7 +30,7 @@ func TestMySQLConfig(t *testing.T) {
 		}
 	}
 	for _, dsn := range []string{"mysql://root@127.0.0.1:3306", "mysql://root@127.0.0.1:3306/", "mysql://root:pw123@h/db?tls=bogus"} {
-		_, err := mysqlConfig(dsn)
+		_, err := mysqlConfig(dsn, dbTLS{})
 		if err == nil || strings.Contains(err.Error(), "pw123") {
 			t.Errorf("%s: error %v", dsn, err)
 		}
@@ -61,7 +61,7 @@ func TestSQLitePath(t *testing.T) {
 func TestOpenDatabaseRejectsBadTablesFirst(t *testing.T) {
 	t.Parallel()
 	// No database is contacted: the names are checked first.
-	_, err := openDatabase(t.Context(), "postgres://u:p@192.0.2.1:1/db", outbox.Tables{Outbox: "x;drop"})
+	_, err := openDatabase(t.Context(), "postgres://u:p@192.0.2.1:1/db", dbTLS{}, outbox.Tables{Outbox: "x;drop"})
 	if !errors.Is(err, outbox.ErrInvalidIdentifier) {
 		t.Fatalf("err = %v, want ErrInvalidIdentifier", err)
 	}

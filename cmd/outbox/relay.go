@@ -90,7 +90,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.intVar(&o.concurrency, "concurrency", webhook.DefaultConcurrency, "N", "most webhook requests in flight at once")
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
 	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
-	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead; 0 turns it off")
+	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead, when a batch ran since the last line; 0 turns it off")
 	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, 4 more with --admin-addr and 1 with a cleanup, unless the DSN sets pool_max_conns)")
 	f.stringVar(&o.metricsAddr, "metrics-addr", "", "ADDR",
 		"serve Prometheus metrics at http://ADDR/metrics while the relay runs, off unless set; ADDR is HOST:PORT or :PORT "+
@@ -120,6 +120,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Logs and error messages show URLs and DSNs with their passwords, tokens and secret query\n"+
 		"values (token, key, signature...) masked as xxxxx.",
 		httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, httpIdleTimeout, httpMaxHeaderBytes>>10))
+	f.note(tracingNote)
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
 	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
@@ -141,6 +142,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "%v", err)
 	}
 	slog.SetDefault(log)
+	scheme, _, _ := strings.Cut(o.broker, ":")
+	tr, err := startTracing(ctx, os.Getenv, log, scheme)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown() // after the relays: it sends the last batches' spans
 	var metrics, adminSrv *httpServer
 	if o.metricsAddr != "" {
 		if metrics, err = listenHTTP(ctx, "metrics-addr", o.metricsAddr); err != nil {
@@ -217,6 +224,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	totals := &relayTotals{}
 	hooks := []any{&batchLogger{log: log, totals: totals}}
+	if tr != nil {
+		hooks = append(hooks, tr.hook)
+	}
 	var cleanupHooks []any
 	if metrics != nil {
 		m, err := serveMetrics(metrics, d.Store, log)
@@ -267,12 +277,18 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		go func() {
 			tick := time.NewTicker(o.statsInterval)
 			defer tick.Stop()
+			var last int64 = -1
 			for {
 				select {
 				case <-done:
 					return
 				case <-tick.C:
-					log.Info("relay totals", totals.attrs()...)
+					// An idle relay stays quiet: a line only when a
+					// batch ran since the last one.
+					if b := totals.batches.Load(); b != last {
+						last = b
+						log.Info("relay totals", totals.attrs()...)
+					}
 				}
 			}
 		}()
