@@ -143,7 +143,19 @@ func newMySQLChaosStore(ctx context.Context, t *testing.T, b Broker) (*harness, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := sqlChaosStore(ctx, t, h, db, drv, fmt.Sprintf("mysql://%s@%s/%s", name, cfg.Addr, name))
+	// As on PostgreSQL, the server ends any transaction of the relays left
+	// idle for a second (MariaDB's idle_transaction_timeout; MySQL has
+	// none), so that no claim may depend on a transaction held open while
+	// the broker publishes.
+	relayDSN := fmt.Sprintf("mysql://%s@%s/%s", name, cfg.Addr, name)
+	var version string
+	if err := admin.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(version, "MariaDB") {
+		relayDSN += "?idle_transaction_timeout=1"
+	}
+	st := sqlChaosStore(ctx, t, h, db, drv, relayDSN)
 	st.dropRelayConns = func(ctx context.Context) (int, error) {
 		rows, err := admin.QueryContext(ctx, `SELECT id FROM information_schema.processlist WHERE user = ?`, name)
 		if err != nil {

@@ -128,14 +128,20 @@ func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, af
 // claimSetupStatements is claimSetup as one statement of the extended
 // protocol: SET LOCAL name = value becomes set_config(name, value, true).
 func (c *compiled) claimSetupStatements() []string {
-	if c.claimSetup == "" {
+	return setupStatements(c.claimSetup)
+}
+
+// setupStatements is setup (SET LOCAL statements) as one statement of the
+// extended protocol.
+func setupStatements(setup string) []string {
+	if setup == "" {
 		return nil
 	}
 	var calls []string
-	for _, st := range strings.Split(c.claimSetup, "; ") {
+	for _, st := range strings.Split(setup, "; ") {
 		name, value, ok := strings.Cut(strings.TrimPrefix(st, "SET LOCAL "), " = ")
 		if !ok {
-			return strings.Split(c.claimSetup, "; ")
+			return strings.Split(setup, "; ")
 		}
 		calls = append(calls, "set_config('"+name+"', '"+value+"', true)")
 	}
@@ -476,7 +482,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		// The common case: one statement, its own transaction, which on
 		// PostgreSQL also drops the lease.
 		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
-		if _, err := s.db.Exec(ctx, q, args...); err != nil {
+		if err := s.execMark(ctx, q, args); err != nil {
 			return s.wrap("mark sent", err)
 		}
 		if s.c.mode == claimChunks {
@@ -484,7 +490,11 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		}
 		return c.release(ctx, "finish: release claim")
 	}
-	tx, err := s.db.Begin(ctx)
+	begin := s.db.Begin
+	if setup := s.c.markSetup; setup != "" {
+		begin = s.beginWith(setup)
+	}
+	tx, err := begin(ctx)
 	if err != nil {
 		return s.wrap("finish: begin", err)
 	}
@@ -510,6 +520,31 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		}
 	}
 	return s.wrap("finish: commit", tx.Commit(ctx))
+}
+
+// execMark runs the mark q as a transaction of its own, after the dialect's
+// markSetup where it has one, in one round trip where the DB is a
+// TxPipeliner.
+func (s *Store) execMark(ctx context.Context, q string, args []any) error {
+	if s.c.markSetup == "" {
+		_, err := s.db.Exec(ctx, q, args...)
+		return err
+	}
+	if pl, ok := s.db.(TxPipeliner); ok {
+		return pl.QueryCommitted(ctx, setupStatements(s.c.markSetup), q, args, func(rows Rows) error {
+			defer rows.Close()
+			return rows.Err()
+		})
+	}
+	tx, err := s.beginWith(s.c.markSetup)(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, q, args...); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return tx.Commit(context.WithoutCancel(ctx))
 }
 
 // sentCtids is the ctids of the messages whose outcome is SENT, in the

@@ -81,6 +81,9 @@ type dialect struct {
 	// claimSetup, when set, runs at the start of each claim's transaction
 	// (PostgreSQL: planner settings that keep the claim on its indexes).
 	claimSetup string
+	// markSetup, when set, runs at the start of each mark's transaction, as
+	// claimSetup does for the claim.
+	markSetup string
 	// sweepCheck and sweepAdvance keep the low-water mark of the rescan
 	// (PostgreSQL): see postgresDialect.
 	sweepCheck, sweepAdvance string

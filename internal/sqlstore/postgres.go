@@ -101,6 +101,13 @@ RETURNING msg_id`,
 	// the point where PostgreSQL compiles it.
 	claimSetup: `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL jit = off`,
 
+	// The marks reach their rows by ctid (see markSent). With no statistics
+	// (a new table) the planner would take a scan of the whole table for
+	// cheaper than a TID scan, and with a generic plan, which counts ten
+	// rows in a parameter array, a nested loop that compares every row
+	// with every pair.
+	markSetup: `SET LOCAL enable_seqscan = off; SET LOCAL enable_nestloop = off; SET LOCAL jit = off`,
+
 	claimAfter: `WITH RECURSIVE async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), chunks(first) AS (
@@ -150,14 +157,18 @@ RETURNING msg_id`,
 	// markSent is the mark of a batch that all went out, one statement in
 	// its own transaction, which also drops the claim's lease (args: the
 	// rows' ids, the token, the rows' ctids as the claim read them). Only
-	// rows still NEW move. It reaches each row by the ctid the claim read,
-	// a TID scan, with no walk of the primary key per row, and checks the
-	// id there: a row someone else updated since the claim (an operator)
-	// has moved to another ctid, which is not marked (it stays NEW and is
-	// claimed again), and a ctid whose line a new row version took since
-	// names another id. No index names status or sent_at, so the update is
-	// HOT: PostgreSQL writes the new row version on the same page
-	// (fillfactor 50 leaves room) and inserts no index entry.
+	// rows still NEW move. It reaches the rows by the ctids the claim read,
+	// one TID scan over all of them (ctid = ANY), with no walk of the
+	// primary key per row, and checks each row's id against its ctid's
+	// (a hash join with the pairs): a row someone else updated since the
+	// claim (an operator) has moved to another ctid, which is not marked
+	// (it stays NEW and is claimed again), and a ctid whose line a new row
+	// version took since names another id. With the join's condition
+	// alone, the planner makes a nested loop that rescans a TID scan once
+	// per row, and each rescan reads the table's size from the kernel.
+	// No index names status or sent_at, so the update is HOT: PostgreSQL
+	// writes the new row version on the same page (fillfactor 50 leaves
+	// room) and inserts no index entry.
 	// markSentRequeued is markSent for a batch with requeued rows
 	// (next_retry_at past created_at, as the claim read them): their
 	// next_retry_at goes back to created_at, so that they leave the
@@ -168,13 +179,13 @@ RETURNING msg_id`,
 ), released AS (` + releaseChunks + `)
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now()
 FROM async, unnest($3::text[]::tid[], $1::bigint[]) AS f(t, id)
-WHERE o.ctid = f.t AND o.id = f.id AND o.status = 0`,
+WHERE o.ctid = ANY($3::text[]::tid[]) AND o.ctid = f.t AND o.id = f.id AND o.status = 0`,
 	markSentRequeued: `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), released AS (` + releaseChunks + `)
 UPDATE {{outbox}} AS o SET status = 1, sent_at = now(), next_retry_at = least(o.next_retry_at, o.created_at)
 FROM async, unnest($3::text[]::tid[], $1::bigint[]) AS f(t, id)
-WHERE o.ctid = f.t AND o.id = f.id AND o.status = 0`,
+WHERE o.ctid = ANY($3::text[]::tid[]) AND o.ctid = f.t AND o.id = f.id AND o.status = 0`,
 	claimRelease: releaseChunksStmt,
 
 	// The sweep advances the low-water mark in two statements, so that the
