@@ -93,17 +93,17 @@ bump() {
   local new=$1 old p d args
   [[ $new =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "VERSION=$new: want a semantic version such as v0.2.0"
   old=$(version)
+  # go.work maps each sibling at the required version to its folder.
+  local work=""
+  for p in $(paths); do
+    d=$(GOWORK=$root/go.work $GO list -m -f '{{.Dir}}' "$p"); d=${d#"$root"}; d=.${d:+/${d#/}}
+    work="$work -dropreplace=$p@$old -replace=$p@$new=$d"
+  done
   for d in $(dirs); do
     args=$( (cd "$d" && siblings) | while read -r p _; do echo "-require=$p@$new"; done)
     [ -z "$args" ] || (cd "$d" && GOWORK=off $GO mod edit $args)
   done
-  # go.work maps each sibling at the required version to its folder.
-  args=""
-  for p in $(paths); do
-    d=$(GOWORK=$root/go.work $GO list -m -f '{{.Dir}}' "$p"); d=${d#"$root"}; d=.${d:+/${d#/}}
-    args="$args -dropreplace=$p@$old -replace=$p@$new=$d"
-  done
-  $GO work edit $args
+  $GO work edit $work
   tidy
   for d in $(dirs); do (cd "$d" && $GO build ./... >/dev/null && $GO vet ./...); done
   echo "modules: every module now requires the others at $new"
