@@ -100,7 +100,7 @@ bench-ageing: build ## throughput after a million messages passed through the sa
 
 .PHONY: tidy
 tidy: ## go mod tidy every module, the modules of this repository served from a local proxy (docs/modules.md)
-	GO=$(GO) tools/modules.sh tidy
+	GO=$(GO) tools/modules.sh tidy $(DIRS)
 
 .PHONY: bump-version
 bump-version: ## require the repository's modules at VERSION everywhere (go.mod and go.work), then tidy, build and vet every module

@@ -627,7 +627,7 @@ func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outco
 		perr := errs[i]
 		var o Outcome
 		switch {
-		case perr == errNotAttempted:
+		case errors.Is(perr, errNotAttempted):
 			o = Outcome{Kind: OutcomeRelease}
 		case i == j.charge:
 			perr = chargeError(perr, j.alone)
@@ -637,7 +637,7 @@ func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outco
 		default:
 			o = r.outcome(m, perr)
 		}
-		if perr == errNotAttempted {
+		if errors.Is(perr, errNotAttempted) {
 			perr = nil
 		}
 		outcomes[i] = o

@@ -5,7 +5,7 @@
 # explains the scheme.
 #
 #   tools/modules.sh version           the one version every module requires the others at
-#   tools/modules.sh tidy              go mod tidy every module, its siblings served locally
+#   tools/modules.sh tidy [DIR...]     go mod tidy every module (or those in DIR...), its siblings served locally
 #   tools/modules.sh bump VERSION      require the siblings at VERSION everywhere, then tidy and build
 #   tools/modules.sh consumer [VERSION] build and run a program outside the repository
 set -euo pipefail
@@ -78,7 +78,9 @@ tidy() {
   local v; v=$(version); tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   serve "$v" "$tmp/proxy"
-  for d in $(dirs); do
+  local todo=("$@"); [ ${#todo[@]} -gt 0 ] || todo=($(dirs))
+  for d in "${todo[@]}"; do
+    d=$(cd "$d" && pwd)
     echo "== go mod tidy ${d#$root/}"
     (cd "$d" && PRIVATE_CACHE=1 withproxy "$tmp" $GO mod tidy)
     # The sums of the locally served siblings are not the released ones.
@@ -139,7 +141,7 @@ EOF
 
 case ${1:-} in
 version) version ;;
-tidy) tidy ;;
+tidy) shift; tidy "$@" ;;
 bump) [ -n "${2:-}" ] || die "usage: $0 bump VERSION"; bump "$2" ;;
 consumer) consumer "${2:-}" ;;
 *) die "usage: $0 version|tidy|bump VERSION|consumer [VERSION]" ;;
