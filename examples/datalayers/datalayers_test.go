@@ -187,7 +187,7 @@ func TestGORM(t *testing.T) {
 	for name, open := range databases {
 		t.Run(name, func(t *testing.T) {
 			d := open(t)
-			var dialector gorm.Dialector = gormpostgres.New(gormpostgres.Config{Conn: d.db})
+			dialector := gormpostgres.New(gormpostgres.Config{Conn: d.db})
 			if name == "mysql" {
 				dialector = gormmysql.New(gormmysql.Config{Conn: d.db, SkipInitializeWithVersion: true})
 			}
