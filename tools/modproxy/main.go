@@ -15,6 +15,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -116,7 +117,7 @@ func serve(out, version string, m mod, internal map[string]bool) error {
 		return err
 	}
 	vdir := filepath.Join(out, filepath.FromSlash(escaped), "@v")
-	if err := os.MkdirAll(vdir, 0o755); err != nil {
+	if err := os.MkdirAll(vdir, 0o750); err != nil {
 		return err
 	}
 	info, err := json.Marshal(struct {
@@ -126,10 +127,10 @@ func serve(out, version string, m mod, internal map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(vdir, version+".info"), info, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(vdir, version+".info"), info, 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(vdir, version+".mod"), gomod, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(vdir, version+".mod"), gomod, 0o600); err != nil {
 		return err
 	}
 	if err := writeZip(filepath.Join(vdir, version+".zip"), module.Version{Path: path, Version: version}, m.dir, gomod); err != nil {
@@ -158,7 +159,7 @@ func writeZip(name string, mv module.Version, dir string, gomod []byte) (err err
 // listFiles returns the module's files as git sees them; modzip.Create drops
 // the files of nested modules. The go.mod served is the rewritten one.
 func listFiles(dir string, gomod []byte) ([]modzip.File, error) {
-	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd := exec.CommandContext(context.Background(), "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -201,7 +202,7 @@ func appendList(name, version string) error {
 			return nil
 		}
 	}
-	return os.WriteFile(name, append(old, version+"\n"...), 0o644)
+	return os.WriteFile(name, append(old, version+"\n"...), 0o600) //nolint:gosec // G703: name is under -out, the folder the caller chose
 }
 
 type diskFile struct {
