@@ -1,8 +1,6 @@
-# Every target loops over the modules of the workspace (go.work).
-MODULES := . driver/outboxpgx driver/outboxmysql driver/outboxsqlite \
-           broker/outboxkafka broker/outboxamqp broker/outboxnats broker/outboxredis broker/outboxmqtt \
-           cmd/outbox e2e plugin/outboxotel plugin/outboxprom
 GO      ?= go
+# Every target loops over the modules of the workspace (go.work).
+MODULES := $(shell $(GO) list -m -f '{{.Dir}}')
 PG      ?= postgres://postgres@127.0.0.1:5432/test
 BENCH_MESSAGES ?= 100000
 BENCH_RUNS     ?= 5
@@ -29,8 +27,9 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 .PHONY: test
-test: vet ## vet and test every module with -race against the local PostgreSQL, MariaDB and SQLite
+test: vet ## vet and test every module with -race against the local PostgreSQL, MariaDB and SQLite, then modcheck
 	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+	@$(MAKE) --no-print-directory modcheck
 
 .PHONY: vet
 vet: ## go vet every module and check gofmt
@@ -108,5 +107,14 @@ console-screenshots: ## write docs/console*.png from the console's browser tests
 	cd cmd/outbox && CONSOLE_SCREENSHOT=$(CURDIR)/docs/console.png $(GO) test -count=1 -run TestConsoleBrowser .
 
 .PHONY: tidy
-tidy: ## go mod tidy every module
-	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+tidy: ## go mod tidy every module, the modules of this repository served from a local proxy (docs/modules.md)
+	GO=$(GO) tools/modules.sh tidy $(DIRS)
+
+.PHONY: bump-version
+bump-version: ## require the repository's modules at VERSION everywhere (go.mod and go.work), then tidy, build and vet every module
+	@case "$(origin VERSION)" in command*|environment*) ;; *) echo "usage: make bump-version VERSION=v0.2.0"; exit 1;; esac
+	GO=$(GO) tools/modules.sh bump $(VERSION)
+
+.PHONY: modcheck
+modcheck: ## build and run a program outside the repository that fetches the core, outboxpgx and outboxnats from a local module proxy; go install cmd/outbox from it
+	GO=$(GO) PG=$(PG)?sslmode=disable tools/modules.sh consumer

@@ -1,3 +1,3 @@
 module github.com/outbox-go/outbox
 
-go 1.25
+go 1.26.0

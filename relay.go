@@ -659,7 +659,7 @@ func (r *Relay) publishClaimed(ctx context.Context, b batch) (BatchReport, []Out
 		perr := errs[i]
 		var o Outcome
 		switch {
-		case perr == errNotAttempted:
+		case errors.Is(perr, errNotAttempted):
 			o = Outcome{Kind: OutcomeRelease}
 		case i == j.charge:
 			perr = chargeError(perr, j.alone)
@@ -669,7 +669,7 @@ func (r *Relay) publishClaimed(ctx context.Context, b batch) (BatchReport, []Out
 		default:
 			o = r.outcome(m, perr)
 		}
-		if perr == errNotAttempted {
+		if errors.Is(perr, errNotAttempted) {
 			perr = nil
 		}
 		outcomes[i] = o

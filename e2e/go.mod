@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
-	github.com/outbox-go/outbox/driver/outboxpgx v0.0.0-00010101000000-000000000000
-	github.com/outbox-go/outbox/driver/outboxsqlite v0.0.0-00010101000000-000000000000
+	github.com/outbox-go/outbox v0.1.0
+	github.com/outbox-go/outbox/driver/outboxpgx v0.1.0
+	github.com/outbox-go/outbox/driver/outboxsqlite v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -34,42 +34,31 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/net v0.58.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
 
-replace (
-	github.com/outbox-go/outbox => ../
-	github.com/outbox-go/outbox/broker/outboxamqp => ../broker/outboxamqp
-	github.com/outbox-go/outbox/broker/outboxkafka => ../broker/outboxkafka
-	github.com/outbox-go/outbox/broker/outboxmqtt => ../broker/outboxmqtt
-	github.com/outbox-go/outbox/broker/outboxnats => ../broker/outboxnats
-	github.com/outbox-go/outbox/broker/outboxredis => ../broker/outboxredis
-	github.com/outbox-go/outbox/driver/outboxpgx => ../driver/outboxpgx
-	github.com/outbox-go/outbox/driver/outboxsqlite => ../driver/outboxsqlite
-)
+require github.com/outbox-go/outbox/broker/outboxamqp v0.1.0
 
-require github.com/outbox-go/outbox/broker/outboxamqp v0.0.0-00010101000000-000000000000
+require github.com/outbox-go/outbox/broker/outboxkafka v0.1.0
 
-require github.com/outbox-go/outbox/broker/outboxkafka v0.0.0-00010101000000-000000000000
+require github.com/outbox-go/outbox/broker/outboxmqtt v0.1.0
 
-require github.com/outbox-go/outbox/broker/outboxmqtt v0.0.0-00010101000000-000000000000
-
-require github.com/outbox-go/outbox/broker/outboxnats v0.0.0-00010101000000-000000000000
+require github.com/outbox-go/outbox/broker/outboxnats v0.1.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/nats-io/nats.go v1.55.0
-	github.com/outbox-go/outbox/broker/outboxredis v0.0.0-00010101000000-000000000000
-	github.com/outbox-go/outbox/driver/outboxmysql v0.0.0-00010101000000-000000000000
-	github.com/outbox-go/outbox/plugin/outboxotel v0.0.0-00010101000000-000000000000
+	github.com/outbox-go/outbox/broker/outboxredis v0.1.0
+	github.com/outbox-go/outbox/driver/outboxmysql v0.1.0
+	github.com/outbox-go/outbox/plugin/outboxotel v0.1.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go v1.22.3
@@ -79,7 +68,3 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 )
-
-replace github.com/outbox-go/outbox/driver/outboxmysql => ../driver/outboxmysql
-
-replace github.com/outbox-go/outbox/plugin/outboxotel => ../plugin/outboxotel

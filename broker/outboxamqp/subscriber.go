@@ -203,7 +203,7 @@ func (sub *Subscriber) consume(ctx context.Context, h outbox.Handler) (connected
 	// broker has taken the message back.
 	lost := make(chan struct{})
 	go func() {
-		<-ch.NotifyClose(make(chan *amqp.Error, 1))
+		<-ch.NotifyClose(make(chan *amqp.Error, 1)) //nolint:errcheck // the close itself is the news, not its reason
 		close(lost)
 	}()
 	if err := sub.declare(ch); err != nil {

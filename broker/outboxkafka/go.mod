@@ -3,7 +3,7 @@ module github.com/outbox-go/outbox/broker/outboxkafka
 go 1.26.0
 
 require (
-	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	github.com/outbox-go/outbox v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -15,5 +15,3 @@ require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 )
-
-replace github.com/outbox-go/outbox => ../..

@@ -135,11 +135,11 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 		}
 	case ce := <-refused:
 		cancel()
-		<-up
+		<-up //nolint:errcheck // wait for the connection attempt to end; fail says why
 		fail = ce
 	case err := <-noListener:
 		cancel()
-		<-up
+		<-up //nolint:errcheck // wait for the connection attempt to end; fail says why
 		fail = outbox.Unavailable(fmt.Errorf("outboxmqtt: cannot connect to %s: %w", o.url.redacted, err))
 	}
 	disconnect(cm)

@@ -155,14 +155,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if !o.keep {
-		defer st.Truncate(context.WithoutCancel(ctx))
+		defer st.Truncate(context.WithoutCancel(ctx)) //nolint:errcheck // best-effort cleanup after the figures are out
 	}
 	if o.cpuProfile != "" {
 		pf, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer pf.Close()
+		defer pf.Close() //nolint:errcheck // a developer's profile; pprof.StopCPUProfile has written it
 		if err := pprof.StartCPUProfile(pf); err != nil {
 			return err
 		}

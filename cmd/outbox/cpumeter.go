@@ -40,7 +40,7 @@ func machineCPU() cpuSample {
 	if err != nil {
 		return cpuSample{}
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only /proc file
 	sc := bufio.NewScanner(f)
 	if !sc.Scan() {
 		return cpuSample{}

@@ -66,7 +66,7 @@ func (d *demo) runNATS(ctx context.Context, out io.Writer, natsURL string, keep 
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	defer real.Close()
+	defer real.Close() //nolint:errcheck // the demo is over; its figures are printed
 	defer deleteStreams(natsURL, stream, "DEMO_DEAD_"+suffix)
 	sub, err := outboxnats.NewSubscriber(ctx, outboxnats.SubscriberConfig{
 		URL: natsURL, Group: "points", Subject: subject, Stream: stream,
@@ -76,7 +76,7 @@ func (d *demo) runNATS(ctx context.Context, out io.Writer, natsURL string, keep 
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	defer sub.Close()
+	defer sub.Close() //nolint:errcheck // the demo is over; its figures are printed
 
 	// The relay's publisher: the first two attempts time out, as in the seed.
 	failLeft := 2

@@ -1,10 +1,10 @@
 module github.com/outbox-go/outbox/driver/outboxpgx
 
-go 1.25.0
+go 1.26.0
 
 require (
-	github.com/jackc/pgx/v5 v5.12.0
-	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.13.0
+	github.com/outbox-go/outbox v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -12,8 +12,6 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
-
-replace github.com/outbox-go/outbox => ../..

@@ -3,7 +3,7 @@ module github.com/outbox-go/outbox/driver/outboxsqlite
 go 1.26.0
 
 require (
-	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	github.com/outbox-go/outbox v0.1.0
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
 )
@@ -19,5 +19,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/outbox-go/outbox => ../..

@@ -3,7 +3,7 @@ module github.com/outbox-go/outbox/plugin/outboxprom
 go 1.26.0
 
 require (
-	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	github.com/outbox-go/outbox v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
 )
@@ -19,5 +19,3 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/outbox-go/outbox => ../..

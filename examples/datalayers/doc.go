@@ -1,0 +1,37 @@
+// Package datalayers shows how to write an outbox message inside the
+// transaction of a Go data layer: sqlx, GORM and bun. Each of them holds a
+// *sql.Tx that the outbox Writer takes as it is, so no adapter is needed:
+//
+//   - sqlx: *sqlx.Tx embeds *sql.Tx (tx.Tx);
+//   - GORM: inside db.Transaction, tx.Statement.ConnPool is the *sql.Tx;
+//   - bun: bun.Tx carries its *sql.Tx (tx.Tx).
+//
+// The writer is outbox.NewWriter over a database/sql driver: outboxpgx.NewStdlib
+// for PostgreSQL through pgx's stdlib, or outboxmysql.New for MariaDB/MySQL.
+// Each function inserts an order and its OrderPlaced message in one
+// transaction: both commit or neither does.
+package datalayers
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Order is the business row that the examples insert.
+type Order struct {
+	ID     int64 `db:"id" gorm:"primaryKey;autoIncrement:false" bun:"id,pk"`
+	Amount int64 `db:"amount" bun:"amount"`
+}
+
+// orderPlaced is the message written beside an order.
+func orderPlaced(o Order) outbox.Message {
+	payload, _ := json.Marshal(o) // an Order always marshals
+	return outbox.Message{
+		MsgID:   fmt.Sprintf("order-%d:OrderPlaced", o.ID),
+		Topic:   "order.placed",
+		Key:     fmt.Sprintf("order-%d", o.ID),
+		Payload: payload,
+	}
+}
