@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/outbox-go/outbox v0.1.0
-	github.com/outbox-go/outbox/driver/outboxpgx v0.1.0
-	github.com/outbox-go/outbox/driver/outboxsqlite v0.1.0
+	github.com/outbox-go/outbox v0.3.0
+	github.com/outbox-go/outbox/driver/outboxpgx v0.3.0
+	github.com/outbox-go/outbox/driver/outboxsqlite v0.3.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -45,20 +45,20 @@ require (
 	modernc.org/sqlite v1.62.0 // indirect
 )
 
-require github.com/outbox-go/outbox/broker/outboxamqp v0.1.0
+require github.com/outbox-go/outbox/broker/outboxamqp v0.3.0
 
-require github.com/outbox-go/outbox/broker/outboxkafka v0.1.0
+require github.com/outbox-go/outbox/broker/outboxkafka v0.3.0
 
-require github.com/outbox-go/outbox/broker/outboxmqtt v0.1.0
+require github.com/outbox-go/outbox/broker/outboxmqtt v0.3.0
 
-require github.com/outbox-go/outbox/broker/outboxnats v0.1.0
+require github.com/outbox-go/outbox/broker/outboxnats v0.3.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/nats-io/nats.go v1.55.0
-	github.com/outbox-go/outbox/broker/outboxredis v0.1.0
-	github.com/outbox-go/outbox/driver/outboxmysql v0.1.0
-	github.com/outbox-go/outbox/plugin/outboxotel v0.1.0
+	github.com/outbox-go/outbox/broker/outboxredis v0.3.0
+	github.com/outbox-go/outbox/driver/outboxmysql v0.3.0
+	github.com/outbox-go/outbox/plugin/outboxotel v0.3.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go v1.22.3

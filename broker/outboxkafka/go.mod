@@ -3,7 +3,7 @@ module github.com/outbox-go/outbox/broker/outboxkafka
 go 1.26.0
 
 require (
-	github.com/outbox-go/outbox v0.1.0
+	github.com/outbox-go/outbox v0.3.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/nats-io/nats.go v1.55.0
-	github.com/outbox-go/outbox v0.1.0
+	github.com/outbox-go/outbox v0.3.0
 	go.uber.org/goleak v1.3.0
 )
 

@@ -6,9 +6,9 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/jmoiron/sqlx v1.4.0
-	github.com/outbox-go/outbox v0.1.0
-	github.com/outbox-go/outbox/driver/outboxmysql v0.1.0
-	github.com/outbox-go/outbox/driver/outboxpgx v0.1.0
+	github.com/outbox-go/outbox v0.3.0
+	github.com/outbox-go/outbox/driver/outboxmysql v0.3.0
+	github.com/outbox-go/outbox/driver/outboxpgx v0.3.0
 	github.com/uptrace/bun v1.3.0
 	github.com/uptrace/bun/dialect/mysqldialect v1.3.0
 	github.com/uptrace/bun/dialect/pgdialect v1.3.0

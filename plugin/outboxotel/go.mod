@@ -3,7 +3,7 @@ module github.com/outbox-go/outbox/plugin/outboxotel
 go 1.26.0
 
 require (
-	github.com/outbox-go/outbox v0.1.0
+	github.com/outbox-go/outbox v0.3.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0

@@ -3,7 +3,7 @@ module github.com/outbox-go/outbox/plugin/outboxprom
 go 1.26.0
 
 require (
-	github.com/outbox-go/outbox v0.1.0
+	github.com/outbox-go/outbox v0.3.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
 )
