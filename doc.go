@@ -27,14 +27,15 @@
 //     is never deleted; only an explicit [Store.RetryDead] moves DEAD back to
 //     NEW, and it records a note in last_error.
 //
-// Per-key ordering is not guaranteed yet. Within one batch, a [Publisher]
-// that honours keys publishes the messages of a key in id order and holds the
-// rest back after a failure ([ErrHeldBack]); [PublishFunc] does both. Across
-// batches there is no such promise: a refused message waits for its retry
-// while the later messages of its key may be claimed and published before it,
-// and two relays may publish batches of the same table at once. Consumers
-// that care about order should compare a version or timestamp carried in the
-// payload.
+// Per-key order: a message with a key is published only after every earlier
+// message of its key (by id) is SENT or DEAD, across batches and any number
+// of relays, on every store that implements [KeyOrderer] (all three SQL
+// drivers do). A failing message holds back only the later messages of its
+// key. When it goes DEAD the key flows on, unless [RelayConfig].StopKeyAtDead
+// keeps it stopped until the message is retried or dropped. Within a batch, a
+// [Publisher] keeps a key's messages in id order and holds the rest of the key
+// back after a failure ([ErrHeldBack]); [PublishFunc] does both. Messages
+// without a key are published in no promised order.
 //
 // # The pieces
 //
