@@ -26,8 +26,8 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f.intVar(&maxBatches, "max-batches", 0, "N", "stop after this many batches of each table; 0 means until done")
 	f.note("Give --older-than, --inbox-older-than or both. Neither table has an index on the age, so the\n" +
 		"last statement of each, the one that finds nothing more, reads the whole table.")
-	f.example("outbox cleanup --db postgres://app:secret@127.0.0.1:5432/app --older-than 168h")
-	f.example("outbox cleanup --db postgres://app:secret@127.0.0.1:5432/app --inbox-older-than 720h")
+	f.example("outbox cleanup --db postgres://app@127.0.0.1:5432/app --older-than 168h")
+	f.example("outbox cleanup --db postgres://app@127.0.0.1:5432/app --inbox-older-than 720h")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err

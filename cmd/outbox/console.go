@@ -28,9 +28,9 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f.note(fmt.Sprintf("The server holds at most %d connections and closes one that takes over %s to send its headers,\n"+
 		"%s to send its request or %s to be answered; bodies are limited to 1 MiB. GET %s and GET %s answer\n"+
 		"without a token.", httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, livenessPath, readinessPath))
-	f.example("outbox console --db postgres://app:secret@127.0.0.1:5432/app")
+	f.example("outbox console --db postgres://app@127.0.0.1:5432/app")
 	f.example("OUTBOX_ADMIN_TOKEN=$(cat /run/secrets/outbox-admin) outbox console --db sqlite:app.db --addr :8080 --admin-writable")
-	f.example("outbox console --db mysql://app:secret@db:3306/app --addr :8080 --admin-token-file /etc/outbox/admin-tokens --admin-writable")
+	f.example("outbox console --db mysql://app@db:3306/app --addr :8080 --admin-token-file /etc/outbox/admin-tokens --admin-writable")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err

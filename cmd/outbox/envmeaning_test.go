@@ -38,7 +38,8 @@ func parseHelpFlags(help string) []helpFlag {
 		if m == nil {
 			continue
 		}
-		usage := strings.TrimSpace(lines[i+1])
+		// "required; " says whether a command needs the flag, not what it means.
+		usage := strings.Replace(strings.TrimSpace(lines[i+1]), "(required; env ", "(env ", 1)
 		f := helpFlag{name: m[1], usage: usage}
 		if e := helpEnv.FindStringSubmatch(usage); e != nil {
 			f.env = e[1]

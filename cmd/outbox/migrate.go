@@ -50,7 +50,7 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			d.noEnv = true
 		}
 	}
-	f.example("outbox migrate --db postgres://app:secret@127.0.0.1:5432/app")
+	f.example("outbox migrate --db postgres://app@127.0.0.1:5432/app")
 	f.example("outbox migrate --print --dialect postgres --table events.outbox > 0001_outbox.sql")
 	f.example("outbox migrate --check --table events.outbox    # the database from OUTBOX_DB")
 	f.example("outbox migrate --print-grants --dialect postgres --table events.outbox --writer app_writer --relay outbox_relay --cleanup")

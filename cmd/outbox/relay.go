@@ -121,9 +121,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"values (token, key, signature...) masked as xxxxx.",
 		httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, httpIdleTimeout, httpMaxHeaderBytes>>10))
 	f.note(tracingNote)
-	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker https://example.com/events")
-	f.example("outbox relay --db postgres://app:secret@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
-	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=events'")
+	f.example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker https://example.com/events")
+	f.example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
+	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://127.0.0.1:5672/?exchange=events'")
 	f.example("OUTBOX_DB=sqlite:app.db OUTBOX_BROKER=discard: outbox relay --log-level debug")
 	pos, err := f.parse(args)
 	if err != nil {

@@ -23,7 +23,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	var asJSON bool
 	f.boolVar(&asJSON, "json", "print one JSON object instead of a table")
 	f.note("Control characters in topics are shown as escapes such as \\x1b; --json prints them exactly, as JSON escapes.")
-	f.example("outbox stats --db mysql://app:secret@127.0.0.1:3306/app")
+	f.example("outbox stats --db mysql://app@127.0.0.1:3306/app")
 	f.example("outbox stats --db sqlite:app.db --json")
 	pos, err := f.parse(args)
 	if err != nil {
