@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/outbox-go/outbox/internal/suggest"
 	"io"
 	"os"
 	"strconv"
@@ -338,30 +339,9 @@ const envNote = "Every flag can also be set in the environment as OUTBOX_<FLAG N
 func closest(s string, candidates []string) string {
 	best, bestDist := "", min(3, max(1, len(s)/3))+1
 	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestDist {
+		if d := suggest.Distance(s, c); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

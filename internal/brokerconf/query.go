@@ -1,6 +1,7 @@
 package brokerconf
 
 import (
+	"github.com/outbox-go/outbox/internal/suggest"
 	"net/url"
 	"slices"
 	"sort"
@@ -181,7 +182,7 @@ func Without(raw string, drop func(name string) bool) string {
 func Suggest(name string, known []string) string {
 	best, bestDist := "", 3
 	for _, k := range known {
-		if d := distance(strings.ToLower(name), k); d < bestDist {
+		if d := suggest.Distance(strings.ToLower(name), k); d < bestDist {
 			best, bestDist = k, d
 		}
 	}
@@ -193,25 +194,4 @@ func Suggest(name string, known []string) string {
 		}
 	}
 	return best
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
