@@ -91,6 +91,7 @@ func (r *Relay) publishOrdered(ctx context.Context, b batch, held []bool) (Batch
 	j := judgement{charge: -1}
 	if len(keep) > 0 {
 		sub := b
+		sub.heldBack = len(b.msgs) - len(keep)
 		sub.msgs = make([]Message, len(keep))
 		for k, i := range keep {
 			sub.msgs[k] = b.msgs[i]

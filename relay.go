@@ -580,6 +580,9 @@ type batch struct {
 	start      time.Time
 	claimTook  time.Duration // how long the store's Claim took
 	fromCursor bool
+	// heldBack counts the claimed messages held back behind an earlier
+	// message of their key (see KeyOrderer): they are not in msgs.
+	heldBack int
 	// handled, when set (OverlapNone), is closed once the batch is marked or
 	// released.
 	handled chan struct{}
@@ -647,7 +650,7 @@ func (r *Relay) publishClaimed(ctx context.Context, b batch) (BatchReport, []Out
 	}
 	took := time.Since(pstart)
 	cancel()
-	j := r.health.judge(msgs, pl, first, last, r.cfg.BatchSize)
+	j := r.health.judge(msgs, pl, first, last, r.cfg.BatchSize, b.heldBack)
 
 	rep := BatchReport{Results: make([]MessageResult, len(msgs)), fromCursor: b.fromCursor,
 		ClaimDuration: b.claimTook, PublishDuration: took}

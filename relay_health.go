@@ -14,6 +14,14 @@ import (
 // outage of the broker.
 const outageStreak = 10
 
+// outageKeys is how many different keys the messages of a streak must have
+// for the messages held back behind them by per-key order (see KeyOrderer)
+// to count towards outageStreak: held messages could not be tried, and
+// every message that could was refused alike. A streak of fewer keys stays
+// each message's own refusal, so a single poison message at the head of a
+// key is charged and goes DEAD in time.
+const outageKeys = 3
+
 // maxTracked bounds each set of message ids the health state remembers; a
 // set that grows past it starts again empty.
 const maxTracked = 4096
@@ -46,13 +54,34 @@ type health struct {
 	// none sent since the first of them.
 	streakSig string
 	streak    map[int64]struct{}
+	// streakKeys are the keys of the streak's messages, and streakHeld
+	// counts the messages held back behind them in the streak's batches.
+	streakKeys map[string]struct{}
+	streakHeld int
 	// refusers were refused while other messages went through: their
 	// refusals are their own, never evidence of an outage.
 	refusers map[int64]struct{}
 }
 
 func newHealth(limit int) *health {
-	return &health{limit: limit, poison: map[int64]struct{}{}, streak: map[int64]struct{}{}, refusers: map[int64]struct{}{}}
+	h := &health{limit: limit, poison: map[int64]struct{}{}, refusers: map[int64]struct{}{}}
+	h.resetStreak("")
+	return h
+}
+
+// resetStreak starts a new streak of refusals with signature sig.
+func (h *health) resetStreak(sig string) {
+	h.streakSig, h.streak, h.streakKeys, h.streakHeld = sig, map[int64]struct{}{}, map[string]struct{}{}, 0
+}
+
+// outageShown: the streak is long enough to be an outage, counting the
+// messages held back behind it when it spans outageKeys keys.
+func (h *health) outageShown() bool {
+	n := len(h.streak)
+	if len(h.streakKeys) >= outageKeys {
+		n += h.streakHeld
+	}
+	return n >= outageStreak
 }
 
 // plan is how one batch is published: first, in one Publish call; then, when
@@ -159,11 +188,11 @@ type judgement struct {
 // judge updates the health state with a batch's results and says what the
 // relay should do. first and last are the results of the plan's two parts
 // (last is nil when it was not attempted).
-func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchResult, batchSize int) judgement {
+func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchResult, batchSize, heldBack int) judgement {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	j := judgement{charge: -1}
-	var sent, unavailable int
+	var sent, unavailable, held int
 	var refused []batchResult
 	var firstUnavailable error
 	count := func(r batchResult) {
@@ -175,7 +204,9 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 			if firstUnavailable == nil {
 				firstUnavailable = r.err
 			}
-		case IsUndeliverable(r.err), isHeldBack(r.err):
+		case isHeldBack(r.err):
+			held++
+		case IsUndeliverable(r.err):
 		default:
 			refused = append(refused, r)
 		}
@@ -220,7 +251,7 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 		for _, r := range refused {
 			track(h.refusers, msgs[r.idx].ID)
 		}
-		h.streakSig, h.streak = "", map[int64]struct{}{}
+		h.resetStreak("")
 	}
 
 	switch {
@@ -284,20 +315,24 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 	for i, r := range refused {
 		s := errorSignature(msgs[r.idx], r.err)
 		if i > 0 && s != sig {
-			h.streakSig, h.streak = "", map[int64]struct{}{}
+			h.resetStreak("")
 			return j // refused differently: each message's own
 		}
 		sig = s
 	}
 	if sig != h.streakSig {
-		h.streakSig, h.streak = sig, map[int64]struct{}{}
+		h.resetStreak(sig)
 	}
 	for _, r := range refused {
 		if _, own := h.refusers[msgs[r.idx].ID]; !own {
 			track(h.streak, msgs[r.idx].ID)
+			if k := msgs[r.idx].Key; k != "" && len(h.streakKeys) < maxTracked {
+				h.streakKeys[k] = struct{}{}
+			}
 		}
 	}
-	if h.open || len(h.streak) >= outageStreak {
+	h.streakHeld += heldBack + held
+	if h.open || h.outageShown() {
 		j.reason = refused[0].err
 		j.releaseRefused = true
 		if h.open {

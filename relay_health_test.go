@@ -321,3 +321,35 @@ func TestRelayStatus(t *testing.T) {
 		t.Fatalf("status after a failed mark = %+v; want the database error", s)
 	}
 }
+
+// With per-key order only the first message of each key can be tried: the
+// first messages of outageKeys keys refused alike, with the messages held
+// back behind them, are an outage; the first message of a single key is
+// not, however many messages wait behind it, so that a poison message at the
+// head of a key is charged and goes DEAD in time.
+func TestHealthOutageOfKeyHeads(t *testing.T) {
+	refused := errors.New("500 Internal Server Error: database unavailable")
+	heads := func(h *health, keys []string, heldBack int) judgement {
+		msgs := make([]Message, len(keys))
+		p := plan{last: -1}
+		var res []batchResult
+		for i, k := range keys {
+			msgs[i] = Message{ID: int64(i + 1), MsgID: fmt.Sprintf("m-%d", i), Key: k}
+			p.first = append(p.first, i)
+			res = append(res, batchResult{idx: i, err: refused})
+		}
+		return h.judge(msgs, p, res, nil, 500, heldBack)
+	}
+	if j := heads(newHealth(500), []string{"order-1", "order-2", "order-3"}, 30); j.verdict != outage || !j.releaseRefused {
+		t.Errorf("3 keys' first messages refused alike, 30 held behind them: verdict %v, want an outage", j.verdict)
+	}
+	if j := heads(newHealth(500), []string{"order-1", "order-2", "order-3"}, 0); j.verdict == outage {
+		t.Error("3 messages refused alike with nothing held behind them: an outage, want each message's own refusal")
+	}
+	h := newHealth(500)
+	for range 5 {
+		if j := heads(h, []string{"order-1"}, 1000); j.verdict == outage {
+			t.Fatal("the first message of one key refused, 1000 held behind it: an outage, want its own refusal")
+		}
+	}
+}

@@ -36,8 +36,8 @@ type GrantSection struct {
 }
 
 // relayColumns are the columns the relay's marks, its triggers and `outbox
-// dead retry` update.
-const relayColumns = "status, retries, next_retry_at, sent_at, last_error, dead_at"
+// dead retry` update (dead retry adds the outboxretried header).
+const relayColumns = "status, retries, next_retry_at, sent_at, last_error, dead_at, headers"
 
 // writerColumns are the columns a writer inserts; the others take defaults.
 const writerColumns = "msg_id, topic, msg_key, payload, headers"
