@@ -23,7 +23,7 @@ import (
 // HOT claim, 3: the mark records the id sequence, 4: dead_at, 5: the DEAD
 // index. MariaDB/MySQL 2: dead_at, 3: msg_id and consumer_group compared NO
 // PAD. SQLite 2: dead_at, 3: the DEAD index.
-var latestSchema = map[string]int{"postgres": 7, "mysql": 4, "sqlite": 3}
+var latestSchema = map[string]int{"postgres": 8, "mysql": 5, "sqlite": 4}
 
 // deadAtSchema is the schema version that added dead_at, per dialect.
 var deadAtSchema = map[string]int{"postgres": 4, "mysql": 2, "sqlite": 2}
