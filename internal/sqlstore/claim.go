@@ -479,6 +479,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		if _, err := s.db.Exec(ctx, q, args...); err != nil {
 			return s.wrap("mark sent", err)
 		}
+		s.releaseAfterMark(ctx, c.msgs, outcomes)
 		if s.c.mode == claimChunks {
 			return nil
 		}
@@ -509,7 +510,11 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 			return fail("finish: release claim", err)
 		}
 	}
-	return s.wrap("finish: commit", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return s.wrap("finish: commit", err)
+	}
+	s.releaseAfterMark(ctx, c.msgs, outcomes)
+	return nil
 }
 
 // sentCtids is the ctids of the messages whose outcome is SENT, in the
@@ -650,7 +655,11 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 	if _, err := tx.Exec(ctx, c.s.c.claimRelease, c.token); err != nil {
 		return fail("finish: release claim", err)
 	}
-	return c.s.wrap("finish: commit", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return c.s.wrap("finish: commit", err)
+	}
+	c.s.releaseAfterMark(ctx, c.msgs, outcomes)
+	return nil
 }
 
 func (c *rangeClaim) Abort(ctx context.Context) error {
