@@ -59,7 +59,7 @@ const deadWait = time.Minute
 // releases it first (when it marks the blocker SENT or DEAD). Long, so that
 // each retry of a failing blocker does not bring its key's whole backlog
 // due with it.
-const heldWait = time.Minute
+const heldWait = 10 * time.Second
 
 // holdBack asks a KeyOrderer store which of msgs must wait for an earlier
 // message of their key. It returns nil when none must, when no message has a

@@ -493,6 +493,11 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		tx.Rollback(context.WithoutCancel(ctx))
 		return s.wrap(op, err)
 	}
+	if s.c.markLock != "" {
+		if err := c.lockOthers(ctx, tx, others); err != nil {
+			return fail("mark failed: lock", err)
+		}
+	}
 	// The other outcomes first: they read the lease that the SENT mark
 	// (PostgreSQL) drops.
 	q, args := s.c.markOthersArgs(others, c.token)
@@ -515,6 +520,23 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 	}
 	s.releaseAfterMark(ctx, c.msgs, outcomes)
 	return nil
+}
+
+// lockOthers locks the rows of others in tx (markLock).
+func (c *leaseClaim) lockOthers(ctx context.Context, tx Tx, others []outcomeRow) error {
+	ids := make([]int64, len(others))
+	for i, r := range others {
+		ids[i] = r.ID
+	}
+	q, args := c.s.c.withIDs(c.s.c.markLock, nil, ids)
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // sentCtids is the ctids of the messages whose outcome is SENT, in the

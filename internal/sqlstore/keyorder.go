@@ -30,6 +30,11 @@ type keyOrderSQL struct {
 	// time of each key above a row just marked SENT or DEAD: the rows held
 	// behind it. Args: a JSON array of [key, id].
 	releaseAfter string
+	// blockerState, when set, reads the blockers' id, status and
+	// next_retry_at without a lock, and hold takes them as values (MySQL).
+	// Args: the JSON array of [id, blocker].
+	blockerState string
+
 	// deadKeys lists the keys of the DEAD rows a DeadFilter selects (args
 	// as dropDead's).
 	deadKeys string
@@ -53,7 +58,7 @@ func compileKeyOrder(d dialect, t outbox.Tables) keyOrderSQL {
 		"{{horizon}}", d.quote(t.Outbox+"_horizon"),
 		"{{outbox_key_idx}}", d.quote(t.Outbox+"_key_idx"),
 	)
-	for _, p := range []*string{&k.blockers, &k.hold, &k.deadKeys, &k.release, &k.releaseAfter} {
+	for _, p := range []*string{&k.blockers, &k.hold, &k.deadKeys, &k.release, &k.releaseAfter, &k.blockerState} {
 		*p = r.Replace(*p)
 	}
 	return k
@@ -115,13 +120,54 @@ func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.Ho
 	}
 	b, _ := json.Marshal(pairs)
 	args := []any{string(b), p.DeadWait.Milliseconds(), p.HeldWait.Milliseconds()}
-	if s.c.name == "mysql" {
-		args = []any{string(b), p.HeldWait.Milliseconds(), p.DeadWait.Milliseconds()}
+	if s.ko.blockerState != "" {
+		v, err := s.withBlockerState(ctx, string(b), pairs)
+		if err != nil {
+			return nil, s.wrap("key order: blocker state", err)
+		}
+		args = []any{v, p.HeldWait.Milliseconds(), p.DeadWait.Milliseconds()}
 	}
 	if _, err := s.db.Exec(ctx, s.ko.hold, args...); err != nil {
 		return nil, s.wrap("key order: hold", err)
 	}
 	return held, nil
+}
+
+// withBlockerState reads the state of the blockers of pairs ([id, blocker])
+// and returns hold's argument: a JSON array of [id, status, next_retry_at].
+// A blocker gone (deleted) counts as no longer NEW.
+func (s *Store) withBlockerState(ctx context.Context, pairsJSON string, pairs [][2]int64) (string, error) {
+	rows, err := s.db.Query(ctx, s.ko.blockerState, pairsJSON)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	type state struct {
+		status int
+		next   string
+	}
+	states := map[int64]state{}
+	for rows.Next() {
+		var id int64
+		var st state
+		if err := rows.Scan(&id, &st.status, &st.next); err != nil {
+			return "", err
+		}
+		states[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	out := make([][3]any, len(pairs))
+	for i, p := range pairs {
+		st, ok := states[p[1]]
+		if !ok {
+			st = state{status: 1, next: "1970-01-01 00:00:00"}
+		}
+		out[i] = [3]any{p[0], st.status, st.next}
+	}
+	b, _ := json.Marshal(out)
+	return string(b), nil
 }
 
 // blockers returns, per key of the batch that has one, the smallest id of a

@@ -67,7 +67,8 @@ WHERE ` + deadRows + ` AND msg_key IS NOT NULL
   AND topic = COALESCE(NULLIF($3, ''), topic)`,
 	release: `UPDATE {{outbox}} SET next_retry_at = greatest(now(), created_at + interval '1 microsecond')
 WHERE next_retry_at > created_at AND next_retry_at > now() AND status = 0
-  AND msg_key IN (SELECT jsonb_array_elements_text($1::jsonb))`,	releaseAfter: `UPDATE {{outbox}} AS o SET next_retry_at = greatest(now(), o.created_at + interval '1 microsecond')
+  AND msg_key IN (SELECT jsonb_array_elements_text($1::jsonb))`,
+	releaseAfter: `UPDATE {{outbox}} AS o SET next_retry_at = greatest(now(), o.created_at + interval '1 microsecond')
 FROM (
   SELECT x.id FROM (SELECT e->>0 AS k, (e->>1)::bigint AS id FROM jsonb_array_elements($1::jsonb) AS e) AS f
   CROSS JOIN LATERAL (
@@ -85,17 +86,25 @@ WHERE o.id = h.id AND o.status = 0 AND o.next_retry_at > now()`,
 // (or DEAD) rows. It returns the batch's spelling of the key: msg_key
 // compares with PAD SPACE, so "k" and "k " are one key here. Args: the JSON
 // array of {k, hi, n}, again, then 2 when DEAD rows block (else 3).
+//
+// hold does not read the blockers' rows itself: an UPDATE that joins them
+// takes a shared lock on each, and a blocker's failed mark, which holds the
+// MEMORY lease table's lock while it waits for its row, then closes a cycle
+// with a claim (its rows, then the lease table) that InnoDB cannot see. So
+// blockerState reads them first without a lock, and hold takes their status
+// and next_retry_at as values: [id, status, next_retry_at] per held row.
 var mysqlKeyOrder = keyOrderSQL{
 	blockers: `SELECT b.k, o.id FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$.k', hi BIGINT PATH '$.hi')) AS b
 STRAIGHT_JOIN {{outbox}} AS o FORCE INDEX ({{outbox_key_idx}}) ON o.msg_key = b.k AND o.status = 0 AND o.id < b.hi
 UNION ALL
 SELECT b.k, o.id FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$.k', hi BIGINT PATH '$.hi')) AS b
 STRAIGHT_JOIN {{outbox}} AS o FORCE INDEX ({{outbox_key_idx}}) ON o.msg_key = b.k AND o.status = ? AND o.id < b.hi`,
-	hold: `UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$[0]', b BIGINT PATH '$[1]')) AS f
+	blockerState: `SELECT id, status, DATE_FORMAT(next_retry_at, '%Y-%m-%d %H:%i:%s.%f') FROM {{outbox}}
+WHERE id IN (SELECT b FROM JSON_TABLE(?, '$[*]' COLUMNS (b BIGINT PATH '$[1]')) AS j)`,
+	hold: `UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$[0]', s INT PATH '$[1]', t DATETIME(6) PATH '$[2]')) AS f
 STRAIGHT_JOIN {{outbox}} AS o FORCE INDEX (PRIMARY) ON o.id = f.id
-STRAIGHT_JOIN {{outbox}} AS b FORCE INDEX (PRIMARY) ON b.id = f.b
-SET o.next_retry_at = CASE b.status
-    WHEN 0 THEN IF(b.next_retry_at > UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND, b.next_retry_at)
+SET o.next_retry_at = CASE f.s
+    WHEN 0 THEN IF(f.t > UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND, f.t)
     WHEN 2 THEN UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND
     ELSE UTC_TIMESTAMP(6) END
 WHERE o.status = 0`,
@@ -105,7 +114,8 @@ WHERE status = 2 AND msg_key IS NOT NULL
   AND topic = COALESCE(NULLIF(?, ''), topic)`,
 	release: `UPDATE {{outbox}} SET next_retry_at = UTC_TIMESTAMP(6)
 WHERE status = 0 AND next_retry_at > UTC_TIMESTAMP(6)
-  AND msg_key IN (SELECT k FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$')) AS j)`,	releaseAfter: `UPDATE JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$[0]', id BIGINT PATH '$[1]')) AS f
+  AND msg_key IN (SELECT k FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$')) AS j)`,
+	releaseAfter: `UPDATE JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$[0]', id BIGINT PATH '$[1]')) AS f
 STRAIGHT_JOIN {{outbox}} AS o FORCE INDEX ({{outbox_key_idx}}) ON o.msg_key = f.k AND o.status = 0 AND o.id > f.id
 SET o.next_retry_at = UTC_TIMESTAMP(6)
 WHERE o.next_retry_at > UTC_TIMESTAMP(6)`,
@@ -133,7 +143,8 @@ WHERE status = 2 AND msg_key IS NOT NULL
   AND topic = COALESCE(NULLIF(?3, ''), topic)`,
 	release: `UPDATE OR FAIL {{outbox}} SET next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE status = 0 AND next_retry_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
-  AND msg_key IN (SELECT value FROM json_each(?1))`,	releaseAfter: `UPDATE OR FAIL {{outbox}} SET next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND msg_key IN (SELECT value FROM json_each(?1))`,
+	releaseAfter: `UPDATE OR FAIL {{outbox}} SET next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE status = 0 AND next_retry_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
   AND id IN (SELECT o.id FROM json_each(?1) AS f
     CROSS JOIN {{outbox}} AS o INDEXED BY {{outbox_key_idx}}
