@@ -278,11 +278,11 @@ func (s suite[TTx]) testKeyOrderNoStarvation(t *testing.T) {
 	count.mu.Lock()
 	defer count.mu.Unlock()
 	// A message held behind the blocker in its backoff waits until the
-	// blocker is SENT or DEAD (or the hold wait of 10s runs out), not until
-	// the blocker's next retry; one held while its blocker is in the other
-	// relay's hands is due again at once. Claimed at every rescan, each
-	// would be held some fifty times a second.
-	if max := 3000 * (1 + int(took/(10*time.Second))); count.held > max {
+	// blocker is SENT or DEAD (or the hold wait of 10s runs out); one held
+	// while its blocker is in the other relay's hands is due again at once,
+	// so the first attempt's window can cost a few holds per message.
+	// Claimed at every rescan, each would be held some fifty times a second.
+	if max := 3000 * (1 + int(took/(2*time.Second))); count.held > max {
 		t.Errorf("%d messages held in %s, want at most %d: held messages are claimed again before their blocker is due", count.held, took, max)
 	}
 	if n := s.count(t, env, "status = 0"); n != 1001 {
