@@ -18,9 +18,12 @@ type KeyOrderer interface {
 	// (smaller id) that is not in msgs is still NEW, or, with p.DeadBlocks,
 	// DEAD. Messages without a key are never held. Each held message is
 	// left NEW with its retry count unchanged, and its next_retry_at moved
-	// to its blocker's (a DEAD blocker: p.DeadWait from now), so that rescans
-	// do not claim it again before its blocker can go. held is nil when no
-	// message is held.
+	// so that rescans do not claim it again before its blocker can go:
+	// behind a blocker waiting out a backoff, p.HeldWait from now (the
+	// store makes it due at once when it marks the blocker SENT or DEAD);
+	// behind a DEAD blocker, p.DeadWait from now; behind a blocker due now
+	// (in another claim), the blocker's. held is nil when no message is
+	// held.
 	HoldBack(ctx context.Context, msgs []Message, p HoldParams) (held []bool, err error)
 }
 
@@ -32,6 +35,10 @@ type HoldParams struct {
 	// DeadWait is how long a message held behind a DEAD one waits before it
 	// is looked at again.
 	DeadWait time.Duration
+	// HeldWait is how long a message held behind one that waits out a
+	// backoff waits before it is looked at again. The store makes it due
+	// at once when its blocker is marked SENT or DEAD.
+	HeldWait time.Duration
 }
 
 // RetriedHeader is the header a DEAD message carries once a person has
@@ -47,6 +54,13 @@ const RetriedHeader = "outboxretried"
 // DropDead let such a key's messages go at once.
 const deadWait = time.Minute
 
+// heldWait is how long a message held behind one of its key that waits out
+// a backoff waits before the relay looks at it again, unless the store
+// releases it first (when it marks the blocker SENT or DEAD). Long, so that
+// each retry of a failing blocker does not bring its key's whole backlog
+// due with it.
+const heldWait = 10 * time.Second
+
 // holdBack asks a KeyOrderer store which of msgs must wait for an earlier
 // message of their key. It returns nil when none must, when no message has a
 // key, or when the store keeps no order. When the store cannot tell, every
@@ -56,7 +70,7 @@ func (r *Relay) holdBack(ctx context.Context, msgs []Message) (held []bool, err 
 	if !ok || !anyKey(msgs) {
 		return nil, nil
 	}
-	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait})
+	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait})
 	if err == nil {
 		return held, nil
 	}

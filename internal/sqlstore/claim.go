@@ -485,6 +485,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 		if err := s.execMark(ctx, q, args); err != nil {
 			return s.wrap("mark sent", err)
 		}
+		s.releaseAfterMark(ctx, c.msgs, outcomes)
 		if s.c.mode == claimChunks {
 			return nil
 		}
@@ -501,6 +502,11 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 	fail := func(op string, err error) error {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return s.wrap(op, err)
+	}
+	if s.c.markLock != "" {
+		if err := c.lockOthers(ctx, tx, others); err != nil {
+			return fail("mark failed: lock", err)
+		}
 	}
 	// The other outcomes first: they read the lease that the SENT mark
 	// (PostgreSQL) drops.
@@ -519,7 +525,28 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 			return fail("finish: release claim", err)
 		}
 	}
-	return s.wrap("finish: commit", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return s.wrap("finish: commit", err)
+	}
+	s.releaseAfterMark(ctx, c.msgs, outcomes)
+	return nil
+}
+
+// lockOthers locks the rows of others in tx (markLock).
+func (c *leaseClaim) lockOthers(ctx context.Context, tx Tx, others []outcomeRow) error {
+	ids := make([]int64, len(others))
+	for i, r := range others {
+		ids[i] = r.ID
+	}
+	q, args := c.s.c.withIDs(c.s.c.markLock, nil, ids)
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // execMark runs the mark q as a transaction of its own, after the dialect's
@@ -685,7 +712,11 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 	if _, err := tx.Exec(ctx, c.s.c.claimRelease, c.token); err != nil {
 		return fail("finish: release claim", err)
 	}
-	return c.s.wrap("finish: commit", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return c.s.wrap("finish: commit", err)
+	}
+	c.s.releaseAfterMark(ctx, c.msgs, outcomes)
+	return nil
 }
 
 func (c *rangeClaim) Abort(ctx context.Context) error {

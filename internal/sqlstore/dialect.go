@@ -109,6 +109,13 @@ type dialect struct {
 	// outbox.OutcomeKind), then the claim's token, then (MySQL) {{ids}}.
 	// A released row is given back by dropping the claim.
 	markOthers string
+	// markLock, when set, locks the rows of markOthers ({{ids}}) before it
+	// runs, in the same transaction (MySQL): markOthers reads the MEMORY
+	// claims table, whose lock it would hold while it waits for a row that
+	// a claim holds, and that claim waits for the claims table: a cycle
+	// across engines that InnoDB cannot detect. Locking the rows first
+	// takes the locks in the claim's order.
+	markLock string
 
 	// backlog counts the NEW rows and reads the oldest one's created_at and
 	// the database's clock, through an index, never the SENT history (see
@@ -178,7 +185,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	r := strings.NewReplacer(d.names(t)...)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.markLock, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.deleteConsumed, &c.oldSent, &c.oldConsumed, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

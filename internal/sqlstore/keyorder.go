@@ -21,9 +21,20 @@ type keyOrderSQL struct {
 	// blockersSetup, when set, runs first in blockers' transaction
 	// (PostgreSQL: planner settings that keep it on its indexes).
 	blockersSetup string
-	// hold moves each held row's next_retry_at to its blocker's (a DEAD
-	// blocker's: the wait from now; a blocker no longer NEW: now).
+	// hold moves each held row's next_retry_at: behind a blocker that waits
+	// out a backoff, the hold wait from now; behind a due one (in another
+	// claim), the blocker's; behind a DEAD one, the dead wait from now;
+	// behind one no longer NEW, now.
 	hold string
+	// releaseAfter makes due at once the NEW rows that wait for a later
+	// time of each key above a row just marked SENT or DEAD: the rows held
+	// behind it. Args: a JSON array of [key, id].
+	releaseAfter string
+	// blockerState, when set, reads the blockers' id, status and
+	// next_retry_at without a lock, and hold takes them as values (MySQL).
+	// Args: the JSON array of [id, blocker].
+	blockerState string
+
 	// deadKeys lists the keys of the DEAD rows a DeadFilter selects (args
 	// as dropDead's).
 	deadKeys string
@@ -42,12 +53,8 @@ var keyOrderDialects = map[string]keyOrderSQL{
 // compileKeyOrder substitutes the table names of t into the hold-back SQL.
 func compileKeyOrder(d dialect, t outbox.Tables) keyOrderSQL {
 	k := keyOrderDialects[d.name]
-	r := strings.NewReplacer(
-		"{{outbox}}", d.quote(t.Outbox),
-		"{{horizon}}", d.quote(t.Outbox+"_horizon"),
-		"{{outbox_key_idx}}", d.quote(t.Outbox+"_key_idx"),
-	)
-	for _, p := range []*string{&k.blockers, &k.hold, &k.deadKeys, &k.release} {
+	r := strings.NewReplacer(d.names(t)...)
+	for _, p := range []*string{&k.blockers, &k.hold, &k.deadKeys, &k.release, &k.releaseAfter, &k.blockerState} {
 		*p = r.Replace(*p)
 	}
 	return k
@@ -108,10 +115,55 @@ func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.Ho
 		return nil, nil
 	}
 	b, _ := json.Marshal(pairs)
-	if _, err := s.db.Exec(ctx, s.ko.hold, string(b), p.DeadWait.Milliseconds()); err != nil {
+	args := []any{string(b), p.DeadWait.Milliseconds(), p.HeldWait.Milliseconds()}
+	if s.ko.blockerState != "" {
+		v, err := s.withBlockerState(ctx, string(b), pairs)
+		if err != nil {
+			return nil, s.wrap("key order: blocker state", err)
+		}
+		args = []any{v, p.HeldWait.Milliseconds(), p.DeadWait.Milliseconds()}
+	}
+	if _, err := s.db.Exec(ctx, s.ko.hold, args...); err != nil {
 		return nil, s.wrap("key order: hold", err)
 	}
 	return held, nil
+}
+
+// withBlockerState reads the state of the blockers of pairs ([id, blocker])
+// and returns hold's argument: a JSON array of [id, status, next_retry_at].
+// A blocker gone (deleted) counts as no longer NEW.
+func (s *Store) withBlockerState(ctx context.Context, pairsJSON string, pairs [][2]int64) (string, error) {
+	rows, err := s.db.Query(ctx, s.ko.blockerState, pairsJSON)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	type state struct {
+		status int
+		next   string
+	}
+	states := map[int64]state{}
+	for rows.Next() {
+		var id int64
+		var st state
+		if err := rows.Scan(&id, &st.status, &st.next); err != nil {
+			return "", err
+		}
+		states[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	out := make([][3]any, len(pairs))
+	for i, p := range pairs {
+		st, ok := states[p[1]]
+		if !ok {
+			st = state{status: 1, next: "1970-01-01 00:00:00"}
+		}
+		out[i] = [3]any{p[0], st.status, st.next}
+	}
+	b, _ := json.Marshal(out)
+	return string(b), nil
 }
 
 // blockers returns, per key of the batch that has one, the smallest id of a
@@ -200,6 +252,56 @@ func (s *Store) releaseKeys(ctx context.Context, keys []string) error {
 	}
 	_, err := s.db.Exec(ctx, s.ko.release, jsonArray(keys))
 	return s.wrap("key order: release", err)
+}
+
+// releaseAfterMark makes the rows held behind the keyed messages of a
+// finished batch that went SENT or DEAD due at once (releaseAfter). Only a
+// message that had waited (it failed before, or was held itself: its
+// next_retry_at is past its creation) can have rows held far behind it, so
+// a batch of keys that never waited costs nothing. It runs after the marks'
+// transaction, in its own, so that it never holds row locks with the marks
+// (on MySQL, with the lease table's). When it fails, the held rows go when
+// their hold wait runs out.
+func (s *Store) releaseAfterMark(ctx context.Context, msgs []outbox.Message, outcomes []outbox.Outcome) {
+	// One pair per key: its smallest marked id, whose walk covers the others.
+	first := map[string]int64{}
+	var keys []string
+	for i, m := range msgs {
+		k := outcomes[i].Kind
+		if m.Key == "" || (k != outbox.OutcomeSent && k != outbox.OutcomeDead) {
+			continue
+		}
+		if m.Retries == 0 && !m.NextRetryAt.After(m.CreatedAt) {
+			continue
+		}
+		if id, ok := first[m.Key]; !ok {
+			keys = append(keys, m.Key)
+		} else if id <= m.ID {
+			continue
+		}
+		first[m.Key] = m.ID
+	}
+	if len(keys) == 0 {
+		return
+	}
+	out := make([][2]any, len(keys))
+	for i, k := range keys {
+		out[i] = [2]any{k, first[k]}
+	}
+	b, _ := json.Marshal(out)
+	if s.ko.blockersSetup == "" {
+		s.db.Exec(ctx, s.ko.releaseAfter, string(b))
+		return
+	}
+	tx, err := s.beginWith(s.ko.blockersSetup)(ctx)
+	if err != nil {
+		return
+	}
+	if _, err := tx.Exec(ctx, s.ko.releaseAfter, string(b)); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return
+	}
+	tx.Commit(ctx)
 }
 
 var _ outbox.KeyOrderer = (*Store)(nil)

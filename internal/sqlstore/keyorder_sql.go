@@ -25,7 +25,12 @@ package sqlstore
 // hold sets a held row's next_retry_at to its blocker's, but past its
 // created_at, so that the row enters the requeued index and rescans still
 // find it below the low-water mark. Args: a JSON array of [id, blocker];
-// the wait behind a DEAD blocker in ms.
+// the wait behind a DEAD blocker in ms; the wait behind a blocker that waits
+// out a backoff in ms.
+//
+// releaseAfter walks each key's rows above the marked one through the key's
+// index, bounded by row comparisons as blockers' window is: those rows are
+// the held ones, not the key's history. Args: a JSON array of [key, id].
 var postgresKeyOrder = keyOrderSQL{
 	blockersSetup: `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
 	blockers: `WITH m AS MATERIALIZED (
@@ -49,7 +54,8 @@ SELECT d.msg_key, d.id FROM (
   WHERE o.dead_at IS NOT NULL AND o.status = 2 AND $2::int = 2 AND o.msg_key IS NOT NULL
   OFFSET 0) AS d JOIN b ON b.k = d.msg_key`,
 	hold: `UPDATE {{outbox}} AS o SET next_retry_at = greatest(CASE b.status
-    WHEN 0 THEN b.next_retry_at
+    WHEN 0 THEN CASE WHEN b.next_retry_at > clock_timestamp()
+      THEN clock_timestamp() + $3 * interval '1 millisecond' ELSE b.next_retry_at END
     WHEN 2 THEN clock_timestamp() + $2 * interval '1 millisecond'
     ELSE clock_timestamp() END, o.created_at + interval '1 microsecond')
 FROM (SELECT (e->>0)::bigint AS id, (e->>1)::bigint AS blocker FROM jsonb_array_elements($1::jsonb) AS e) AS f
@@ -62,6 +68,17 @@ WHERE ` + deadRows + ` AND msg_key IS NOT NULL
 	release: `UPDATE {{outbox}} SET next_retry_at = greatest(now(), created_at + interval '1 microsecond')
 WHERE next_retry_at > created_at AND next_retry_at > now() AND status = 0
   AND msg_key IN (SELECT jsonb_array_elements_text($1::jsonb))`,
+	releaseAfter: `UPDATE {{outbox}} AS o SET next_retry_at = greatest(now(), o.created_at + interval '1 microsecond')
+FROM (
+  SELECT x.id FROM (SELECT e->>0 AS k, (e->>1)::bigint AS id FROM jsonb_array_elements($1::jsonb) AS e) AS f
+  CROSS JOIN LATERAL (
+    SELECT r.id FROM {{outbox}} AS r
+    WHERE r.msg_key IS NOT NULL AND r.status = 0
+      AND (r.msg_key, r.id) > (f.k, f.id) AND (r.msg_key, r.id) < (f.k, 9223372036854775807)
+      AND r.next_retry_at > now()
+    ORDER BY r.msg_key, r.id) AS x
+) AS h
+WHERE o.id = h.id AND o.status = 0 AND o.next_retry_at > now()`,
 }
 
 // mysqlKeyOrder: the marks already change an indexed status column, so the
@@ -69,17 +86,25 @@ WHERE next_retry_at > created_at AND next_retry_at > now() AND status = 0
 // (or DEAD) rows. It returns the batch's spelling of the key: msg_key
 // compares with PAD SPACE, so "k" and "k " are one key here. Args: the JSON
 // array of {k, hi, n}, again, then 2 when DEAD rows block (else 3).
+//
+// hold does not read the blockers' rows itself: an UPDATE that joins them
+// takes a shared lock on each, and a blocker's failed mark, which holds the
+// MEMORY lease table's lock while it waits for its row, then closes a cycle
+// with a claim (its rows, then the lease table) that InnoDB cannot see. So
+// blockerState reads them first without a lock, and hold takes their status
+// and next_retry_at as values: [id, status, next_retry_at] per held row.
 var mysqlKeyOrder = keyOrderSQL{
 	blockers: `SELECT b.k, o.id FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$.k', hi BIGINT PATH '$.hi')) AS b
 STRAIGHT_JOIN {{outbox}} AS o FORCE INDEX ({{outbox_key_idx}}) ON o.msg_key = b.k AND o.status = 0 AND o.id < b.hi
 UNION ALL
 SELECT b.k, o.id FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$.k', hi BIGINT PATH '$.hi')) AS b
 STRAIGHT_JOIN {{outbox}} AS o FORCE INDEX ({{outbox_key_idx}}) ON o.msg_key = b.k AND o.status = ? AND o.id < b.hi`,
-	hold: `UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$[0]', b BIGINT PATH '$[1]')) AS f
+	blockerState: `SELECT id, status, DATE_FORMAT(next_retry_at, '%Y-%m-%d %H:%i:%s.%f') FROM {{outbox}}
+WHERE id IN (SELECT b FROM JSON_TABLE(?, '$[*]' COLUMNS (b BIGINT PATH '$[1]')) AS j)`,
+	hold: `UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$[0]', s INT PATH '$[1]', t DATETIME(6) PATH '$[2]')) AS f
 STRAIGHT_JOIN {{outbox}} AS o FORCE INDEX (PRIMARY) ON o.id = f.id
-STRAIGHT_JOIN {{outbox}} AS b FORCE INDEX (PRIMARY) ON b.id = f.b
-SET o.next_retry_at = CASE b.status
-    WHEN 0 THEN b.next_retry_at
+SET o.next_retry_at = CASE f.s
+    WHEN 0 THEN IF(f.t > UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND, f.t)
     WHEN 2 THEN UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND
     ELSE UTC_TIMESTAMP(6) END
 WHERE o.status = 0`,
@@ -90,6 +115,10 @@ WHERE status = 2 AND msg_key IS NOT NULL
 	release: `UPDATE {{outbox}} SET next_retry_at = UTC_TIMESTAMP(6)
 WHERE status = 0 AND next_retry_at > UTC_TIMESTAMP(6)
   AND msg_key IN (SELECT k FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$')) AS j)`,
+	releaseAfter: `UPDATE JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(128) PATH '$[0]', id BIGINT PATH '$[1]')) AS f
+STRAIGHT_JOIN {{outbox}} AS o FORCE INDEX ({{outbox_key_idx}}) ON o.msg_key = f.k AND o.status = 0 AND o.id > f.id
+SET o.next_retry_at = UTC_TIMESTAMP(6)
+WHERE o.next_retry_at > UTC_TIMESTAMP(6)`,
 }
 
 // sqliteKeyOrder: as MySQL, an index on (msg_key, status, id), here partial
@@ -101,7 +130,8 @@ CROSS JOIN {{outbox}} AS o INDEXED BY {{outbox_key_idx}}
 WHERE o.msg_key = b.value ->> '$.k' AND o.status IN (0, ?2) AND o.id < b.value ->> '$.hi'`,
 	hold: `UPDATE OR FAIL {{outbox}} SET next_retry_at = coalesce((
     SELECT CASE b.status
-      WHEN 0 THEN b.next_retry_at
+      WHEN 0 THEN CASE WHEN b.next_retry_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
+        THEN strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', ?3 / 1000.0)) ELSE b.next_retry_at END
       WHEN 2 THEN strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', ?2 / 1000.0))
       ELSE strftime('%Y-%m-%d %H:%M:%f', 'now') END
     FROM {{outbox}} AS b WHERE b.id = f.b), strftime('%Y-%m-%d %H:%M:%f', 'now'))
@@ -114,4 +144,9 @@ WHERE status = 2 AND msg_key IS NOT NULL
 	release: `UPDATE OR FAIL {{outbox}} SET next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE status = 0 AND next_retry_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
   AND msg_key IN (SELECT value FROM json_each(?1))`,
+	releaseAfter: `UPDATE OR FAIL {{outbox}} SET next_retry_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE status = 0 AND next_retry_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND id IN (SELECT o.id FROM json_each(?1) AS f
+    CROSS JOIN {{outbox}} AS o INDEXED BY {{outbox_key_idx}}
+    WHERE o.msg_key = f.value ->> '$[0]' AND o.status = 0 AND o.id > f.value ->> '$[1]')`,
 }

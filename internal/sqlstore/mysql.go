@@ -68,6 +68,7 @@ WHERE id IN ({{ids}}) AND status = 0`,
 	// k: 1 retry, 2 dead. Only rows still NEW that the claim (its token,
 	// the ? after the JSON) still holds move: a relay that outlived its
 	// lease leaves another relay's claim alone.
+	markLock: `SELECT id FROM {{outbox}} WHERE id IN ({{ids}}) FOR UPDATE`,
 	markOthers: `UPDATE {{outbox}} o
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$.id', k INT PATH '$.k', d BIGINT PATH '$.d', e TEXT PATH '$.e')) f ON o.id = f.id
 SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
