@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/internal/jsonhttp"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -407,21 +408,5 @@ func (h *handler) storeError(w http.ResponseWriter, r *http.Request, what string
 	fail(w, status, what+": "+msg)
 }
 
-func reply(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		fail(w, http.StatusInternalServerError, "encoding the answer: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
-}
-
-func fail(w http.ResponseWriter, status int, msg string) {
-	body, _ := json.Marshal(Error{Error: msg})
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
-}
+// reply and fail write JSON answers.
+var reply, fail = jsonhttp.Reply, jsonhttp.Fail

@@ -5,9 +5,9 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/internal/jsonhttp"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -231,27 +231,8 @@ func (c *Console) storeError(w http.ResponseWriter, r *http.Request, what string
 	fail(w, status, what+": "+msg)
 }
 
-type errorBody struct {
-	Error string `json:"error"`
-}
-
-func reply(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		fail(w, http.StatusInternalServerError, "encoding the answer: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
-}
-
-func fail(w http.ResponseWriter, status int, msg string) {
-	body, _ := json.Marshal(errorBody{Error: msg})
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
-}
+// reply and fail write JSON answers.
+var reply, fail = jsonhttp.Reply, jsonhttp.Fail
 
 // sign returns the CSRF token of a session key.
 func (c *Console) sign(key string) string {

@@ -191,8 +191,8 @@ func (rb *rateBench) startRelay(ctx context.Context) (stop func(), err error) {
 }
 
 // idleCPU runs the relay on the empty table and measures its CPU and that of
-// its database backends (PostgreSQL on this machine; SQLite runs in the
-// relay) as % of one core.
+// its database backends (a PostgreSQL server on the same host; SQLite runs
+// in the relay) as % of one core.
 func (rb *rateBench) idleCPU(ctx context.Context, stdout io.Writer) (float64, error) {
 	stop, err := rb.startRelay(ctx)
 	if err != nil {

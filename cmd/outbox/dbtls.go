@@ -152,7 +152,7 @@ func tlsHint(msg string) string {
 	case strings.Contains(msg, "x509: certificate signed by unknown authority"):
 		return "; the server's certificate is not signed by a CA in --db-tls-ca (or the DSN's sslrootcert, tls_ca)"
 	case strings.Contains(msg, "x509: certificate has expired"):
-		return "; the server's certificate has expired (or is not valid yet): renew it, or check this machine's clock"
+		return "; the server's certificate has expired (or is not valid yet): renew it, or check the clocks of this host and the server"
 	case strings.Contains(msg, "x509: certificate is valid for"), strings.Contains(msg, "x509: certificate is not valid for"),
 		strings.Contains(msg, "because it doesn't contain any IP SANs"):
 		return "; the server's certificate names another host: connect by that name, or set --db-tls-server-name"

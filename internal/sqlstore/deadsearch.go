@@ -285,23 +285,11 @@ func (s *Store) ExplainConsole(ctx context.Context) (string, error) {
 		return "", s.wrap("explain console", err)
 	}
 	defer done()
-	var plan strings.Builder
-	for _, e := range []struct {
-		name string
-		q    Querier
-		stmt string
-		args []any
-	}{
+	return s.explainAll(ctx, "explain console", []explained{
 		{"search", s.db, window, win.args},
 		{"search by msg_id", s.db, byID, one.args},
 		{"count", s.db, count, cnt.args},
 		{"topic pending", q, s.topicPending(), nil},
 		{"topic dead", q, `SELECT topic, count(*) FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() + ` GROUP BY topic`, nil},
-	} {
-		plan.WriteString("-- " + e.name + "\n")
-		if err := s.explainInto(ctx, e.q, &plan, e.stmt, e.args...); err != nil {
-			return "", s.wrap("explain console: "+e.name, err)
-		}
-	}
-	return plan.String(), nil
+	})
 }

@@ -849,21 +849,30 @@ func (s *Store) ExplainDead(ctx context.Context) (string, error) {
 		return "", s.wrap("explain dead", err)
 	}
 	defer done()
-	var plan strings.Builder
-	for _, e := range []struct {
-		name string
-		q    Querier
-		stmt string
-		args []any
-	}{
+	return s.explainAll(ctx, "explain dead", []explained{
 		{"list", s.db, list, listArgs},
 		{"count", q, s.c.deadCount, nil},
 		{"retry", s.db, s.c.retryDead, []any{"", "[]", true, ""}},
 		{"drop", s.db, s.c.dropDead, []any{"[]", true, ""}},
-	} {
+	})
+}
+
+// explained is one statement of an Explain call, under its name.
+type explained struct {
+	name string
+	q    Querier
+	stmt string
+	args []any
+}
+
+// explainAll writes the plan of every statement of stmts, each after a line
+// "-- name". what names the call in an error.
+func (s *Store) explainAll(ctx context.Context, what string, stmts []explained) (string, error) {
+	var plan strings.Builder
+	for _, e := range stmts {
 		plan.WriteString("-- " + e.name + "\n")
 		if err := s.explainInto(ctx, e.q, &plan, e.stmt, e.args...); err != nil {
-			return "", s.wrap("explain dead: "+e.name, err)
+			return "", s.wrap(what+": "+e.name, err)
 		}
 	}
 	return plan.String(), nil
