@@ -60,10 +60,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f := newFlagSet("outbox bench", "--db DSN --broker URL [flags]",
 		"measure the relay's throughput and latency on a table of its own", stdout)
 	o := &benchOptions{db: addDBFlags(f)}
-	f.docs[len(f.docs)-2].def = `"outbox_bench"`
-	f.docs[len(f.docs)-1].def = `"outbox_bench_inbox"`
-	f.fs.Lookup("table").DefValue, o.db.table = "outbox_bench", "outbox_bench"
-	f.fs.Lookup("inbox-table").DefValue, o.db.inboxTable = "outbox_bench_inbox", "outbox_bench_inbox"
+	f.setDefault("table", "outbox_bench")
+	f.setDefault("inbox-table", "outbox_bench_inbox")
+	o.db.table, o.db.inboxTable = "outbox_bench", "outbox_bench_inbox"
 	f.stringVar(&o.broker, "broker", "discard:", "URL", "where to publish: discard:, nats://, amqp://, kafka://, kfake: (an in-process fake Kafka), redis://, mqtt://, http(s)://; for a broker, each run also measures the broker's own acked publish rate and the relay's rate with discard:")
 	f.intVar(&o.messages, "messages", 100000, "N", "messages per run")
 	f.intVar(&o.batch, "batch", 500, "N", "relay batch size")

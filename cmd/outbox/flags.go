@@ -284,6 +284,17 @@ func flagError(err error) string {
 	return msg
 }
 
+// setDefault changes the default of the string flag name, defined before,
+// in the usage text and in its flag.Flag. The caller sets the variable.
+func (f *flagSet) setDefault(name, def string) {
+	for _, d := range f.docs {
+		if d.name == name {
+			d.def = strconv.Quote(def)
+		}
+	}
+	f.fs.Lookup(name).DefValue = def
+}
+
 // printUsage writes the usage text: synopsis, summary, flags, notes, examples.
 func (f *flagSet) printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s %s\n\n%s\n", f.path, f.synopsis, f.summary)
