@@ -1,0 +1,224 @@
+package outboxmysql
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/outbox-go/outbox"
+)
+
+// Timing of a reader's connection: the server sends a heartbeat after
+// binlogHeartbeat without events, and a connection silent for
+// binlogReadTimeout is taken as dead.
+const (
+	binlogHeartbeat   = 5 * time.Second
+	binlogReadTimeout = 30 * time.Second
+)
+
+// open checks the server and starts a binary log dump from from, or from
+// the server's position when from is zero; start is where it started.
+func (b *BinlogDriver) open(ctx context.Context, from BinlogPosition) (syncer *replication.BinlogSyncer, st *replication.BinlogStreamer, start BinlogPosition, err error) {
+	s, err := b.check(ctx)
+	if err != nil {
+		return nil, nil, start, err
+	}
+	start = from
+	if start.IsZero() {
+		start = s.pos
+	}
+	c := b.cfg.Conn
+	cfg := replication.BinlogSyncerConfig{
+		ServerID:         newServerID(s.serverID),
+		Flavor:           gomysql.MySQLFlavor,
+		User:             c.User,
+		Password:         c.Passwd,
+		TLSConfig:        c.TLS,
+		ParseTime:        true,
+		HeartbeatPeriod:  binlogHeartbeat,
+		ReadTimeout:      binlogReadTimeout,
+		DisableRetrySync: true, // a new reader resumes at a transaction's boundary
+		Logger:           slog.New(slog.DiscardHandler),
+		EventCacheCount:  1024,
+	}
+	if s.mariadb {
+		cfg.Flavor = gomysql.MariaDBFlavor
+		// MariaDB 11.4 and later may log events without their end position.
+		cfg.FillZeroLogPos = s.atLeast(11, 4)
+	}
+	if c.Net == "unix" {
+		cfg.Host = c.Addr
+	} else {
+		host, port, err := net.SplitHostPort(c.Addr)
+		if err != nil {
+			return nil, nil, start, fmt.Errorf("outboxmysql: binlog: Conn.Addr %q: %w", c.Addr, err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			return nil, nil, start, fmt.Errorf("outboxmysql: binlog: Conn.Addr %q: bad port", c.Addr)
+		}
+		cfg.Host, cfg.Port = host, uint16(p)
+	}
+	syncer = replication.NewBinlogSyncer(cfg)
+	st, err = syncer.StartSync(gomysql.Position{Name: start.File, Pos: start.Offset})
+	if err != nil {
+		syncer.Close()
+		if isErrNumber(err, 1227) || isErrNumber(err, 1045) { // access denied
+			return nil, nil, start, unavailablef("%s lacks REPLICATION SLAVE (the server refused to send its binary log: %v): %s", s.user, err, s.grants())
+		}
+		return nil, nil, start, fmt.Errorf("outboxmysql: binlog: start reading at %s: %w", start, err)
+	}
+	return syncer, st, start, nil
+}
+
+// atLeast reports whether the server's version is major.minor or later.
+func (s server) atLeast(major, minor int) bool {
+	return s.major > major || s.major == major && s.minor >= minor
+}
+
+// reader turns a dump's events into the transactions that commit.
+type reader struct {
+	b      *BinlogDriver
+	decode bool // decode the outbox rows, not only count them
+	cols   *columns
+	file   string // the binlog file being read
+	last   uint32 // the end of the last event that had one
+	msgs   []outbox.Message
+	rows   int
+}
+
+// commit is one committed transaction: its outbox rows (msgs when
+// decoding) and the position after it.
+type commit struct {
+	msgs []outbox.Message
+	rows int
+	end  BinlogPosition
+}
+
+// pump reads events and sends each transaction's commit on out until ctx
+// ends or the dump fails.
+func (r *reader) pump(ctx context.Context, st *replication.BinlogStreamer, out chan<- commit) error {
+	for {
+		ev, err := st.GetEvent(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("outboxmysql: binlog: read at %s:%d: %w", r.file, r.last, err)
+		}
+		c, ok, err := r.handle(ctx, ev, ev.Header.LogPos)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		select {
+		case out <- c:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// handle takes one event; end is the position after it. ok says that it
+// ended a transaction, c.
+func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent, end uint32) (c commit, ok bool, err error) {
+	if end != 0 {
+		r.last = end
+	}
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		r.file = string(e.NextLogName)
+		r.last = uint32(e.Position)
+	case *replication.TransactionPayloadEvent:
+		// MySQL's binlog_transaction_compression: a whole transaction.
+		for _, in := range e.Events {
+			ci, oki, err := r.handle(ctx, in, end)
+			if err != nil {
+				return c, false, err
+			}
+			if oki {
+				c, ok = ci, true
+			}
+		}
+		return c, ok, nil
+	case *replication.RowsEvent:
+		return c, false, r.rowsEvent(ctx, e)
+	case *replication.XIDEvent:
+		return r.commit(), true, nil
+	case *replication.QueryEvent:
+		return r.query(string(e.Query))
+	case *replication.GTIDEvent, *replication.MariadbGTIDEvent:
+		// A transaction begins: rows without a commit before it never
+		// committed as far as the log says.
+		r.discard()
+	default:
+		if ev.Header.EventType == replication.XA_PREPARE_LOG_EVENT {
+			// An XA transaction's rows are logged when it prepares, before
+			// it commits: they are left to the relay's polling.
+			r.discard()
+			return r.commit(), true, nil
+		}
+	}
+	return c, false, nil
+}
+
+// query takes a statement event: BEGIN opens a transaction, COMMIT ends one
+// of a non-transactional table, ROLLBACK discards, and any other statement
+// (DDL) commits on its own and may have changed the columns.
+func (r *reader) query(q string) (commit, bool, error) {
+	q = strings.TrimSpace(q)
+	switch {
+	case strings.EqualFold(q, "BEGIN"):
+		return commit{}, false, nil
+	case strings.EqualFold(q, "COMMIT"):
+		return r.commit(), true, nil
+	case len(q) >= 8 && strings.EqualFold(q[:8], "ROLLBACK"),
+		len(q) >= 2 && strings.EqualFold(q[:2], "XA"):
+		r.discard()
+		return r.commit(), true, nil
+	}
+	r.cols = nil
+	return r.commit(), true, nil
+}
+
+// rowsEvent takes the rows of an insert into the outbox table.
+func (r *reader) rowsEvent(ctx context.Context, e *replication.RowsEvent) error {
+	if e.Type() != replication.EnumRowsEventTypeInsert || e.Table == nil ||
+		string(e.Table.Schema) != r.b.schema || string(e.Table.Table) != r.b.table {
+		return nil
+	}
+	r.rows += len(e.Rows)
+	if !r.decode {
+		return nil
+	}
+	cols, err := r.forTable(ctx, e.Table)
+	if err != nil {
+		return err
+	}
+	for _, row := range e.Rows {
+		m, err := cols.message(row)
+		if err != nil {
+			return fmt.Errorf("outboxmysql: binlog: decode a row of %s.%s at %s:%d: %w", r.b.schema, r.b.table, r.file, r.last, err)
+		}
+		r.msgs = append(r.msgs, m)
+	}
+	return nil
+}
+
+// commit ends the open transaction.
+func (r *reader) commit() commit {
+	c := commit{msgs: r.msgs, rows: r.rows, end: BinlogPosition{File: r.file, Offset: r.last}}
+	r.msgs, r.rows = nil, 0
+	return c
+}
+
+func (r *reader) discard() { r.msgs, r.rows = nil, 0 }
