@@ -42,7 +42,7 @@ type server struct {
 func (b *BinlogDriver) check(ctx context.Context) (server, error) {
 	var s server
 	var version, logBin, format, image, user string
-	err := b.db.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id, CURRENT_USER()").
+	err := b.db.QueryRowContext(ctx, "SELECT VERSION(), @@GLOBAL.log_bin, @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image, @@GLOBAL.server_id, CURRENT_USER()").
 		Scan(&version, &logBin, &format, &image, &s.serverID, &user)
 	if err != nil {
 		return s, fmt.Errorf("outboxmysql: binlog: read the server's settings: %w", err)

@@ -23,13 +23,9 @@ const (
 	binlogReadTimeout = 30 * time.Second
 )
 
-// open checks the server and starts a binary log dump from from, or from
-// the server's position when from is zero; start is where it started.
-func (b *BinlogDriver) open(ctx context.Context, from BinlogPosition) (syncer *replication.BinlogSyncer, st *replication.BinlogStreamer, start BinlogPosition, err error) {
-	s, err := b.check(ctx)
-	if err != nil {
-		return nil, nil, start, err
-	}
+// open starts a binary log dump on server s from from, or from the
+// server's position when from is zero; start is where it started.
+func (b *BinlogDriver) open(s server, from BinlogPosition) (syncer *replication.BinlogSyncer, st *replication.BinlogStreamer, start BinlogPosition, err error) {
 	start = from
 	if start.IsZero() {
 		start = s.pos

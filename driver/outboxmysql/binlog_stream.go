@@ -17,15 +17,18 @@ type dump struct {
 // startDump starts reading the binary log from from (the server's position
 // when zero); start is where it started.
 func (b *BinlogDriver) startDump(ctx context.Context, from BinlogPosition, decode bool) (*dump, BinlogPosition, error) {
+	s, err := b.check(ctx)
+	if err != nil {
+		return nil, from, err
+	}
 	var cols *columns
 	if decode {
 		// A missing or foreign table fails here, before the dump starts.
-		var err error
 		if cols, err = b.loadColumns(ctx); err != nil {
 			return nil, from, err
 		}
 	}
-	syncer, st, start, err := b.open(ctx, from)
+	syncer, st, start, err := b.open(s, from)
 	if err != nil {
 		return nil, from, err
 	}

@@ -23,6 +23,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopBinlogServer()
 	if admin != nil {
 		admin.Close()
 	}
