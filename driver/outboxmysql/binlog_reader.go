@@ -86,6 +86,7 @@ type reader struct {
 	cols   *columns
 	file   string // the binlog file being read
 	last   uint32 // the end of the last event that had one
+	inTx   bool   // between a transaction's start and its end
 	msgs   []outbox.Message
 	rows   int
 }
@@ -147,7 +148,10 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent, end ui
 		}
 		return c, ok, nil
 	case *replication.RowsEvent:
+		r.inTx = true
 		return c, false, r.rowsEvent(ctx, e)
+	case *replication.TableMapEvent:
+		r.inTx = true
 	case *replication.XIDEvent:
 		return r.commit(), true, nil
 	case *replication.QueryEvent:
@@ -156,11 +160,19 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent, end ui
 		// A transaction begins: rows without a commit before it never
 		// committed as far as the log says.
 		r.discard()
+		r.inTx = true
+	case *replication.FormatDescriptionEvent:
 	default:
-		if ev.Header.EventType == replication.XA_PREPARE_LOG_EVENT {
+		switch {
+		case ev.Header.EventType == replication.XA_PREPARE_LOG_EVENT:
 			// An XA transaction's rows are logged when it prepares, before
 			// it commits: they are left to the relay's polling.
 			r.discard()
+			return r.commit(), true, nil
+		case !r.inTx && end != 0 && ev.Header.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 &&
+			ev.Header.EventType != replication.HEARTBEAT_EVENT && ev.Header.EventType != replication.HEARTBEAT_LOG_EVENT_V2:
+			// Between transactions (a checkpoint, a GTID list): a
+			// position to resume from.
 			return r.commit(), true, nil
 		}
 	}
@@ -174,6 +186,7 @@ func (r *reader) query(q string) (commit, bool, error) {
 	q = strings.TrimSpace(q)
 	switch {
 	case strings.EqualFold(q, "BEGIN"):
+		r.inTx = true
 		return commit{}, false, nil
 	case strings.EqualFold(q, "COMMIT"):
 		return r.commit(), true, nil
@@ -213,7 +226,7 @@ func (r *reader) rowsEvent(ctx context.Context, e *replication.RowsEvent) error 
 // commit ends the open transaction.
 func (r *reader) commit() commit {
 	c := commit{msgs: r.msgs, rows: r.rows, end: BinlogPosition{File: r.file, Offset: r.last}}
-	r.msgs, r.rows = nil, 0
+	r.msgs, r.rows, r.inTx = nil, 0, false
 	return c
 }
 
