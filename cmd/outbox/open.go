@@ -244,7 +244,15 @@ func openMySQL(ctx context.Context, dsn string, t dbTLS, tables outbox.Tables) (
 		db.Close()
 		return nil, err
 	}
-	return &database{Store: drv, Dialect: "mysql", SQL: drv.SQLDriver, Close: func() { db.Close() }, where: where}, nil
+	// The relay watches the binary log for commits where the server writes
+	// one in ROW format and the user may read it; elsewhere it says why
+	// once in its log and polls.
+	bd, err := drv.WithBinlog(outboxmysql.BinlogConfig{Conn: cfg})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &database{Store: bd, Dialect: "mysql", SQL: drv.SQLDriver, Close: func() { bd.Close(); db.Close() }, where: where}, nil
 }
 
 // mysqlLogger sends the MySQL driver's own messages (a connection dropped by

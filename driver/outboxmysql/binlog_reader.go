@@ -25,7 +25,7 @@ const (
 
 // open starts a binary log dump on server s from from, or from the
 // server's position when from is zero; start is where it started.
-func (b *BinlogDriver) open(s server, from BinlogPosition) (syncer *replication.BinlogSyncer, st *replication.BinlogStreamer, start BinlogPosition, err error) {
+func (b *BinlogDriver) open(s server, from BinlogPosition, decode bool) (syncer *replication.BinlogSyncer, st *replication.BinlogStreamer, start BinlogPosition, err error) {
 	start = from
 	if start.IsZero() {
 		start = s.pos
@@ -43,6 +43,15 @@ func (b *BinlogDriver) open(s server, from BinlogPosition) (syncer *replication.
 		DisableRetrySync: true, // a new reader resumes at a transaction's boundary
 		Logger:           slog.New(slog.DiscardHandler),
 		EventCacheCount:  1024,
+		// Rows of other tables are passed over undecoded, and the outbox
+		// table's too when only watching.
+		RowsEventDecodeFunc: func(e *replication.RowsEvent, data []byte) error {
+			pos, err := e.DecodeHeader(data)
+			if err != nil || !decode || !b.ours(e.Table) || e.Type() != replication.EnumRowsEventTypeInsert {
+				return err
+			}
+			return e.DecodeData(pos, data)
+		},
 	}
 	if s.mariadb {
 		cfg.Flavor = gomysql.MariaDBFlavor
@@ -201,14 +210,14 @@ func (r *reader) query(q string) (commit, bool, error) {
 
 // rowsEvent takes the rows of an insert into the outbox table.
 func (r *reader) rowsEvent(ctx context.Context, e *replication.RowsEvent) error {
-	if e.Type() != replication.EnumRowsEventTypeInsert || e.Table == nil ||
-		string(e.Table.Schema) != r.b.schema || string(e.Table.Table) != r.b.table {
+	if e.Type() != replication.EnumRowsEventTypeInsert || !r.b.ours(e.Table) {
+		return nil
+	}
+	if !r.decode {
+		r.rows++ // its rows were not decoded: at least one
 		return nil
 	}
 	r.rows += len(e.Rows)
-	if !r.decode {
-		return nil
-	}
 	cols, err := r.forTable(ctx, e.Table)
 	if err != nil {
 		return err
@@ -221,6 +230,11 @@ func (r *reader) rowsEvent(ctx context.Context, e *replication.RowsEvent) error 
 		r.msgs = append(r.msgs, m)
 	}
 	return nil
+}
+
+// ours reports whether tm maps the outbox table.
+func (b *BinlogDriver) ours(tm *replication.TableMapEvent) bool {
+	return tm != nil && string(tm.Schema) == b.schema && string(tm.Table) == b.table
 }
 
 // commit ends the open transaction.

@@ -28,7 +28,7 @@ func (b *BinlogDriver) startDump(ctx context.Context, from BinlogPosition, decod
 			return nil, from, err
 		}
 	}
-	syncer, st, start, err := b.open(s, from)
+	syncer, st, start, err := b.open(s, from, decode)
 	if err != nil {
 		return nil, from, err
 	}
