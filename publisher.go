@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"sync"
 )
 
@@ -34,16 +33,12 @@ type PublishFunc func(ctx context.Context, m Message) error
 // Publish calls f for each message in order.
 func (f PublishFunc) Publish(ctx context.Context, msgs []Message) []error {
 	var errs []error
-	var failedKeys map[string]string
-	for i, m := range msgs {
-		var err error
-		if first, held := failedKeys[m.Key]; held && m.Key != "" {
-			err = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, first)
-		} else if err = f(ctx, m); err != nil && m.Key != "" {
-			if failedKeys == nil {
-				failedKeys = map[string]string{}
-			}
-			failedKeys[m.Key] = m.MsgID
+	var hold KeyHold
+	for i := range msgs {
+		err := hold.Held(&msgs[i])
+		if err == nil {
+			err = f(ctx, msgs[i])
+			hold.Fail(&msgs[i], err)
 		}
 		if err != nil {
 			if errs == nil {
@@ -138,19 +133,13 @@ func PublishKeyGroups(ctx context.Context, msgs []Message, limit int, send func(
 // sendGroup sends the messages of one group in order. Each goroutine writes
 // only its own indexes of errs.
 func sendGroup(ctx context.Context, msgs []Message, group []int, errs []error, send func(context.Context, *Message) error) {
-	failed := -1
+	var hold KeyHold
 	for _, i := range group {
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			errs[i] = Unavailable(ctx.Err())
-		case failed >= 0 && IsUnavailable(errs[failed]):
-			errs[i] = Unavailable(fmt.Errorf("%w (msg_id %q could not be published)", ErrHeldBack, msgs[failed].MsgID))
-		case failed >= 0:
-			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, msgs[failed].MsgID)
-		default:
-			if errs[i] = send(ctx, &msgs[i]); errs[i] != nil {
-				failed = i
-			}
+		} else if errs[i] = hold.Held(&msgs[i]); errs[i] == nil {
+			errs[i] = send(ctx, &msgs[i])
+			hold.Fail(&msgs[i], errs[i])
 		}
 	}
 }
