@@ -5,7 +5,9 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestKeyWaves(t *testing.T) {
@@ -116,5 +118,44 @@ func TestPublishWaves(t *testing.T) {
 	calls = nil
 	if errs := PublishWaves(context.Background(), msgs[:3], send); errs != nil || len(calls) != 1 || !slices.Equal(calls[0], []string{"a1", "b1", "c1"}) {
 		t.Fatalf("distinct keys: errs %v, calls %v; want one call, no error", errs, calls)
+	}
+}
+
+// GoByKey handles a key's indexes one at a time in order, different keys at
+// once, never more than limit at a time.
+func TestGoByKey(t *testing.T) {
+	t.Parallel()
+	keys := []string{"a", "b", "a", "", "c", "b", "a", ""}
+	var mu sync.Mutex
+	inHand, most := 0, 0
+	busy := map[string]bool{}
+	var order []int
+	GoByKey(len(keys), func(i int) string { return keys[i] }, 3, func(group []int) {
+		for _, i := range group {
+			mu.Lock()
+			if k := keys[i]; k != "" && busy[k] {
+				t.Errorf("key %s handled twice at once", k)
+			}
+			busy[keys[i]] = true
+			inHand++
+			most = max(most, inHand)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			busy[keys[i]] = false
+			inHand--
+			order = append(order, i)
+			mu.Unlock()
+		}
+	})
+	if most > 3 || most < 2 {
+		t.Errorf("at most %d in hand at once, want 2 or 3 (limit 3)", most)
+	}
+	pos := map[int]int{}
+	for p, i := range order {
+		pos[i] = p
+	}
+	if len(order) != len(keys) || pos[0] > pos[2] || pos[2] > pos[6] || pos[1] > pos[5] {
+		t.Errorf("handled in order %v: a key's indexes out of order, or some missing", order)
 	}
 }
