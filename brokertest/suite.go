@@ -378,22 +378,7 @@ func (s *suite) testOrderPerKey(t *testing.T) {
 	msgs := messages(b.Topic, "ord", 600, 3)
 	s.publish(t, b.Publisher, msgs[:300])
 	s.publish(t, b.Publisher, msgs[300:])
-	rec.waitSucceeded(t, s.env.Timeout, msgs)
-	if !s.env.Features.Ordered {
-		t.Log("Features.Ordered is false: every message arrived; their order is not checked")
-		return
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	want := map[string][]string{}
-	for _, m := range msgs {
-		want[m.Key] = append(want[m.Key], m.MsgID)
-	}
-	for key, ids := range want {
-		if !slices.Equal(rec.order[key], ids) {
-			t.Errorf("key %s arrived out of order: %v", key, firstDiff(rec.order[key], ids))
-		}
-	}
+	s.checkKeyOrder(t, rec, msgs)
 }
 
 // testOrderManyKeys: 20 keys × 20 messages, interleaved, published in
@@ -408,6 +393,13 @@ func (s *suite) testOrderManyKeys(t *testing.T) {
 	for start := 0; start < len(msgs); start += 40 {
 		s.publish(t, b.Publisher, msgs[start:start+40])
 	}
+	s.checkKeyOrder(t, rec, msgs)
+}
+
+// checkKeyOrder waits until every message of msgs succeeded and, with
+// Features.Ordered, checks that each key's messages arrived in msgs' order.
+func (s *suite) checkKeyOrder(t *testing.T, rec *recorder, msgs []outbox.Message) {
+	t.Helper()
 	rec.waitSucceeded(t, s.env.Timeout, msgs)
 	if !s.env.Features.Ordered {
 		t.Log("Features.Ordered is false: every message arrived; their order is not checked")
