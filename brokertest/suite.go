@@ -862,15 +862,21 @@ func (s *suite) testCanceledContext(t *testing.T) {
 	rec.waitSucceeded(t, s.env.Timeout, msgs)
 }
 
-// testRefused: a message the broker refuses fails alone, as a refusal.
-func (s *suite) testRefused(t *testing.T) {
+// refusedSetup returns a bundle with a Refused message and a recorder of
+// a running subscriber of group.
+func (s *suite) refusedSetup(t *testing.T, group string) (*Bundle, *recorder) {
 	b := s.env.Setup(t)
 	if b.Refused == nil {
 		t.Fatal("Bundle.Refused is nil: every adapter must give a message its broker refuses (too large, unroutable, an invalid destination)")
 	}
 	rec := newRecorder()
-	sub := s.subscriber(t, b, "refused")
-	s.run(t, sub, rec.handler())
+	s.run(t, s.subscriber(t, b, group), rec.handler())
+	return b, rec
+}
+
+// testRefused: a message the broker refuses fails alone, as a refusal.
+func (s *suite) testRefused(t *testing.T) {
+	b, rec := s.refusedSetup(t, "refused")
 	msgs := messages(b.Topic, "ref", 3, 0)
 	bad := b.Refused()
 	batch := []outbox.Message{msgs[0], bad, msgs[1], msgs[2]}
@@ -899,13 +905,7 @@ func (s *suite) testRefused(t *testing.T) {
 // acked and delivered. Published again, as the relay does once the refused
 // one is settled, the held messages arrive after the earlier one of their key.
 func (s *suite) testRefusedHoldsBackItsKey(t *testing.T) {
-	b := s.env.Setup(t)
-	if b.Refused == nil {
-		t.Fatal("Bundle.Refused is nil: every adapter must give a message its broker refuses (too large, unroutable, an invalid destination)")
-	}
-	rec := newRecorder()
-	sub := s.subscriber(t, b, "holdback")
-	s.run(t, sub, rec.handler())
+	b, rec := s.refusedSetup(t, "holdback")
 	others := messages(b.Topic, "hbo", 12, 4)
 	held := messages(b.Topic, "hbk", 3, 0)
 	for i := range held {
