@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"sync"
 )
 
@@ -34,16 +33,12 @@ type PublishFunc func(ctx context.Context, m Message) error
 // Publish calls f for each message in order.
 func (f PublishFunc) Publish(ctx context.Context, msgs []Message) []error {
 	var errs []error
-	var failedKeys map[string]string
-	for i, m := range msgs {
-		var err error
-		if first, held := failedKeys[m.Key]; held && m.Key != "" {
-			err = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, first)
-		} else if err = f(ctx, m); err != nil && m.Key != "" {
-			if failedKeys == nil {
-				failedKeys = map[string]string{}
-			}
-			failedKeys[m.Key] = m.MsgID
+	var hold KeyHold
+	for i := range msgs {
+		err := hold.Held(&msgs[i])
+		if err == nil {
+			err = f(ctx, msgs[i])
+			hold.Fail(&msgs[i], err)
 		}
 		if err != nil {
 			if errs == nil {
@@ -75,10 +70,14 @@ func (discard) Publish(context.Context, []Message) []error { return nil }
 // parallel and each group in order keeps per-key order, and can hold back
 // the rest of a group after a failure (ErrHeldBack).
 func GroupByKey(msgs []Message) [][]int {
-	groups := make([][]int, 0, len(msgs))
+	return groupBy(len(msgs), func(i int) string { return msgs[i].Key })
+}
+
+func groupBy(n int, key func(i int) string) [][]int {
+	groups := make([][]int, 0, n)
 	byKey := make(map[string]int)
-	for i := range msgs {
-		k := msgs[i].Key
+	for i := range n {
+		k := key(i)
 		if k == "" {
 			groups = append(groups, []int{i})
 			continue
@@ -94,39 +93,45 @@ func GroupByKey(msgs []Message) [][]int {
 	return groups
 }
 
+// GoByKey groups the indexes 0..n-1 by key(i) as GroupByKey does, calls fn
+// for each group in a goroutine of its own, at most limit at once (at least
+// one), and returns when every call has returned. fn gets a group's indexes
+// in order and handles them one after another: the messages of one key are
+// handled one at a time, in order, and different keys in parallel. It is
+// the loop of PublishKeyGroups, and of a subscriber that handles a key's
+// messages in order while other keys go on.
+func GoByKey(n int, key func(i int) string, limit int, fn func(group []int)) {
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for _, group := range groupBy(n, key) {
+		// A group holds one slot for its whole run: this bounds the
+		// goroutines as well as the messages in hand.
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(group)
+		})
+	}
+	wg.Wait()
+}
+
 // PublishKeyGroups is Publish for a publisher whose broker takes one message
 // per call (an HTTP request, an MQTT PUBLISH): it sends the groups of
-// GroupByKey in parallel, at most limit at a time, and each group in order,
-// one message after the previous one's answer. Once a message of a group
-// fails, the rest of the group is not sent: those messages get ErrHeldBack,
-// wrapped with Unavailable when the failure was unavailable too. A message
-// reached after ctx has ended gets Unavailable(ctx.Err()). send must be safe
-// for concurrent use; the result is nil when every message was sent.
+// GroupByKey in parallel (GoByKey), at most limit at a time, and each group
+// in order, one message after the previous one's answer. Once a message of
+// a group fails, the rest of the group is not sent: those messages get
+// KeyHold's error (ErrHeldBack, wrapped with Unavailable when the failure
+// was unavailable too). A message reached after ctx has ended gets
+// Unavailable(ctx.Err()). send must be safe for concurrent use; the result
+// is nil when every message was sent.
 func PublishKeyGroups(ctx context.Context, msgs []Message, limit int, send func(context.Context, *Message) error) []error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	errs := make([]error, len(msgs))
-	sem := make(chan struct{}, max(limit, 1))
-	var wg sync.WaitGroup
-	for _, group := range GroupByKey(msgs) {
-		// A group holds one slot for its whole run: its messages go one at a
-		// time anyway, and this bounds the goroutines as well as the
-		// messages in flight.
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			for _, i := range group {
-				errs[i] = Unavailable(ctx.Err())
-			}
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			sendGroup(ctx, msgs, group, errs, send)
-		})
-	}
-	wg.Wait()
+	GoByKey(len(msgs), func(i int) string { return msgs[i].Key }, limit, func(group []int) {
+		sendGroup(ctx, msgs, group, errs, send)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return errs
@@ -138,19 +143,13 @@ func PublishKeyGroups(ctx context.Context, msgs []Message, limit int, send func(
 // sendGroup sends the messages of one group in order. Each goroutine writes
 // only its own indexes of errs.
 func sendGroup(ctx context.Context, msgs []Message, group []int, errs []error, send func(context.Context, *Message) error) {
-	failed := -1
+	var hold KeyHold
 	for _, i := range group {
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			errs[i] = Unavailable(ctx.Err())
-		case failed >= 0 && IsUnavailable(errs[failed]):
-			errs[i] = Unavailable(fmt.Errorf("%w (msg_id %q could not be published)", ErrHeldBack, msgs[failed].MsgID))
-		case failed >= 0:
-			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, msgs[failed].MsgID)
-		default:
-			if errs[i] = send(ctx, &msgs[i]); errs[i] != nil {
-				failed = i
-			}
+		} else if errs[i] = hold.Held(&msgs[i]); errs[i] == nil {
+			errs[i] = send(ctx, &msgs[i])
+			hold.Fail(&msgs[i], errs[i])
 		}
 	}
 }

@@ -29,6 +29,7 @@ func Run(t *testing.T, env Env) {
 		{"PipelinedBatches", s.testPipelinedBatches},
 		{"ConcurrentPublish", s.testConcurrentPublish},
 		{"OrderPerKey", s.testOrderPerKey},
+		{"OrderManyKeys", s.testOrderManyKeys},
 		{"DuplicatePublish", s.testDuplicatePublish},
 		{"Redelivery", s.testRedelivery},
 		{"DeadLetter", s.testDeadLetter},
@@ -41,6 +42,7 @@ func Run(t *testing.T, env Env) {
 		{"Unreachable", s.testUnreachable},
 		{"CanceledContext", s.testCanceledContext},
 		{"Refused", s.testRefused},
+		{"RefusedHoldsBackItsKey", s.testRefusedHoldsBackItsKey},
 		{"Undeliverable", s.testUndeliverable},
 	}
 	for _, tc := range tests {
@@ -376,6 +378,28 @@ func (s *suite) testOrderPerKey(t *testing.T) {
 	msgs := messages(b.Topic, "ord", 600, 3)
 	s.publish(t, b.Publisher, msgs[:300])
 	s.publish(t, b.Publisher, msgs[300:])
+	s.checkKeyOrder(t, rec, msgs)
+}
+
+// testOrderManyKeys: 20 keys × 20 messages, interleaved, published in
+// batches of 40 (each batch holds two messages of every key) reach one
+// subscriber of a group with each key's messages in publish order.
+func (s *suite) testOrderManyKeys(t *testing.T) {
+	b := s.env.Setup(t)
+	rec := newRecorder()
+	sub := s.subscriber(t, b, "manykeys")
+	s.run(t, sub, rec.handler())
+	msgs := messages(b.Topic, "mk", 400, 20)
+	for start := 0; start < len(msgs); start += 40 {
+		s.publish(t, b.Publisher, msgs[start:start+40])
+	}
+	s.checkKeyOrder(t, rec, msgs)
+}
+
+// checkKeyOrder waits until every message of msgs succeeded and, with
+// Features.Ordered, checks that each key's messages arrived in msgs' order.
+func (s *suite) checkKeyOrder(t *testing.T, rec *recorder, msgs []outbox.Message) {
+	t.Helper()
 	rec.waitSucceeded(t, s.env.Timeout, msgs)
 	if !s.env.Features.Ordered {
 		t.Log("Features.Ordered is false: every message arrived; their order is not checked")
@@ -838,15 +862,21 @@ func (s *suite) testCanceledContext(t *testing.T) {
 	rec.waitSucceeded(t, s.env.Timeout, msgs)
 }
 
-// testRefused: a message the broker refuses fails alone, as a refusal.
-func (s *suite) testRefused(t *testing.T) {
+// refusedSetup returns a bundle with a Refused message and a recorder of
+// a running subscriber of group.
+func (s *suite) refusedSetup(t *testing.T, group string) (*Bundle, *recorder) {
 	b := s.env.Setup(t)
 	if b.Refused == nil {
 		t.Fatal("Bundle.Refused is nil: every adapter must give a message its broker refuses (too large, unroutable, an invalid destination)")
 	}
 	rec := newRecorder()
-	sub := s.subscriber(t, b, "refused")
-	s.run(t, sub, rec.handler())
+	s.run(t, s.subscriber(t, b, group), rec.handler())
+	return b, rec
+}
+
+// testRefused: a message the broker refuses fails alone, as a refusal.
+func (s *suite) testRefused(t *testing.T) {
+	b, rec := s.refusedSetup(t, "refused")
 	msgs := messages(b.Topic, "ref", 3, 0)
 	bad := b.Refused()
 	batch := []outbox.Message{msgs[0], bad, msgs[1], msgs[2]}
@@ -867,6 +897,64 @@ func (s *suite) testRefused(t *testing.T) {
 		}
 	}
 	rec.waitSucceeded(t, s.env.Timeout, msgs)
+}
+
+// testRefusedHoldsBackItsKey: in one batch, a refused message with a key
+// holds back the later messages of its key (outbox.ErrHeldBack, not
+// delivered), while its earlier message and the other keys' messages are
+// acked and delivered. Published again, as the relay does once the refused
+// one is settled, the held messages arrive after the earlier one of their key.
+func (s *suite) testRefusedHoldsBackItsKey(t *testing.T) {
+	b, rec := s.refusedSetup(t, "holdback")
+	others := messages(b.Topic, "hbo", 12, 4)
+	held := messages(b.Topic, "hbk", 3, 0)
+	for i := range held {
+		held[i].Key = "held-key"
+	}
+	bad := b.Refused()
+	bad.Key = "held-key"
+	// held[0], bad, held[1], held[2] in order, between the other keys'.
+	batch := slices.Concat(others[:2], held[:1], others[2:4], []outbox.Message{bad}, others[4:7], held[1:2], others[7:10], held[2:], others[10:])
+	ctx, cancel := context.WithTimeout(context.Background(), s.env.Timeout)
+	defer cancel()
+	errs := b.Publisher.Publish(ctx, batch)
+	if len(errs) != len(batch) {
+		t.Fatalf("Publish returned %v, want an error for the refused message", errs)
+	}
+	for i, err := range errs {
+		m := batch[i]
+		switch {
+		case m.MsgID == bad.MsgID:
+			if err == nil || outbox.IsUnavailable(err) || errors.Is(err, outbox.ErrHeldBack) {
+				t.Errorf("the refused message %s: %v, want its refusal", bad.MsgID, err)
+			}
+		case m.MsgID == held[1].MsgID || m.MsgID == held[2].MsgID:
+			if !errors.Is(err, outbox.ErrHeldBack) || outbox.IsUnavailable(err) {
+				t.Errorf("%s, after the refused message of its key: %v, want outbox.ErrHeldBack", m.MsgID, err)
+			}
+		case err != nil:
+			t.Errorf("%s failed beside the refused message: %v", m.MsgID, err)
+		}
+	}
+	rec.waitSucceeded(t, s.env.Timeout, append(slices.Clone(others), held[0]))
+	rec.mu.Lock()
+	for _, m := range held[1:] {
+		if n := rec.deliveries[m.MsgID]; n > 0 {
+			t.Errorf("%s was delivered %d times, though Publish held it back", m.MsgID, n)
+		}
+	}
+	rec.mu.Unlock()
+	s.publish(t, b.Publisher, held[1:])
+	rec.waitSucceeded(t, s.env.Timeout, held)
+	if !s.env.Features.Ordered {
+		t.Log("Features.Ordered is false: the held messages arrived; their order is not checked")
+		return
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got, want := rec.order["held-key"], []string{held[0].MsgID, held[1].MsgID, held[2].MsgID}; !slices.Equal(got, want) {
+		t.Errorf("key held-key arrived as %v, want %v", got, want)
+	}
 }
 
 // testUndeliverable: each message the transport cannot carry fails alone,

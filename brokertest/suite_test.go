@@ -75,6 +75,10 @@ func (b *memBroker) group(name string) *memGroup {
 }
 
 func (b *memBroker) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	return outbox.PublishWaves(ctx, msgs, b.publish)
+}
+
+func (b *memBroker) publish(ctx context.Context, msgs []outbox.Message) []error {
 	if len(msgs) == 0 {
 		return nil
 	}

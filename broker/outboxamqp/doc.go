@@ -130,7 +130,12 @@
 //
 // Publish sends the whole batch on one channel before it waits for confirms
 // (a confirm may cover several messages); concurrent Publish calls each take
-// a channel of their own from a pool over one connection.
+// a channel of their own from a pool over one connection. A batch with
+// several messages of one key goes in waves (outbox.PublishWaves): a key's
+// next message is sent once its previous one was confirmed, since a
+// message returned or nacked does not stop the next one from being routed.
+// After a failure, the later messages of its key in the batch get
+// outbox.ErrHeldBack.
 //
 // # Consuming, ordering and duplicates
 //

@@ -23,7 +23,7 @@ var ErrClosed = errors.New("outboxamqp: closed")
 var ErrTooLarge = errors.New("outboxamqp: message larger than MaxMessageBytes")
 
 // ErrHeldBack marks a message that was not sent because an earlier message
-// with the same key in the same Publish call failed before it could be sent.
+// with the same key in the same Publish call failed.
 // It is outbox.ErrHeldBack: the relay leaves the message untouched.
 var ErrHeldBack = outbox.ErrHeldBack
 
@@ -129,14 +129,17 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	if err != nil {
 		return fill(len(msgs), err)
 	}
-	errs := c.publish(ctx, p.s, msgs)
-	p.release(c)
-	for _, err := range errs {
-		if err != nil {
-			return errs
+	errs := outbox.PublishWaves(ctx, msgs, func(ctx context.Context, wave []outbox.Message) []error {
+		errs := c.publish(ctx, p.s, wave)
+		for _, err := range errs {
+			if err != nil {
+				return errs
+			}
 		}
-	}
-	return nil
+		return nil
+	})
+	p.release(c)
+	return errs
 }
 
 func fill(n int, err error) []error {
@@ -430,26 +433,9 @@ func (b *batch) resolve(i int, err error) {
 // publish sends msgs, then waits for their confirms until ctx ends.
 func (c *confirmChannel) publish(ctx context.Context, s *publisherSettings, msgs []outbox.Message) []error {
 	b := &batch{errs: make([]error, len(msgs)), resolved: make([]bool, len(msgs)), done: make(chan struct{})}
-	// failedKeys holds the keys of messages that failed before being sent:
-	// later messages of the key are held back, so as not to overtake them.
-	var failedKeys map[string]string
-	fail := func(i int, err error) {
-		b.errs[i], b.resolved[i] = err, true
-		if k := msgs[i].Key; k != "" {
-			if failedKeys == nil {
-				failedKeys = map[string]string{}
-			}
-			if _, ok := failedKeys[k]; !ok {
-				failedKeys[k] = msgs[i].MsgID
-			}
-		}
-	}
+	fail := func(i int, err error) { b.errs[i], b.resolved[i] = err, true }
 	for i := range msgs {
 		m := &msgs[i]
-		if first, ok := failedKeys[m.Key]; ok && m.Key != "" {
-			b.errs[i], b.resolved[i] = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, first), true
-			continue
-		}
 		if len(m.Payload) > s.maxBytes {
 			fail(i, outbox.Undeliverable(fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(m.Payload), s.maxBytes)))
 			continue

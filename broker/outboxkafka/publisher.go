@@ -191,23 +191,16 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	if unknown := p.topics.unknown(w.topics); len(unknown) > 0 {
 		topicErrs, checkErr = p.checkTopics(ctx, unknown)
 	}
-	var failedKeys map[string]string
+	var hold outbox.KeyHold
 	refuse := func(i int, err error) {
 		w.finishOwn(i, err)
-		if k := msgs[i].Key; k != "" {
-			if failedKeys == nil {
-				failedKeys = map[string]string{}
-			}
-			if _, ok := failedKeys[k]; !ok {
-				failedKeys[k] = msgs[i].MsgID
-			}
-		}
+		hold.Fail(&msgs[i], err)
 	}
 	for i := range msgs {
 		m := &msgs[i]
 		topic := w.topics[i]
-		if first, held := failedKeys[m.Key]; held && m.Key != "" {
-			w.finishOwn(i, fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, first))
+		if err := hold.Held(m); err != nil {
+			w.finishOwn(i, err)
 			continue
 		}
 		if reason := validTopic(topic); reason != "" {
@@ -320,11 +313,11 @@ func (p *Publisher) logIsolation(tp topicPartition, n int, err error) {
 // oneByOne produces the records of msgs[idx] one at a time, each in its own
 // record batch, and sets their errors.
 func (p *Publisher) oneByOne(ctx context.Context, msgs []outbox.Message, topics []string, idx []int, errs []error) {
-	var failedKeys map[string]string
+	var hold outbox.KeyHold
 	for _, i := range idx {
 		m := &msgs[i]
-		if first, held := failedKeys[m.Key]; held && m.Key != "" {
-			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", ErrHeldBack, first)
+		if err := hold.Held(m); err != nil {
+			errs[i] = err
 			continue
 		}
 		if ctx.Err() != nil {
@@ -338,14 +331,7 @@ func (p *Publisher) oneByOne(ctx context.Context, msgs []outbox.Message, topics 
 			err = classify(err, topics[i], p.state)
 		}
 		errs[i] = err
-		if err != nil && !outbox.IsUnavailable(err) && m.Key != "" {
-			if failedKeys == nil {
-				failedKeys = map[string]string{}
-			}
-			if _, ok := failedKeys[m.Key]; !ok {
-				failedKeys[m.Key] = m.MsgID
-			}
-		}
+		hold.Fail(m, err)
 	}
 }
 

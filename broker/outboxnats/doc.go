@@ -115,9 +115,10 @@
 // that order. One subscriber handles one message at a time in stream order,
 // so messages of a key arrive in order while no delivery fails; a handler
 // error sends that message back for a later delivery, behind its successors.
-// When a keyed message fails before it is sent, the later messages of its key
-// in the batch get outbox.ErrHeldBack; one whose PubAck fails cannot hold
-// back the others, which are already sent.
+// A batch with several messages of one key goes in waves
+// (outbox.PublishWaves): a key's next message is sent once its previous one
+// has its PubAck. When a keyed message fails, before it is sent or by its
+// PubAck, the later messages of its key in the batch get outbox.ErrHeldBack.
 //
 // The stream drops a second publish of a msg_id within its duplicate window
 // (duplicates=, two minutes by default); the relay's re-publish after a crash

@@ -122,11 +122,18 @@ func (p *Publisher) Close() error {
 // over its max_msg_size).
 //
 // Messages are sent in slice order over one connection, so the stream stores
-// a batch in order. When a message with a key fails before it was sent, the
-// later messages of its key get outbox.ErrHeldBack; a message that fails
-// after it was sent (its PubAck is an error) cannot hold back the later ones,
-// which are already on their way.
+// a batch in order. A batch with several messages of one key goes in waves
+// (outbox.PublishWaves): a key's next message is sent once the PubAck of its
+// previous one came, since the stream stores a message sent after a refused
+// one. When a message with a key fails, the later messages of its key in the
+// batch get outbox.ErrHeldBack.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	return outbox.PublishWaves(ctx, msgs, p.publish)
+}
+
+// publish sends msgs, pipelined, then waits for their PubAcks. No key
+// appears twice in msgs (a wave of PublishWaves).
+func (p *Publisher) publish(ctx context.Context, msgs []outbox.Message) []error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -139,15 +146,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	}
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	var down error // once the connection fails, the rest of the batch is not tried
-	var failedKeys map[string]string
 	for i := range msgs {
 		m := &msgs[i]
 		if down != nil {
 			errs[i] = down
-			continue
-		}
-		if first, held := failedKeys[m.Key]; held && m.Key != "" {
-			errs[i] = fmt.Errorf("%w (msg_id %q failed first)", outbox.ErrHeldBack, first)
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -155,16 +157,8 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		} else {
 			futures[i], errs[i] = p.send(m)
 		}
-		if errs[i] != nil {
-			if outbox.IsUnavailable(errs[i]) {
-				down = errs[i]
-			}
-			if m.Key != "" {
-				if failedKeys == nil {
-					failedKeys = map[string]string{}
-				}
-				failedKeys[m.Key] = m.MsgID
-			}
+		if errs[i] != nil && outbox.IsUnavailable(errs[i]) {
+			down = errs[i]
 		}
 	}
 	for i := range msgs {

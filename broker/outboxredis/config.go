@@ -153,6 +153,14 @@ type SubscriberConfig struct {
 	Block time.Duration
 	// BatchSize is the most entries read (or reclaimed) at once. Defaults to 64.
 	BatchSize int
+	// Concurrency is how many messages one Run hands to the handler at
+	// once. Above 1, the entries of one read go by key (outbox.GoByKey):
+	// the messages of one key one at a time, in stream order, the
+	// redeliveries of a failing one holding back only its key; different
+	// keys, and messages without a key, in parallel. The next read waits
+	// until every entry of the read is settled. Defaults to 1: one message
+	// at a time, in stream order.
+	Concurrency int
 	// StartFromBeginning makes NewSubscriber create a new group at the start
 	// of the stream, so that it also gets the entries the stream already
 	// holds. An existing group keeps its position. Defaults to false (a new
@@ -350,6 +358,9 @@ func (cfg SubscriberConfig) resolve() (SubscriberConfig, *connection, error) {
 	if cfg.StopTimeout == 0 {
 		cfg.StopTimeout = DefaultStopTimeout
 	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 1
+	}
 	if cfg.Consumer == "" {
 		cfg.Consumer = defaultConsumer()
 	}
@@ -368,6 +379,8 @@ func (cfg SubscriberConfig) resolve() (SubscriberConfig, *connection, error) {
 		return cfg, nil, configErrorf("SubscriberConfig.BatchSize is %d; it must be positive (or 0 for the default of %d)", cfg.BatchSize, DefaultBatchSize)
 	case cfg.StopTimeout < 0:
 		return cfg, nil, configErrorf("SubscriberConfig.StopTimeout is %s; it must be positive (or 0 for the default of %s)", cfg.StopTimeout, DefaultStopTimeout)
+	case cfg.Concurrency < 0:
+		return cfg, nil, configErrorf("SubscriberConfig.Concurrency is %d; it must be positive (or 0 for one message at a time)", cfg.Concurrency)
 	}
 	if opts.cluster {
 		stream := streamKey(cfg.Stream, cfg.Topic)

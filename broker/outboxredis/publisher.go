@@ -142,11 +142,11 @@ func (p *Publisher) Stream(topic string) string {
 // something other than a stream; NOPERM: the ACL forbids the key) refuses
 // that one message.
 //
-// A keyed message whose earlier same-key message was refused in an earlier
-// pipeline of the batch is not sent: it gets outbox.ErrHeldBack. Within one
-// pipeline every command is sent before any reply is read, so this cannot
-// be told; a refusal there comes from the stream key, which the messages of
-// one key and topic share, so they fail together.
+// A batch with several messages of one key goes in waves
+// (outbox.PublishWaves): a key's next message is sent once the reply to its
+// previous one came, since Redis runs the XADD of a pipeline that follows a
+// refused one. A keyed message whose earlier same-key message failed is not
+// sent: it gets outbox.ErrHeldBack.
 //
 // A message with a value longer than the server's proto-max-bulk-len (512
 // MiB by default; read with CONFIG GET when NewPublisher connects) is not
@@ -156,6 +156,12 @@ func (p *Publisher) Stream(topic string) string {
 //
 // Redis does not deduplicate: a message published twice is two entries.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	return outbox.PublishWaves(ctx, msgs, p.publish)
+}
+
+// publish adds msgs in pipelines of at most PipelineSize commands. No key
+// appears twice in msgs (a wave of PublishWaves).
+func (p *Publisher) publish(ctx context.Context, msgs []outbox.Message) []error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -172,7 +178,6 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 		return errs
 	}
-	var failedKeys map[string]string
 	streams := streamCache{template: p.stream}
 	cmds := make([]*redis.StringCmd, min(len(msgs), p.pipelineSize))
 	for start := 0; start < len(msgs); start += p.pipelineSize {
@@ -181,21 +186,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		for i := start; i < end; i++ {
 			m := &msgs[i]
 			cmds[i-start] = nil
-			if first, held := failedKeys[m.Key]; held && m.Key != "" {
-				fail(i, fmt.Errorf("%w (msg_id %q failed first)", outbox.ErrHeldBack, first))
-				continue
-			}
 			stream := streams.key(m.Topic)
 			if err := p.check(m, stream); err != nil {
 				fail(i, err)
-				if m.Key != "" {
-					if failedKeys == nil {
-						failedKeys = map[string]string{}
-					}
-					if _, seen := failedKeys[m.Key]; !seen {
-						failedKeys[m.Key] = m.MsgID
-					}
-				}
 				continue
 			}
 			p.headers.Check(m)
@@ -218,14 +211,6 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 				continue
 			}
 			fail(i, fmt.Errorf("outboxredis: Redis refused XADD %s (msg_id %q): %w%s", p.Stream(m.Topic), m.MsgID, err, hint(err)))
-			if m.Key != "" {
-				if failedKeys == nil {
-					failedKeys = map[string]string{}
-				}
-				if _, seen := failedKeys[m.Key]; !seen {
-					failedKeys[m.Key] = m.MsgID
-				}
-			}
 		}
 		if down {
 			for i := end; i < len(msgs); i++ {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cloudevents"
 	"github.com/outbox-go/outbox/internal/redelivery"
 )
 
@@ -338,6 +340,9 @@ func (r *runner) reclaim() (more bool, err error) {
 // (keepClaimed) for as long as the batch takes, so that no other consumer
 // takes a waiting entry as idle and handles it as well.
 func (r *runner) handleAll(msgs []redis.XMessage, deliveries []int64) error {
+	if r.s.cfg.Concurrency > 1 && len(msgs) > 1 {
+		return r.handleByKey(msgs, deliveries)
+	}
 	ids := make([]string, len(msgs))
 	for i := range msgs {
 		ids[i] = msgs[i].ID
@@ -358,6 +363,55 @@ func (r *runner) handleAll(msgs []redis.XMessage, deliveries []int64) error {
 		}
 	}
 	return nil
+}
+
+// handleByKey is handleAll with Concurrency above 1: the entries of one key
+// in order, keys in parallel (outbox.GoByKey). After an error, or once Run's
+// context ends, no entry is started: the ones not started are given back
+// to the group when the context ended, else left pending.
+func (r *runner) handleByKey(msgs []redis.XMessage, deliveries []int64) error {
+	key := AttributePrefix + cloudevents.PartitionKey
+	var mu sync.Mutex
+	unsettled := make(map[string]bool, len(msgs))
+	for i := range msgs {
+		unsettled[msgs[i].ID] = true
+	}
+	stop := r.keepClaimed(func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Collect(maps.Keys(unsettled))
+	})
+	defer stop()
+	var first error
+	var notStarted []int
+	outbox.GoByKey(len(msgs), func(i int) string { k, _ := msgs[i].Values[key].(string); return k }, r.s.cfg.Concurrency, func(group []int) {
+		for n, i := range group {
+			mu.Lock()
+			if first != nil || r.ctx.Err() != nil {
+				notStarted = append(notStarted, group[n:]...)
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			err := r.handle(&msgs[i], deliveries[i])
+			mu.Lock()
+			delete(unsettled, msgs[i].ID)
+			if err != nil && first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+	})
+	if first == nil && len(notStarted) > 0 {
+		stop()
+		slices.Sort(notStarted)
+		rest, counts := make([]redis.XMessage, len(notStarted)), make([]int64, len(notStarted))
+		for k, i := range notStarted {
+			rest[k], counts[k] = msgs[i], deliveries[i]
+		}
+		r.release(rest, counts)
+	}
+	return first
 }
 
 // release gives entries this consumer took but did not hand to the handler
