@@ -31,9 +31,9 @@ const (
 	// the mark.
 	claimChunks claimMode = iota
 	// claimRowLease (MySQL): the claim locks the due rows with SELECT ...
-	// FOR UPDATE SKIP LOCKED, records a lease per run of consecutive ids
-	// in {{claims}} (a MEMORY table, which every relay sees at once), and
-	// commits; the rows are not written until the mark.
+	// FOR UPDATE SKIP LOCKED, records a lease per row in {{claims}} (a
+	// MEMORY table, which every relay sees at once), and commits; the rows
+	// are not written until the mark.
 	claimRowLease
 	// claimRange (SQLite): in one short write transaction, read the due rows
 	// outside every live claim's id range and record this claim's range
@@ -94,12 +94,9 @@ type dialect struct {
 	seqCache string
 	// claimExpire drops the expired claims (SQLite, MySQL); claimRecord
 	// records a claim (SQLite: token, lo, hi, lease ms; MySQL: token, lease
-	// µs, a JSON array of [lo, hi] runs of ids); claimRelease (token)
-	// gives a claim's rows back unmarked.
+	// µs, a JSON array of the ids); claimRelease (token) gives a claim's
+	// rows back unmarked.
 	claimExpire, claimRecord, claimRelease string
-	// claimLeases (MySQL) reads the live leases [lo, hi] that reach past
-	// an id (arg: the id), which the claim passes over (see Store.claimRows).
-	claimLeases string
 	// markSent marks rows SENT that are still NEW. args: the ids (a JSON
 	// array; PostgreSQL: a bigint array, and the token, whose lease it
 	// drops; MySQL: {{ids}}).
@@ -188,7 +185,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	r := strings.NewReplacer(d.names(t)...)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.claimLeases, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.markLock, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.markLock, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.deleteConsumed, &c.oldSent, &c.oldConsumed, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

@@ -24,37 +24,36 @@ JOIN JSON_TABLE(?, '$[*]' COLUMNS (m VARCHAR(64) PATH '$')) j ON o.msg_id = j.m`
 	// A claim is a short READ COMMITTED transaction (Store.claimRows):
 	// record locks on the claimed rows only, no gap locks where writers
 	// insert, and none left once it commits, before the publish. It locks
-	// the due rows (SKIP LOCKED: rows another relay is claiming are passed
-	// over) outside the live leases it read first, which Store.claimRows
-	// puts in place of the comment /*leases*/ as ranges of the index, so
-	// that the scan passes over another relay's batch in flight without
-	// locking its rows. Once it holds its locks it reads the leases again
-	// and leaves the rows a lease recorded meanwhile took, then records a
-	// lease per run of consecutive ids it took (claimRecord). {{claims}} is
-	// a MEMORY table, not transactional: a claim's leases are there for
-	// every relay before the claim commits and unlocks its rows, so a row
-	// is never claimed twice. From the start (a rescan) the claim goes
-	// through the pending index; from a cursor, which Relay.Run keeps at
-	// the frontier, through the primary key, which at READ COMMITTED InnoDB
-	// walks at twice the speed of the secondary index.
+	// the due rows that no live lease in {{claims}} holds (SKIP LOCKED: rows
+	// another relay is claiming are passed over) and records one lease per
+	// row (claimRecord). {{claims}} is a MEMORY table, not transactional:
+	// a claim's leases are there for every relay before the claim commits
+	// and unlocks its rows, and InnoDB applies the lease test to a row only
+	// once it holds its lock, so a row is never claimed twice. From the
+	// start (a rescan) the claim goes through the pending index; from a
+	// cursor, which Relay.Run keeps at the frontier, through the primary
+	// key, which at READ COMMITTED InnoDB walks at twice the speed of the
+	// secondary index.
 	claim: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
 FROM {{outbox}} AS o
-WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6) /*leases*/
+WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
+  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.until > UTC_TIMESTAMP(6))
 ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`,
 	claimAfter: `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
 FROM {{outbox}} AS o FORCE INDEX (PRIMARY)
-WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6) /*leases*/
+WHERE status = 0 AND id > ? AND next_retry_at <= UTC_TIMESTAMP(6)
+  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.until > UTC_TIMESTAMP(6))
 ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`,
-	// args: the token, the lease in microseconds, a JSON array of the runs
-	// of consecutive ids the claim took, each [lo, hi].
-	claimRecord: `INSERT INTO {{claims}} (token, lo, hi, until)
-SELECT ?, j.lo, j.hi, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-FROM JSON_TABLE(?, '$[*]' COLUMNS (lo BIGINT UNSIGNED PATH '$[0]', hi BIGINT UNSIGNED PATH '$[1]')) AS j`,
-	claimLeases: `SELECT lo, hi FROM {{claims}} WHERE hi > ? AND until > UTC_TIMESTAMP(6)`,
+	// args: a JSON array of the ids, the token, the lease in microseconds.
+	// A lease that ran out is taken over.
+	claimRecord: `INSERT INTO {{claims}} (id, token, until)
+SELECT j.i, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+FROM JSON_TABLE(?, '$[*]' COLUMNS (i BIGINT PATH '$')) AS j
+ON DUPLICATE KEY UPDATE token = VALUES(token), until = VALUES(until)`,
 	// A rescan drops the leases that ran out first.
 	claimExpire:  `DELETE FROM {{claims}} WHERE until <= UTC_TIMESTAMP(6)`,
 	claimRelease: `DELETE FROM {{claims}} WHERE token = ?`,
@@ -68,9 +67,7 @@ WHERE id IN ({{ids}}) AND status = 0`,
 
 	// k: 1 retry, 2 dead. Only rows still NEW that the claim (its token,
 	// the ? after the JSON) still holds move: a relay that outlived its
-	// lease leaves another relay's claim alone. A run covers only ids its
-	// claim took, so a later lease (higher seq) over the row means that
-	// another claim took it since.
+	// lease leaves another relay's claim alone.
 	markLock: `SELECT id FROM {{outbox}} WHERE id IN ({{ids}}) FOR UPDATE`,
 	markOthers: `UPDATE {{outbox}} o
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$.id', k INT PATH '$.k', d BIGINT PATH '$.d', e TEXT PATH '$.e')) f ON o.id = f.id
@@ -79,8 +76,7 @@ SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
     o.next_retry_at = CASE f.k WHEN 1 THEN UTC_TIMESTAMP(6) + INTERVAL f.d * 1000 MICROSECOND ELSE o.next_retry_at END,
     o.last_error    = f.e,
     o.dead_at       = CASE f.k WHEN 2 THEN UTC_TIMESTAMP(6) END
-WHERE EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.token = ? AND o.id BETWEEN c.lo AND c.hi
-    AND NOT EXISTS (SELECT 1 FROM {{claims}} AS l WHERE l.seq > c.seq AND o.id BETWEEN l.lo AND l.hi))
+WHERE EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.token = ?)
   AND o.id IN ({{ids}}) AND o.status = 0`,
 
 	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)

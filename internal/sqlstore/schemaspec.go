@@ -72,7 +72,7 @@ var schemaSpecs = map[string][]tableSpec{
 		{table: "_migrations", columns: []columnSpec{col("version", "int"), col("name", "varchar(255)"), col("applied_at", myTime)},
 			indexes: []string{"PRIMARY"}},
 		{table: "_claims", columns: []columnSpec{
-			col("seq", "bigint"), col("token", "char(24)"), col("lo", "bigint"), col("hi", "bigint"), col("until", myTime),
+			col("id", "bigint"), col("token", "char(24)"), col("until", myTime),
 		}, indexes: []string{"PRIMARY", "_token_idx"}},
 	},
 	"sqlite": {
