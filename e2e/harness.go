@@ -182,6 +182,9 @@ type harness struct {
 	writer   *outbox.Writer[pgx.Tx]
 	consumer *sql.DB
 	inbox    *outbox.Inbox[*sql.Tx]
+	// insertEffect inserts one effect (msg_id, account, amount) in the
+	// consumer's dialect.
+	insertEffect string
 	// countOutbox counts the producer's outbox rows, or only those not SENT.
 	countOutbox func(ctx context.Context, notSent bool) (int, error)
 	// countLastError counts the producer's outbox rows whose last_error is
@@ -280,7 +283,8 @@ func countOutboxSQL(notSent bool) string {
 // own with the inbox and the effects table.
 func newConsumerHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	t.Helper()
-	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}, expected: map[string]transfer{}}
+	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}, expected: map[string]transfer{},
+		insertEffect: `INSERT INTO effects (msg_id, account, amount) VALUES (?, ?, ?)`}
 	var err error
 
 	// Consumer: a SQLite file, its own database.
@@ -483,7 +487,7 @@ func (h *harness) handler() outbox.Handler {
 			return outbox.Permanent(err)
 		}
 		applied, err := h.inbox.Process(ctx, group, m.MsgID, func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO effects (msg_id, account, amount) VALUES (?, ?, ?)`, m.MsgID, tr.Account, tr.Amount)
+			_, err := tx.ExecContext(ctx, h.insertEffect, m.MsgID, tr.Account, tr.Amount)
 			if err == nil && changeFailed.due(m.MsgID, failChangeAt) {
 				h.fnFailed.Add(1)
 				return errors.New("e2e: injected failure of the change, after its insert")
