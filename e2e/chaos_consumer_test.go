@@ -5,9 +5,9 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +17,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/brokertest"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
 )
 
@@ -177,19 +178,28 @@ func (h *harness) countEffects(ctx context.Context, t *testing.T) int {
 	return n
 }
 
-// keyOrder records, for per-key order, each committed message's outbox id
-// and the order in which the subscribers first saw each message.
+// keyOrder records, for per-key order, each committed message's outbox id,
+// and the order in which two groups first saw each message: the consumer
+// (crashed, stopped, its database taken away) and a watcher, a group of
+// its own that only records what arrives and is never stopped.
 type keyOrder struct {
-	mu    sync.Mutex
-	ids   map[string]int64 // msg_id → outbox id, of committed messages
+	mu      sync.Mutex
+	ids     map[string]int64 // msg_id → outbox id, of committed messages
+	watcher firstArrivals
+	sub     firstArrivals
+}
+
+// firstArrivals are one group's first deliveries of keyed messages, in arrival
+// order.
+type firstArrivals struct {
 	seen  map[string]bool
-	first []firstDelivery // first deliveries of keyed messages, in arrival order
+	first []firstDelivery
 }
 
 type firstDelivery struct{ msgID, key string }
 
 func newKeyOrder() *keyOrder {
-	return &keyOrder{ids: map[string]int64{}, seen: map[string]bool{}}
+	return &keyOrder{ids: map[string]int64{}, watcher: firstArrivals{seen: map[string]bool{}}, sub: firstArrivals{seen: map[string]bool{}}}
 }
 
 func (o *keyOrder) committed(msgID string, id int64) {
@@ -198,33 +208,93 @@ func (o *keyOrder) committed(msgID string, id int64) {
 	o.ids[msgID] = id
 }
 
-// delivered notes a delivery, at the handler's start.
-func (o *keyOrder) delivered(m outbox.Message) {
+// delivered notes a delivery to a, at the handler's start.
+func (o *keyOrder) delivered(a *firstArrivals, m outbox.Message) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.seen[m.MsgID] {
+	if a.seen[m.MsgID] {
 		return
 	}
-	o.seen[m.MsgID] = true
+	a.seen[m.MsgID] = true
 	if m.Key != "" {
-		o.first = append(o.first, firstDelivery{m.MsgID, m.Key})
+		a.first = append(a.first, firstDelivery{m.MsgID, m.Key})
 	}
 }
 
-// check fails the run when, among the first deliveries of a key, a message
-// arrived after one with a higher outbox id.
+// watch runs the watcher's group until ctx ends; wait waits until it has
+// seen every committed message (up to a minute without a new one).
+func (o *keyOrder) watch(ctx context.Context, t *testing.T, cb *chaosBroker) (s brokertest.Subscriber, wait func(committed []string)) {
+	t.Helper()
+	sub := cb.Broker.NewSubscriber(t, watchGroup)
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.Run(ctx, func(_ context.Context, m outbox.Message) error {
+			o.delivered(&o.watcher, m)
+			return nil
+		})
+	}()
+	t.Cleanup(func() {
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("the order watcher's subscriber: %v", err)
+		}
+		closeIfCloser(sub)
+	})
+	return sub, func(committed []string) {
+		last, progress := -1, time.Now()
+		for time.Since(progress) < time.Minute {
+			o.mu.Lock()
+			n := 0
+			for _, id := range committed {
+				if o.watcher.seen[id] {
+					n++
+				}
+			}
+			o.mu.Unlock()
+			if n == len(committed) {
+				return
+			}
+			if n > last {
+				last, progress = n, time.Now()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("the order watcher's group received %d of the %d committed messages, none new for a minute", last, len(committed))
+	}
+}
+
+// watchGroup is the order watcher's consumer group.
+const watchGroup = "chaos-order"
+
+// check reports the per-key order violations among each group's first
+// deliveries: a message that arrived after one of its key with a higher
+// outbox id. The watcher's fail the run. The consumer's are reported: its
+// crashes and restarts leave messages it had fetched and not handled to
+// come back after the broker's redelivery delay, behind later ones.
 func (o *keyOrder) check(t *testing.T) {
 	t.Helper()
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	n, keys, unknown, violations := o.violations(&o.watcher)
+	t.Logf("chaos: per-key order, watcher group %q: %d first deliveries of keyed messages over %d keys (%d more whose id was not read); %d order violations",
+		watchGroup, n, keys, unknown, len(violations))
+	if n == 0 {
+		t.Errorf("no keyed message reached the order watcher, so per-key order was not checked")
+	}
+	if len(violations) > 0 {
+		t.Errorf("%d per-key order violations among first deliveries, e.g.:\n%s", len(violations), strings.Join(violations[:min(10, len(violations))], "\n"))
+	}
+	n, keys, _, violations = o.violations(&o.sub)
+	t.Logf("chaos: per-key order, consumer group %q (crashed and restarted): %d first deliveries over %d keys; %d arrived after a later message of their key (redelivered after a crash), e.g. %v",
+		group, n, keys, len(violations), violations[:min(3, len(violations))])
+}
+
+func (o *keyOrder) violations(a *firstArrivals) (n, keys, unknown int, violations []string) {
 	type last struct {
 		id    int64
 		msgID string
 	}
 	top := map[string]last{}
-	var violations []string
-	unknown, n := 0, 0
-	for _, d := range o.first {
+	for _, d := range a.first {
 		id, ok := o.ids[d.msgID]
 		if !ok {
 			unknown++
@@ -237,17 +307,5 @@ func (o *keyOrder) check(t *testing.T) {
 		}
 		top[d.key] = last{id, d.msgID}
 	}
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	t.Logf("chaos: per-key order: %d first deliveries of keyed messages over %d keys (%d more whose id was not read); %d order violations",
-		n, len(keys), unknown, len(violations))
-	if n == 0 {
-		t.Errorf("no keyed message was delivered, so per-key order was not checked")
-	}
-	if len(violations) > 0 {
-		t.Errorf("%d per-key order violations among first deliveries, e.g.:\n%s", len(violations), strings.Join(violations[:min(10, len(violations))], "\n"))
-	}
+	return n, len(top), unknown, violations
 }

@@ -65,6 +65,10 @@ func TestChaos(t *testing.T) {
 	// returned or given up on).
 	r.sub = r.startSub()
 	defer func() { r.sub.stop(t) }()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	var waitWatcher func([]string)
+	r.watcher, waitWatcher = r.order.watch(watchCtx, t, cb)
 	defer func() {
 		for _, gone := range r.crashed {
 			<-gone
@@ -132,6 +136,7 @@ func TestChaos(t *testing.T) {
 		<-gone
 	}
 	h.check(t, committed)
+	waitWatcher(committed)
 	r.order.check(t)
 	r.consumer.report(t, r.dbOutage)
 	dead, err := h.countDead(ctx)
@@ -180,6 +185,7 @@ type chaosRun struct {
 
 	relays  []*relayProc
 	sub     *chaosSub
+	watcher brokertest.Subscriber // the order watcher's
 	crashed []chan struct{}
 
 	// What happened, for the log and the coverage checks.
@@ -348,7 +354,7 @@ func (r *chaosRun) refuse(wait time.Duration) {
 		return n + logMentions(r.t, r.logs, strings.Trim(r.cb.refusal.like, "%"))
 	}
 	before := count()
-	restore := r.cb.refusal.start(r.t, r.sub.s)
+	restore := r.cb.refusal.start(r.t, r.sub.s, r.watcher)
 	sleepCtx(r.ctx, time.Duration(500+r.rnd.IntN(1500))*time.Millisecond)
 	n := count()
 	for deadline := time.Now().Add(wait); n <= before && time.Now().Before(deadline); n = count() {
@@ -608,7 +614,7 @@ func startChaosSubscriber(ctx context.Context, t *testing.T, cb *chaosBroker, h 
 		inside: make(chan struct{}), release: make(chan struct{})}
 	inner := h.handler()
 	handler := func(ctx context.Context, m outbox.Message) error {
-		r.order.delivered(m)
+		r.order.delivered(&r.order.sub, m)
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
 		defer context.AfterFunc(c.hctx, stop)()
