@@ -746,7 +746,8 @@ func (c *chaosSub) abandon(t *testing.T, after time.Duration) (gone chan struct{
 func chaosProduce(ctx context.Context, t *testing.T, h *harness, prefix string, tx txFunc, lateKey string, produced *atomic.Int64, committed func(msgID string)) {
 	for i := 0; ctx.Err() == nil; i++ {
 		id := fmt.Sprintf("%s-%06d", prefix, i)
-		acct := fmt.Sprintf("acct-%d", i%chaosAccounts)
+		// Every tenth rolls back: the shift gives each account commits.
+		acct := fmt.Sprintf("acct-%d", (i+i/chaosAccounts)%chaosAccounts)
 		amount := i%100 + 1
 		key := acct
 		switch {
