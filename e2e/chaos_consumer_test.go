@@ -32,7 +32,9 @@ type chaosConsumerDB struct {
 	// What the handlers returned while the database was away.
 	calls, unavailable, succeeded atomic.Int64
 	mu                            sync.Mutex
-	other                         []string // errors not classed as unavailable
+	other                         []string         // errors not classed as unavailable
+	calls2                        map[string]int   // handler calls per message
+	lastErr                       map[string]error // the last handler error per message
 	// backAfter is how long after the database's return the first effect
 	// arrived; recovered is closed then, or when the wait gives up.
 	backAfter time.Duration
@@ -64,7 +66,7 @@ func useProxiedConsumer(ctx context.Context, t *testing.T, h *harness) *chaosCon
 	if !strings.Contains(PostgresDSN(), "?") {
 		dsn = PostgresDSN() + "?search_path=" + schema
 	}
-	c := &chaosConsumerDB{proxy: startProxy(t, u.Host), recovered: make(chan struct{})}
+	c := &chaosConsumerDB{proxy: startProxy(t, u.Host), recovered: make(chan struct{}), calls2: map[string]int{}, lastErr: map[string]error{}}
 	direct, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +95,12 @@ func useProxiedConsumer(ctx context.Context, t *testing.T, h *harness) *chaosCon
 	return c
 }
 
-// handled notes what a handler returned.
-func (c *chaosConsumerDB) handled(err error) {
+// handled notes what a handler returned for msgID.
+func (c *chaosConsumerDB) handled(msgID string, err error) {
+	c.mu.Lock()
+	c.calls2[msgID]++
+	c.lastErr[msgID] = err
+	c.mu.Unlock()
 	if !c.down.Load() {
 		return
 	}
@@ -161,6 +167,14 @@ func (c *chaosConsumerDB) report(t *testing.T, d time.Duration) {
 	if c.backAfter == 0 {
 		t.Errorf("no effect arrived within 3 minutes of the consumer's database's return")
 	}
+}
+
+// history is how many times the consumer's handlers were called with
+// msgID, and what the last call returned.
+func (c *chaosConsumerDB) history(msgID string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls2[msgID], c.lastErr[msgID]
 }
 
 // effectCount counts the distinct effects in the consumer's database.

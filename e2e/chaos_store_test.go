@@ -45,7 +45,12 @@ type chaosStore struct {
 	// outboxID reads a committed message's outbox id; ok is false when its
 	// row is gone (cleanup deleted it).
 	outboxID func(ctx context.Context, msgID string) (id int64, ok bool, err error)
+	// row reads a message's outbox row, for the report of a lost message.
+	row func(ctx context.Context, msgID string) (status, lastError string, err error)
 }
+
+// rowSQL reads a row's status and last error, given its msg_id.
+const rowSQL = `SELECT CAST(status AS CHAR(8)), COALESCE(last_error, '') FROM outbox WHERE msg_id = `
 
 // chaosAccounts is how many accounts the producers debit: the keys of the
 // keyed messages, few enough that each has many messages in a run.
@@ -74,6 +79,10 @@ func newChaosStore(ctx context.Context, t *testing.T, b Broker, dialect string) 
 			"&idle_in_transaction_session_timeout=1000", tx: h.transferTx}
 		if _, err := h.pool.Exec(ctx, `INSERT INTO accounts SELECT 'acct-' || g, 1000000 FROM generate_series(7, $1 - 1) g`, chaosAccounts); err != nil {
 			t.Fatal(err)
+		}
+		st.row = func(ctx context.Context, msgID string) (status, lastError string, err error) {
+			err = h.pool.QueryRow(ctx, rowSQL+`$1`, msgID).Scan(&status, &lastError)
+			return status, lastError, err
 		}
 		st.outboxID = func(ctx context.Context, msgID string) (id int64, ok bool, err error) {
 			err = h.pool.QueryRow(ctx, `SELECT id FROM outbox WHERE msg_id = $1`, msgID).Scan(&id)
@@ -238,6 +247,10 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 	}
 	return &chaosStore{
 		relayDSN: relayDSN,
+		row: func(ctx context.Context, msgID string) (status, lastError string, err error) {
+			err = db.QueryRowContext(ctx, rowSQL+`?`, msgID).Scan(&status, &lastError)
+			return status, lastError, err
+		},
 		outboxID: func(ctx context.Context, msgID string) (id int64, ok bool, err error) {
 			err = db.QueryRowContext(ctx, `SELECT id FROM outbox WHERE msg_id = ?`, msgID).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {

@@ -124,7 +124,9 @@ func TestChaos(t *testing.T) {
 
 	// Every relay drains the table; every effect arrives.
 	h.waitOutboxDrained(ctx, t)
-	h.waitEffects(ctx, t, len(committed), "every committed message's effect")
+	if err := h.awaitEffects(ctx, len(committed), "every committed message's effect"); err != nil {
+		t.Error(err) // the checks below say which are missing, and what became of them
+	}
 	time.Sleep(2 * time.Second) // stray redeliveries
 	for _, p := range r.relays {
 		if err := p.term(30 * time.Second); err != nil {
@@ -135,8 +137,9 @@ func TestChaos(t *testing.T) {
 	for _, gone := range r.crashed {
 		<-gone
 	}
-	h.check(t, committed)
+	lost := h.check(t, committed)
 	waitWatcher(committed)
+	r.explainLost(lost)
 	r.order.check(t)
 	r.consumer.report(t, r.dbOutage)
 	dead, err := h.countDead(ctx)
@@ -627,7 +630,7 @@ func startChaosSubscriber(ctx context.Context, t *testing.T, cb *chaosBroker, h 
 			}
 		})
 		err := inner(ctx, m)
-		r.consumer.handled(err)
+		r.consumer.handled(m.MsgID, err)
 		return err
 	}
 	go func() { c.done <- s.Run(sctx, handler) }()
@@ -815,4 +818,19 @@ func lastLines(b []byte, n int) string {
 		}
 	}
 	return string(b)
+}
+
+// explainLost logs what became of messages without an effect: the
+// consumer's handler calls and last error, whether the watcher group got
+// them, and their outbox row.
+func (r *chaosRun) explainLost(lost []string) {
+	for _, id := range lost[:min(10, len(lost))] {
+		calls, last := r.consumer.history(id)
+		r.order.mu.Lock()
+		watched := r.order.watcher.seen[id]
+		r.order.mu.Unlock()
+		status, lastErr, err := r.st.row(r.ctx, id)
+		r.t.Logf("lost %s: %d handler calls in the consumer group (last error %v); the watcher group got it: %v; outbox row: status %s, last_error %q %v",
+			id, calls, last, watched, status, lastErr, err)
+	}
 }
