@@ -87,7 +87,7 @@ func TestChaos(t *testing.T) {
 	}()
 
 	// The producers write until the chaos ends.
-	prodCtx, stopProducers := context.WithTimeout(ctx, *chaosDuration)
+	prodCtx, stopProducers := context.WithCancel(ctx)
 	defer stopProducers()
 	var prodWG sync.WaitGroup
 	var produced, late atomic.Int64
@@ -103,18 +103,19 @@ func TestChaos(t *testing.T) {
 	}
 
 	// The chaos: the faults the run must cover at fixed points, random
-	// ones all along.
-	steps := r.schedule(time.Now())
-	for prodCtx.Err() == nil {
-		sleepCtx(prodCtx, time.Duration(300+r.rnd.IntN(1200))*time.Millisecond)
-		if prodCtx.Err() != nil {
-			break
-		}
-		r.randomFault(prodCtx)
+	// ones all along. It lasts chaosDuration, or longer until every step
+	// has run (on a loaded host the steps may slip): the producers write
+	// until it ends, so that every step meets messages on their way.
+	start := time.Now()
+	steps := r.schedule(start)
+	for (time.Since(start) < *chaosDuration || len(steps) > 0) && ctx.Err() == nil {
+		sleepCtx(ctx, time.Duration(300+r.rnd.IntN(1200))*time.Millisecond)
+		r.randomFault(ctx)
 		steps = r.due(steps, time.Now())
 	}
+	r.elapsed = time.Since(start)
+	stopProducers()
 	prodWG.Wait()
-	r.due(steps, time.Time{}) // the steps not yet run, at once
 	committed := h.committedIDs()
 	r.logFaults(produced.Load()+late.Load(), len(committed))
 	h.cleaned = r.cleaned
@@ -122,45 +123,7 @@ func TestChaos(t *testing.T) {
 		t.Logf("chaos: %d of those held their outbox row's id for 0.1-3 s before committing or rolling back", late.Load())
 	}
 
-	// Every relay drains the table; every effect arrives.
-	h.waitOutboxDrained(ctx, t)
-	if err := h.awaitEffects(ctx, len(committed), "every committed message's effect"); err != nil {
-		t.Error(err) // the checks below say which are missing, and what became of them
-	}
-	time.Sleep(2 * time.Second) // stray redeliveries
-	for _, p := range r.relays {
-		if err := p.term(30 * time.Second); err != nil {
-			t.Errorf("relay stopped with SIGTERM at the end: %v (log %s)", err, p.log)
-		}
-	}
-	// The crashed subscribers' handlers have finished, or been given up on.
-	for _, gone := range r.crashed {
-		<-gone
-	}
-	lost := h.check(t, committed)
-	waitWatcher(committed)
-	r.explainLost(lost)
-	r.order.check(t)
-	r.consumer.report(t, r.dbOutage)
-	dead, err := h.countDead(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("chaos: %d DEAD rows", dead)
-	if dead > 0 {
-		t.Errorf("%d rows are DEAD: no message may die of the chaos (outages, refusals, restarts)", dead)
-	}
-	r.checkCoverage()
-	// What the relays logged (warnings and errors: the chaos causes many).
-	for _, p := range r.relays {
-		if b, err := os.ReadFile(p.log); err == nil {
-			n := 10
-			if t.Failed() {
-				n = 40
-			}
-			t.Logf("%s, last lines:\n%s", filepath.Base(p.log), lastLines(b, n))
-		}
-	}
+	r.check(committed, waitWatcher)
 }
 
 // consumerOutage is how long the consumer's database stays away:
@@ -185,6 +148,7 @@ type chaosRun struct {
 	consumer *chaosConsumerDB
 	order    *keyOrder
 	dbOutage time.Duration
+	elapsed  time.Duration // how long the chaos lasted
 
 	relays  []*relayProc
 	sub     *chaosSub
@@ -243,18 +207,15 @@ func (r *chaosRun) schedule(start time.Time) []chaosStep {
 	}
 }
 
-// due runs the first of steps if now is past its time (every one left when
-// now is zero) and returns the steps left.
+// due runs the first of steps if now is past its time, and returns the
+// steps left.
 func (r *chaosRun) due(steps []chaosStep, now time.Time) []chaosStep {
-	for len(steps) > 0 && (now.IsZero() || now.After(steps[0].at)) {
-		r.waitFlow(steps[0].what)
-		steps[0].run()
-		steps = steps[1:]
-		if !now.IsZero() {
-			break
-		}
+	if len(steps) == 0 || !now.After(steps[0].at) {
+		return steps
 	}
-	return steps
+	r.waitFlow(steps[0].what)
+	steps[0].run()
+	return steps[1:]
 }
 
 // waitFlow waits, up to 90 s, until a new effect arrives.
@@ -402,7 +363,7 @@ func (r *chaosRun) produce(ctx context.Context, prefix string, tx txFunc, key st
 func (r *chaosRun) logFaults(transactions int64, committed int) {
 	t := r.t
 	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts; %d cleanups deleted %d SENT rows",
-		*chaosDuration, transactions, committed, r.kills, r.terms, r.freezes, r.longFreezes, r.dbDrops, r.brokerKills, r.subRestarts, r.cleanups, r.cleaned)
+		r.elapsed.Round(time.Second), transactions, committed, r.kills, r.terms, r.freezes, r.longFreezes, r.dbDrops, r.brokerKills, r.subRestarts, r.cleanups, r.cleaned)
 	logSubCrashes(t, r.subCrashes, r.idleCrashes)
 	t.Logf("chaos: the broker refused every publish %d times for 0.5 s or more (%s); the relays met %d of them: at most %d rows with it as their last error and relay log lines naming it",
 		r.refusals, r.cb.refusal.what, r.refusalsMet, r.refusalMet)
@@ -832,5 +793,51 @@ func (r *chaosRun) explainLost(lost []string) {
 		status, lastErr, err := r.st.row(r.ctx, id)
 		r.t.Logf("lost %s: %d handler calls in the consumer group (last error %v); the watcher group got it: %v; outbox row: status %s, last_error %q %v",
 			id, calls, last, watched, status, lastErr, err)
+	}
+}
+
+// check waits until every relay has drained the table and every effect
+// has arrived, stops the relays, and makes the run's checks: effects,
+// per-key order, the consumer's outage, DEAD rows, coverage.
+func (r *chaosRun) check(committed []string, waitWatcher func([]string)) {
+	t, h, ctx := r.t, r.h, r.ctx
+	// Every relay drains the table; every effect arrives.
+	h.waitOutboxDrained(ctx, t)
+	if err := h.awaitEffects(ctx, len(committed), "every committed message's effect"); err != nil {
+		t.Error(err) // the checks below say which are missing, and what became of them
+	}
+	time.Sleep(2 * time.Second) // stray redeliveries
+	for _, p := range r.relays {
+		if err := p.term(30 * time.Second); err != nil {
+			t.Errorf("relay stopped with SIGTERM at the end: %v (log %s)", err, p.log)
+		}
+	}
+	// The crashed subscribers' handlers have finished, or been given up on.
+	for _, gone := range r.crashed {
+		<-gone
+	}
+	lost := h.check(t, committed)
+	waitWatcher(committed)
+	r.explainLost(lost)
+	r.order.check(t)
+	r.consumer.report(t, r.dbOutage)
+	dead, err := h.countDead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chaos: %d DEAD rows", dead)
+	if dead > 0 {
+		t.Errorf("%d rows are DEAD: no message may die of the chaos (outages, refusals, restarts)", dead)
+	}
+	r.checkCoverage()
+	// What the relays logged (warnings and errors: the chaos causes many).
+	for _, p := range r.relays {
+		if b, err := os.ReadFile(p.log); err == nil {
+			n := 10
+			if t.Failed() {
+				n = 40
+			}
+			t.Logf("%s, last lines:\n%s", filepath.Base(p.log), lastLines(b, n))
+		}
 	}
 }
