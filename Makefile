@@ -12,6 +12,7 @@ CHAOS_DURATION ?= 3m
 CHAOS_DB       ?= postgres
 CHAOS_BROKER   ?= nats
 CHAOS_OUTAGE   ?= 30s
+CHAOS_DBDOWN   ?= 0
 # The release binaries: version, commit and date stamped into "outbox version".
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -87,8 +88,8 @@ bench-poison: build ## the relay through a local webhook with and without one po
 	bin/outbox bench --poison --db $(PG) --messages $(BENCH_MESSAGES) --runs $(BENCH_RUNS)
 
 .PHONY: chaos
-chaos: build ## CHAOS_DURATION (3m) of producers, relay processes, a private nats-server and a subscriber, killed at random, and the broker down once for CHAOS_OUTAGE (30s); then every committed message must have exactly one effect and none be DEAD (CHAOS_DB=postgres|mysql|sqlite, CHAOS_BROKER=nats|amqp|redis|mqtt)
-	cd e2e && OUTBOX_BIN=$(CURDIR)/bin/outbox $(GO) test -tags chaos -run TestChaos -count=1 -v -timeout 60m . -args -chaos.duration=$(CHAOS_DURATION) -chaos.db=$(CHAOS_DB) -chaos.broker=$(CHAOS_BROKER) -chaos.outage=$(CHAOS_OUTAGE)
+chaos: build ## CHAOS_DURATION (3m) of producers, relay processes, a private nats-server and a subscriber, killed at random, the broker down once for CHAOS_OUTAGE (30s) and the consumer's database once for CHAOS_DBDOWN (0: a third of the run, at most 1m); then every committed message must have exactly one effect, none be DEAD, and each key's first deliveries come in id order (CHAOS_DB=postgres|mysql|sqlite, CHAOS_BROKER=nats|amqp|redis|mqtt)
+	cd e2e && OUTBOX_BIN=$(CURDIR)/bin/outbox $(GO) test -tags chaos -run TestChaos -count=1 -v -timeout 60m . -args -chaos.duration=$(CHAOS_DURATION) -chaos.db=$(CHAOS_DB) -chaos.broker=$(CHAOS_BROKER) -chaos.outage=$(CHAOS_OUTAGE) -chaos.dbdown=$(CHAOS_DBDOWN)
 
 .PHONY: bench-writer
 bench-writer: build ## the writer's ratios alone, 15 rounds of each shape (its per-round ratios swing widely on a shared host)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
@@ -40,7 +42,19 @@ type chaosStore struct {
 	// holds an id before anything else, then staying open for 0.1-3 s while
 	// rows with higher ids commit and are relayed.
 	lateTx txFunc
+	// outboxID reads a committed message's outbox id; ok is false when its
+	// row is gone (cleanup deleted it).
+	outboxID func(ctx context.Context, msgID string) (id int64, ok bool, err error)
+	// row reads a message's outbox row, for the report of a lost message.
+	row func(ctx context.Context, msgID string) (status, lastError string, err error)
 }
+
+// rowSQL reads a row's status and last error, given its msg_id.
+const rowSQL = `SELECT CAST(status AS CHAR(8)), COALESCE(last_error, '') FROM outbox WHERE msg_id = `
+
+// chaosAccounts is how many accounts the producers debit: the keys of the
+// keyed messages, few enough that each has many messages in a run.
+const chaosAccounts = 50
 
 // txFunc runs one business transaction of the chaos run.
 type txFunc func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error
@@ -63,6 +77,20 @@ func newChaosStore(ctx context.Context, t *testing.T, b Broker, dialect string) 
 		app := "outbox-chaos-" + schema
 		st := &chaosStore{relayDSN: PostgresDSN() + "&search_path=" + schema + "&application_name=" + app +
 			"&idle_in_transaction_session_timeout=1000", tx: h.transferTx}
+		if _, err := h.pool.Exec(ctx, `INSERT INTO accounts SELECT 'acct-' || g, 1000000 FROM generate_series(7, $1 - 1) g`, chaosAccounts); err != nil {
+			t.Fatal(err)
+		}
+		st.row = func(ctx context.Context, msgID string) (status, lastError string, err error) {
+			err = h.pool.QueryRow(ctx, rowSQL+`$1`, msgID).Scan(&status, &lastError)
+			return status, lastError, err
+		}
+		st.outboxID = func(ctx context.Context, msgID string) (id int64, ok bool, err error) {
+			err = h.pool.QueryRow(ctx, `SELECT id FROM outbox WHERE msg_id = $1`, msgID).Scan(&id)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return 0, false, nil
+			}
+			return id, err == nil, err
+		}
 		st.lateTx = func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
 			hold := time.Duration(100+rand.IntN(2900)) * time.Millisecond //nolint:gosec // pacing
 			return h.heldTransferTx(ctx, m, acct, amount, rollback, hold)
@@ -196,7 +224,7 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 	if _, err := db.ExecContext(ctx, `CREATE TABLE accounts (id VARCHAR(16) PRIMARY KEY, balance BIGINT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 7 {
+	for i := range chaosAccounts {
 		if _, err := db.ExecContext(ctx, `INSERT INTO accounts (id, balance) VALUES (?, 1000000)`, fmt.Sprintf("acct-%d", i)); err != nil {
 			t.Fatal(err)
 		}
@@ -219,6 +247,17 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 	}
 	return &chaosStore{
 		relayDSN: relayDSN,
+		row: func(ctx context.Context, msgID string) (status, lastError string, err error) {
+			err = db.QueryRowContext(ctx, rowSQL+`?`, msgID).Scan(&status, &lastError)
+			return status, lastError, err
+		},
+		outboxID: func(ctx context.Context, msgID string) (id int64, ok bool, err error) {
+			err = db.QueryRowContext(ctx, `SELECT id FROM outbox WHERE msg_id = ?`, msgID).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			return id, err == nil, err
+		},
 		tx: func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
 			return drv.RunInTx(context.WithoutCancel(ctx), func(_ context.Context, tx *sql.Tx) error {
 				if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ?`, amount, acct); err != nil {
@@ -302,9 +341,10 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 	return cb
 }
 
-// via is the broker with its address in the URL replaced by addr (a proxy's).
-func (cb *chaosBroker) via(addr string) Broker {
-	b := cb.newBroker(strings.Replace(cb.url, cb.addr, addr, 1))
+// via is the broker with its address in the URL replaced by addr (a
+// proxy's), and query added to the URL's query.
+func (cb *chaosBroker) via(addr, query string) Broker {
+	b := cb.newBroker(strings.Replace(cb.url, cb.addr, addr, 1) + "&" + query)
 	b.Name = cb.Name
 	return b
 }

@@ -29,6 +29,7 @@ var (
 	chaosRelays     = flag.Int("chaos.relays", 3, "relay processes running at once")
 	chaosDB         = flag.String("chaos.db", "postgres", "the producers' database and the relays': postgres, mysql (MariaDB) or sqlite")
 	chaosOutage     = flag.Duration("chaos.outage", 30*time.Second, "how long the broker stays down, once in the run: longer than the short-window relays' retries and their --retry-budget")
+	chaosDBDown     = flag.Duration("chaos.dbdown", 0, "how long the consumer's database stays away, once in the run (0: a third of the run, at most a minute)")
 	chaosBrokerName = flag.String("chaos.broker", "nats", "the broker, a private instance: nats (SIGKILLed), amqp (a RabbitMQ node), redis (fsync always) or mqtt (mosquitto with persistence), the last three restarted")
 )
 
@@ -49,244 +50,349 @@ var (
 func TestChaos(t *testing.T) {
 	bin := outboxBinary(t)
 	cb := newChaosBroker(t, *chaosBrokerName)
-	url, b := cb.url, cb.Broker
-	ctx, cancel := context.WithTimeout(context.Background(), *chaosDuration+6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), *chaosDuration+8*time.Minute)
 	defer cancel()
-	h, st := newChaosStore(ctx, t, b, *chaosDB)
-	dsn := st.relayDSN
-	logs := t.TempDir()
-	t.Logf("chaos on %s for %s: %d relay processes (the odd ones with %v, the others with the default retry settings), %s; the broker down once for %s",
-		*chaosDB, *chaosDuration, *chaosRelays, shortRetryWindow, cb.what, *chaosOutage)
+	h, st := newChaosStore(ctx, t, cb.Broker, *chaosDB)
+	r := &chaosRun{t: t, ctx: ctx, bin: bin, cb: cb, h: h, st: st, logs: t.TempDir(),
+		rnd:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), //nolint:gosec // chaos, not secrets
+		consumer: useProxiedConsumer(ctx, t, h), order: newKeyOrder(), dbOutage: consumerOutage()}
+	r.dieFirst = r.rnd.IntN(2) // the handlers die in every other crash
+	t.Logf("chaos on %s for %s: %d relay processes (the odd ones with %v, the others with the default retry settings), %s; the broker down once for %s; the consumer's database away once for %s",
+		*chaosDB, *chaosDuration, *chaosRelays, shortRetryWindow, cb.what, *chaosOutage, r.dbOutage)
 
 	// The subscriber: stopped and started again by the chaos, or crashed in
 	// the middle of a handler and abandoned (crashed: each one's Run
 	// returned or given up on).
-	sub := startChaosSubscriber(ctx, t, cb, h)
-	defer func() { sub.stop(t) }()
-	var crashed []chan struct{}
+	r.sub = r.startSub()
+	defer func() { r.sub.stop(t) }()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	var waitWatcher func([]string)
+	r.watcher, waitWatcher = r.order.watch(watchCtx, t, cb)
 	defer func() {
-		for _, gone := range crashed {
+		for _, gone := range r.crashed {
 			<-gone
 		}
 	}()
 
 	// The relays: real processes.
-	relays := make([]*relayProc, *chaosRelays)
-	for i := range relays {
-		relays[i] = startRelay(t, bin, dsn, url, filepath.Join(logs, fmt.Sprintf("relay-%d.log", i)), shortWindow(i))
+	r.relays = make([]*relayProc, *chaosRelays)
+	for i := range r.relays {
+		r.relays[i] = startRelay(t, bin, st.relayDSN, cb.url, filepath.Join(r.logs, fmt.Sprintf("relay-%d.log", i)), shortWindow(i))
 	}
 	defer func() {
-		for _, r := range relays {
-			r.kill()
+		for _, p := range r.relays {
+			p.kill()
 		}
 	}()
 
 	// The producers write until the chaos ends.
-	prodCtx, stopProducers := context.WithTimeout(ctx, *chaosDuration)
+	prodCtx, stopProducers := context.WithCancel(ctx)
 	defer stopProducers()
 	var prodWG sync.WaitGroup
-	var produced atomic.Int64
+	var produced, late atomic.Int64
 	for p := range producers {
-		prodWG.Go(func() { chaosProduce(prodCtx, t, h, fmt.Sprintf("chaos-tx-%d", p), st.tx, &produced) })
+		prodWG.Go(func() { r.produce(prodCtx, fmt.Sprintf("chaos-tx-%d", p), st.tx, "", &produced) })
 	}
-	var late atomic.Int64
 	if st.lateTx != nil {
 		for p := range 2 {
-			prodWG.Go(func() { chaosProduce(prodCtx, t, h, fmt.Sprintf("chaos-late-%d", p), st.lateTx, &late) })
+			prodWG.Go(func() {
+				r.produce(prodCtx, fmt.Sprintf("chaos-late-%d", p), st.lateTx, fmt.Sprintf("late-%d", p), &late)
+			})
 		}
 	}
 
-	// The chaos.
-	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)) //nolint:gosec // chaos, not secrets
-	var kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, dupRounds, cleanups, refusals int
-	refusalMet := 0 // the most marks of a refusal seen (rows and log lines)
-	var cleaned int64
-	var subCrashes []subCrash
-	var idleCrashes int     // crashes called off: no message came
-	dieFirst := rnd.IntN(2) // the handlers die in every other crash
-	crashSub := func() {
-		where := int32(holdAtStart)
-		if rnd.IntN(3) > 0 {
-			where = holdBeforeCommit
-		}
-		sc, ok := sub.crash(where, (len(subCrashes)+dieFirst)%2 == 0, 5*time.Second)
-		if !ok {
-			idleCrashes++
-			return
-		}
-		crashed = append(crashed, sub.abandon(t, time.Duration(500+rnd.IntN(2500))*time.Millisecond))
-		sub = startChaosSubscriber(ctx, t, cb, h)
-		subCrashes = append(subCrashes, sc)
+	// The chaos: the faults the run must cover at fixed points, random
+	// ones all along. It lasts chaosDuration, or longer until every step
+	// has run (on a loaded host the steps may slip): the producers write
+	// until it ends, so that every step meets messages on their way.
+	start := time.Now()
+	steps := r.schedule(start)
+	for (time.Since(start) < *chaosDuration || len(steps) > 0) && ctx.Err() == nil {
+		sleepCtx(ctx, time.Duration(300+r.rnd.IntN(1200))*time.Millisecond)
+		r.randomFault(ctx)
+		steps = r.due(steps, time.Now())
 	}
-	// refuse has the broker refuse every publish for 0.5-2 s, or longer, up
-	// to 10 s, until a relay has met the refusal (the relays may be pausing
-	// after a broker restart). A relay that met it charged some rows, whose
-	// last error names it, or took it for an outage and logged it.
-	refuse := func() {
-		count := func() int {
-			n, err := h.countLastError(ctx, cb.refusal.like)
-			if err != nil {
-				t.Fatalf("counting the rows the refusal met: %v", err)
-			}
-			return n + logMentions(t, logs, strings.Trim(cb.refusal.like, "%"))
-		}
-		before := count()
-		restore := cb.refusal.start(t, sub.s)
-		sleepCtx(ctx, time.Duration(500+rnd.IntN(1500))*time.Millisecond)
-		n := count()
-		for deadline := time.Now().Add(10 * time.Second); n <= before && time.Now().Before(deadline); n = count() {
-			sleepCtx(ctx, 200*time.Millisecond)
-		}
-		restore()
-		refusals++
-		refusalMet = max(refusalMet, n)
-	}
-	// outage stops the broker for chaosOutage, once.
-	var outages, outageMet int
-	outage := func() {
-		t.Logf("chaos: the broker goes down for %s", *chaosOutage)
-		cb.down(t)
-		sleepCtx(ctx, *chaosOutage)
-		n, err := h.countOutbox(ctx, true)
-		if err != nil {
-			t.Fatalf("counting the rows not sent at the outage's end: %v", err)
-		}
-		outageMet = n
-		cb.up(t)
-		outages++
-	}
-	outageAt := time.Now().Add(*chaosDuration * 2 / 5)
-	lastBrokerKill := time.Now()
-	third := time.Now().Add(*chaosDuration / 3)
-	quarter, half := time.Now().Add(*chaosDuration/4), time.Now().Add(*chaosDuration/2)
-	for prodCtx.Err() == nil {
-		sleepCtx(prodCtx, time.Duration(300+rnd.IntN(1200))*time.Millisecond)
-		if prodCtx.Err() != nil {
-			break
-		}
-		i := rnd.IntN(len(relays))
-		switch a := rnd.IntN(100); {
-		case a < 30: // a relay dies, wherever it is in its batch
-			relays[i].kill()
-			sleepCtx(prodCtx, time.Duration(rnd.IntN(300))*time.Millisecond)
-			relays[i] = startRelay(t, bin, dsn, url, relays[i].log, shortWindow(i))
-			kills++
-		case a < 45: // a relay is told to stop: it finishes its batch and exits 0
-			if err := relays[i].term(30 * time.Second); err != nil {
-				t.Errorf("relay stopped with SIGTERM: %v (log %s)", err, relays[i].log)
-			}
-			relays[i] = startRelay(t, bin, dsn, url, relays[i].log, shortWindow(i))
-			terms++
-		case a < 55: // a relay freezes (a long pause, a stalled VM) holding its claim
-			d := time.Duration(500+rnd.IntN(2500)) * time.Millisecond
-			if freezes%4 == 0 { // the first and every fourth: past its lease (SQLite)
-				d = relayLease + time.Duration(1000+rnd.IntN(2000))*time.Millisecond
-				longFreezes++
-			}
-			relays[i].freeze(d)
-			freezes++
-		case a < 65 && st.dropRelayConns != nil: // the database drops the relays' connections
-			n, err := st.dropRelayConns(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dbDrops += n
-		case a < 70: // an operator deletes old SENT rows while everything runs
-			n, err := cleanup(ctx, bin, dsn)
-			if err != nil {
-				t.Fatalf("outbox cleanup: %v", err)
-			}
-			cleaned += n
-			cleanups++
-		case a < 75: // the subscriber goes away and comes back
-			sub.stop(t)
-			sub = startChaosSubscriber(ctx, t, cb, h)
-			subRestarts++
-		case a < 85 && time.Since(lastBrokerKill) > cb.restartGap: // the broker goes down and comes back
-			cb.restart(t)
-			lastBrokerKill = time.Now()
-			brokerKills++
-		case a >= 85 && a < 95: // the subscriber crashes in the middle of a handler
-			crashSub()
-		case a >= 95: // the broker refuses every publish for a while
-			refuse()
-		}
-		if refusals == 0 && time.Now().After(third) {
-			refuse()
-		}
-		if outages == 0 && time.Now().After(outageAt) {
-			outage()
-			lastBrokerKill = time.Now()
-		}
-		// At least two crashes: one in which the handlers die, one in
-		// which they finish.
-		if len(subCrashes) == 0 && time.Now().After(quarter) || len(subCrashes) == 1 && time.Now().After(half) {
-			crashSub()
-		}
-		if dupRounds == 0 && time.Now().After(half) {
-			chaosDuplicates(ctx, t, b, h)
-			dupRounds++
-		}
-	}
+	r.elapsed = time.Since(start)
+	stopProducers()
 	prodWG.Wait()
-	if outages == 0 {
-		outage()
-	}
-	if dupRounds == 0 {
-		chaosDuplicates(ctx, t, b, h)
-	}
 	committed := h.committedIDs()
-	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts; %d cleanups deleted %d SENT rows",
-		*chaosDuration, produced.Load()+late.Load(), len(committed), kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, cleanups, cleaned)
-	logSubCrashes(t, subCrashes, idleCrashes)
-	t.Logf("chaos: the broker refused every publish %d times for 0.5-10 s (%s); the relays met it: at most %d rows with it as their last error and relay log lines naming it",
-		refusals, cb.refusal.what, refusalMet)
-	t.Logf("chaos: the broker was down %d time for %s; %d rows were not sent at its end", outages, *chaosOutage, outageMet)
-	h.cleaned = cleaned
+	r.logFaults(produced.Load()+late.Load(), len(committed))
+	h.cleaned = r.cleaned
 	if st.lateTx != nil {
 		t.Logf("chaos: %d of those held their outbox row's id for 0.1-3 s before committing or rolling back", late.Load())
 	}
 
-	// Every relay drains the table; every effect arrives.
-	h.waitOutboxDrained(ctx, t)
-	h.waitEffects(ctx, t, len(committed), "every committed message's effect")
-	time.Sleep(2 * time.Second) // stray redeliveries
-	for _, r := range relays {
-		if err := r.term(30 * time.Second); err != nil {
-			t.Errorf("relay stopped with SIGTERM at the end: %v (log %s)", err, r.log)
+	r.check(committed, waitWatcher)
+}
+
+// consumerOutage is how long the consumer's database stays away:
+// -chaos.dbdown, or a third of the run up to a minute.
+func consumerOutage() time.Duration {
+	if *chaosDBDown > 0 {
+		return *chaosDBDown
+	}
+	return min(time.Minute, *chaosDuration/3)
+}
+
+// chaosRun is the state of one chaos run.
+type chaosRun struct {
+	t        *testing.T
+	ctx      context.Context
+	bin      string
+	cb       *chaosBroker
+	h        *harness
+	st       *chaosStore
+	logs     string
+	rnd      *rand.Rand
+	consumer *chaosConsumerDB
+	order    *keyOrder
+	dbOutage time.Duration
+	elapsed  time.Duration // how long the chaos lasted
+
+	relays  []*relayProc
+	sub     *chaosSub
+	watcher brokertest.Subscriber // the order watcher's
+	crashed []chan struct{}
+
+	// What happened, for the log and the coverage checks.
+	kills, terms, freezes, longFreezes, dbDrops, brokerKills, subRestarts, dupRounds, cleanups int
+	refusals, refusalsMet                                                                      int
+	refusalMet                                                                                 int // the most marks of a refusal seen (rows and log lines)
+	cleaned                                                                                    int64
+	subCrashes                                                                                 []subCrash
+	idleCrashes                                                                                int // crashes called off: no message came
+	dieFirst                                                                                   int // the handlers die in every other crash, from this one
+	outages, outageMet                                                                         int
+	lastBrokerKill                                                                             time.Time
+	dbOutages                                                                                  int
+}
+
+// A chaosStep is a fault the run must cover: it runs once the run is past
+// at, after the steps before it, while messages flow.
+type chaosStep struct {
+	at   time.Time
+	what string
+	run  func()
+}
+
+// schedule places the faults the run must cover at fixed fractions of the
+// run from start: two subscriber crashes (one in which the handlers die,
+// one in which they finish), the refusal spell, the consumer's database
+// outage, the broker's outage, the round of duplicates. Each waits for
+// messages to flow and is tried until it happened, so that coverage never
+// depends on chance; the random faults go on around them.
+func (r *chaosRun) schedule(start time.Time) []chaosStep {
+	at := func(f float64) time.Time { return start.Add(time.Duration(f * float64(*chaosDuration))) }
+	crash := func() {
+		for range 4 {
+			if r.crashSub(15 * time.Second) {
+				return
+			}
 		}
 	}
-	// The crashed subscribers' handlers have finished, or been given up on.
-	for _, gone := range crashed {
-		<-gone
+	return []chaosStep{
+		{at(0.10), "a subscriber crash", crash},
+		{at(0.15), "the refusal spell", func() { r.refuse(45 * time.Second) }},
+		{at(0.20), "a second subscriber crash", crash},
+		{at(0.25), "the consumer's database outage", func() {
+			r.consumer.outage(r.ctx, r.t, r.h, r.dbOutage)
+			r.dbOutages++
+		}},
+		{at(0.40), "the broker's outage", r.brokerOutage},
+		{at(0.50), "the round of duplicates", func() {
+			chaosDuplicates(r.ctx, r.t, r.cb.Broker, r.h)
+			r.dupRounds++
+		}},
 	}
-	h.check(t, committed)
-	dead, err := h.countDead(ctx)
+}
+
+// due runs the first of steps if now is past its time, and returns the
+// steps left.
+func (r *chaosRun) due(steps []chaosStep, now time.Time) []chaosStep {
+	if len(steps) == 0 || !now.After(steps[0].at) {
+		return steps
+	}
+	r.waitFlow(steps[0].what)
+	steps[0].run()
+	return steps[1:]
+}
+
+// waitFlow waits, up to 90 s, until a new effect arrives.
+func (r *chaosRun) waitFlow(what string) {
+	before, start := r.h.countEffects(r.ctx, r.t), time.Now()
+	for time.Since(start) < 90*time.Second && r.ctx.Err() == nil {
+		if r.h.countEffects(r.ctx, r.t) > before {
+			return
+		}
+		sleepCtx(r.ctx, 100*time.Millisecond)
+	}
+	r.t.Logf("chaos: no new effect for 90s before %s", what)
+}
+
+// randomFault makes one fault at random, or none.
+func (r *chaosRun) randomFault(ctx context.Context) {
+	t, rnd := r.t, r.rnd
+	i := rnd.IntN(len(r.relays))
+	restart := func() { r.relays[i] = startRelay(t, r.bin, r.st.relayDSN, r.cb.url, r.relays[i].log, shortWindow(i)) }
+	switch a := rnd.IntN(100); {
+	case a < 30: // a relay dies, wherever it is in its batch
+		r.relays[i].kill()
+		sleepCtx(ctx, time.Duration(rnd.IntN(300))*time.Millisecond)
+		restart()
+		r.kills++
+	case a < 45: // a relay is told to stop: it finishes its batch and exits 0
+		if err := r.relays[i].term(30 * time.Second); err != nil {
+			t.Errorf("relay stopped with SIGTERM: %v (log %s)", err, r.relays[i].log)
+		}
+		restart()
+		r.terms++
+	case a < 55: // a relay freezes (a long pause, a stalled VM) holding its claim
+		d := time.Duration(500+rnd.IntN(2500)) * time.Millisecond
+		if r.freezes%4 == 0 { // the first and every fourth: past its lease (SQLite)
+			d = relayLease + time.Duration(1000+rnd.IntN(2000))*time.Millisecond
+			r.longFreezes++
+		}
+		r.relays[i].freeze(d)
+		r.freezes++
+	case a < 65 && r.st.dropRelayConns != nil: // the database drops the relays' connections
+		n, err := r.st.dropRelayConns(ctx)
+		if err != nil && ctx.Err() == nil {
+			t.Fatal(err)
+		}
+		r.dbDrops += n
+	case a < 70: // an operator deletes old SENT rows while everything runs
+		n, err := cleanup(r.ctx, r.bin, r.st.relayDSN)
+		if err != nil {
+			t.Fatalf("outbox cleanup: %v", err)
+		}
+		r.cleaned += n
+		r.cleanups++
+	case a < 75: // the subscriber goes away and comes back
+		r.sub.stop(t)
+		r.sub = r.startSub()
+		r.subRestarts++
+	case a < 85 && time.Since(r.lastBrokerKill) > r.cb.restartGap: // the broker goes down and comes back
+		r.cb.restart(t)
+		r.lastBrokerKill = time.Now()
+		r.brokerKills++
+	case a >= 85 && a < 95: // the subscriber crashes in the middle of a handler
+		r.crashSub(5 * time.Second)
+	case a >= 95: // the broker refuses every publish for a while
+		r.refuse(10 * time.Second)
+	}
+}
+
+func (r *chaosRun) startSub() *chaosSub {
+	return startChaosSubscriber(r.ctx, r.t, r.cb, r.h, r)
+}
+
+// crashSub crashes the subscriber in the middle of a handler, if one comes
+// within wait, and starts a new one.
+func (r *chaosRun) crashSub(wait time.Duration) bool {
+	where := int32(holdAtStart)
+	if r.rnd.IntN(3) > 0 {
+		where = holdBeforeCommit
+	}
+	sc, ok := r.sub.crash(where, (len(r.subCrashes)+r.dieFirst)%2 == 0, wait)
+	if !ok {
+		r.idleCrashes++
+		return false
+	}
+	r.crashed = append(r.crashed, r.sub.abandon(r.t, time.Duration(500+r.rnd.IntN(2500))*time.Millisecond))
+	r.sub = r.startSub()
+	r.subCrashes = append(r.subCrashes, sc)
+	return true
+}
+
+// refuse has the broker refuse every publish for 0.5-2 s, or longer, up to
+// wait, until a relay has met the refusal (the relays may be pausing after
+// a broker restart). A relay that met it charged some rows, whose last
+// error names it, or took it for an outage and logged it.
+func (r *chaosRun) refuse(wait time.Duration) {
+	count := func() int {
+		n, err := r.h.countLastError(r.ctx, r.cb.refusal.like)
+		if err != nil {
+			r.t.Fatalf("counting the rows the refusal met: %v", err)
+		}
+		return n + logMentions(r.t, r.logs, strings.Trim(r.cb.refusal.like, "%"))
+	}
+	before := count()
+	restore := r.cb.refusal.start(r.t, r.sub.s, r.watcher)
+	sleepCtx(r.ctx, time.Duration(500+r.rnd.IntN(1500))*time.Millisecond)
+	n := count()
+	for deadline := time.Now().Add(wait); n <= before && time.Now().Before(deadline); n = count() {
+		sleepCtx(r.ctx, 200*time.Millisecond)
+	}
+	restore()
+	r.refusals++
+	if n > before {
+		r.refusalsMet++
+	}
+	r.refusalMet = max(r.refusalMet, n)
+}
+
+// brokerOutage stops the broker for chaosOutage.
+func (r *chaosRun) brokerOutage() {
+	r.t.Logf("chaos: the broker goes down for %s", *chaosOutage)
+	r.cb.down(r.t)
+	sleepCtx(r.ctx, *chaosOutage)
+	n, err := r.h.countOutbox(r.ctx, true)
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatalf("counting the rows not sent at the outage's end: %v", err)
 	}
-	t.Logf("chaos: %d DEAD rows", dead)
-	if dead > 0 {
-		t.Errorf("%d rows are DEAD: no message may die of the chaos (outages, refusals, restarts)", dead)
-	}
-	if outageMet == 0 {
+	r.outageMet = n
+	r.cb.up(r.t)
+	r.outages++
+	r.lastBrokerKill = time.Now()
+}
+
+// produce commits business transactions through tx until ctx ends (see
+// chaosProduce) and records each committed message's outbox id.
+func (r *chaosRun) produce(ctx context.Context, prefix string, tx txFunc, key string, produced *atomic.Int64) {
+	chaosProduce(ctx, r.t, r.h, prefix, tx, key, produced, func(msgID string) {
+		id, ok, err := r.st.outboxID(context.WithoutCancel(ctx), msgID)
+		if err != nil {
+			r.t.Errorf("reading the outbox id of %s: %v", msgID, err)
+		} else if ok {
+			r.order.committed(msgID, id)
+		}
+	})
+}
+
+func (r *chaosRun) logFaults(transactions int64, committed int) {
+	t := r.t
+	t.Logf("chaos over after %s: %d transactions (%d committed); relays: %d SIGKILLs, %d SIGTERMs, %d freezes (%d past the claim's lease), %d database connections dropped; %d broker restarts, %d subscriber restarts; %d cleanups deleted %d SENT rows",
+		r.elapsed.Round(time.Second), transactions, committed, r.kills, r.terms, r.freezes, r.longFreezes, r.dbDrops, r.brokerKills, r.subRestarts, r.cleanups, r.cleaned)
+	logSubCrashes(t, r.subCrashes, r.idleCrashes)
+	t.Logf("chaos: the broker refused every publish %d times for 0.5 s or more (%s); the relays met %d of them: at most %d rows with it as their last error and relay log lines naming it",
+		r.refusals, r.cb.refusal.what, r.refusalsMet, r.refusalMet)
+	t.Logf("chaos: the broker was down %d time for %s; %d rows were not sent at its end", r.outages, *chaosOutage, r.outageMet)
+}
+
+// checkCoverage fails the run when a fault it must cover did not happen.
+func (r *chaosRun) checkCoverage() {
+	t := r.t
+	if r.outageMet == 0 {
 		t.Errorf("no row was waiting at the end of the broker's %s outage, so the outage was not tested", *chaosOutage)
 	}
-	if refusalMet == 0 && *chaosDuration >= 30*time.Second {
-		t.Errorf("the broker refused every publish %d times, yet no row had that refusal (%s) as its last error and no relay logged it: the relays never met it, so it was not tested", refusals, cb.refusal.like)
+	if r.dbOutages == 0 {
+		t.Errorf("the consumer's database never went away")
 	}
-	if len(subCrashes) < 2 && *chaosDuration >= 30*time.Second {
-		t.Errorf("the subscriber crashed %d times in the middle of a handler, not at least twice (handlers dying, and finishing), so that check was not made", len(subCrashes))
+	if *chaosDuration < 30*time.Second {
+		return
 	}
-	// What the relays logged (warnings and errors: the chaos causes many).
-	for _, r := range relays {
-		if b, err := os.ReadFile(r.log); err == nil {
-			n := 10
-			if t.Failed() {
-				n = 40
-			}
-			t.Logf("%s, last lines:\n%s", filepath.Base(r.log), lastLines(b, n))
+	if r.refusalsMet == 0 {
+		t.Errorf("the broker refused every publish %d times, yet no row had that refusal (%s) as its last error and no relay logged it: the relays never met it, so it was not tested", r.refusals, r.cb.refusal.like)
+	}
+	died := 0
+	for _, c := range r.subCrashes {
+		if c.die {
+			died++
 		}
+	}
+	if died == 0 || died == len(r.subCrashes) {
+		t.Errorf("the subscriber crashed %d times in the middle of a handler, %d of them with the handlers dying: not both ways (handlers dying, and finishing), so that check was not made", len(r.subCrashes), died)
 	}
 }
 
@@ -458,16 +564,21 @@ const (
 	holdTaken
 )
 
-func startChaosSubscriber(ctx context.Context, t *testing.T, cb *chaosBroker, h *harness) *chaosSub {
+func startChaosSubscriber(ctx context.Context, t *testing.T, cb *chaosBroker, h *harness, r *chaosRun) *chaosSub {
 	t.Helper()
 	proxy := startProxy(t, cb.addr)
-	s := cb.via(proxy.addr()).NewSubscriber(t, group)
+	// A message failing for half the consumer's database outage (and 5
+	// times) is dead-lettered: a subscriber that counted the outage's
+	// failures would lose messages.
+	dla := max(5*time.Second, r.dbOutage/2)
+	s := cb.via(proxy.addr(), "dead_letter_after="+dla.String()).NewSubscriber(t, group)
 	sctx, cancel := context.WithCancel(ctx)
 	hctx, hcancel := context.WithCancel(context.Background())
 	c := &chaosSub{s: s, proxy: proxy, cancel: cancel, done: make(chan error, 1), hctx: hctx, hcancel: hcancel,
 		inside: make(chan struct{}), release: make(chan struct{})}
 	inner := h.handler()
 	handler := func(ctx context.Context, m outbox.Message) error {
+		r.order.delivered(&r.order.sub, m)
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
 		defer context.AfterFunc(c.hctx, stop)()
@@ -479,7 +590,9 @@ func startChaosSubscriber(ctx context.Context, t *testing.T, cb *chaosBroker, h 
 				c.wait(m.MsgID)
 			}
 		})
-		return inner(ctx, m)
+		err := inner(ctx, m)
+		r.consumer.handled(m.MsgID, err)
+		return err
 	}
 	go func() { c.done <- s.Run(sctx, handler) }()
 	return c
@@ -589,13 +702,25 @@ func (c *chaosSub) abandon(t *testing.T, after time.Duration) (gone chan struct{
 
 // chaosProduce commits business transactions through tx until ctx ends,
 // with msg_ids prefix-000000, prefix-000001, ...; every tenth rolls back
-// after writing its message.
-func chaosProduce(ctx context.Context, t *testing.T, h *harness, prefix string, tx txFunc, produced *atomic.Int64) {
+// after writing its message. Three messages in four have a key: the
+// account they debit (writers of one account serialize on its row, so
+// their ids follow their commits), or lateKey where set (a key of this
+// producer's own, for transactions that take their id before the account's
+// lock); the rest have none. committed gets the msg_id of each commit.
+func chaosProduce(ctx context.Context, t *testing.T, h *harness, prefix string, tx txFunc, lateKey string, produced *atomic.Int64, committed func(msgID string)) {
 	for i := 0; ctx.Err() == nil; i++ {
 		id := fmt.Sprintf("%s-%06d", prefix, i)
-		acct := fmt.Sprintf("acct-%d", i%7)
+		// Every tenth rolls back: the shift gives each account commits.
+		acct := fmt.Sprintf("acct-%d", (i+i/chaosAccounts)%chaosAccounts)
 		amount := i%100 + 1
-		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: acct, Payload: []byte(fmt.Sprintf(`{"account":%q,"amount":%d}`, acct, amount))}
+		key := acct
+		switch {
+		case i%4 == 3:
+			key = ""
+		case lateKey != "":
+			key = lateKey
+		}
+		m := outbox.Message{MsgID: id, Topic: h.b.Topic, Key: key, Payload: []byte(fmt.Sprintf(`{"account":%q,"amount":%d}`, acct, amount))}
 		err := tx(ctx, m, acct, amount, i%10 == 9)
 		if err != nil && ctx.Err() != nil {
 			err = errRollback // ended mid-transaction: it rolled back, or failed before
@@ -603,6 +728,9 @@ func chaosProduce(ctx context.Context, t *testing.T, h *harness, prefix string, 
 		if err := h.record(id, transfer{Account: acct, Amount: amount}, err); err != nil {
 			t.Errorf("business transaction %s: %v", id, err)
 			return
+		}
+		if err == nil {
+			committed(id)
 		}
 		produced.Add(1)
 		time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond) //nolint:gosec // pacing
@@ -651,4 +779,65 @@ func lastLines(b []byte, n int) string {
 		}
 	}
 	return string(b)
+}
+
+// explainLost logs what became of messages without an effect: the
+// consumer's handler calls and last error, whether the watcher group got
+// them, and their outbox row.
+func (r *chaosRun) explainLost(lost []string) {
+	for _, id := range lost[:min(10, len(lost))] {
+		calls, last := r.consumer.history(id)
+		r.order.mu.Lock()
+		watched := r.order.watcher.seen[id]
+		r.order.mu.Unlock()
+		status, lastErr, err := r.st.row(r.ctx, id)
+		r.t.Logf("lost %s: %d handler calls in the consumer group (last error %v); the watcher group got it: %v; outbox row: status %s, last_error %q %v",
+			id, calls, last, watched, status, lastErr, err)
+	}
+}
+
+// check waits until every relay has drained the table and every effect
+// has arrived, stops the relays, and makes the run's checks: effects,
+// per-key order, the consumer's outage, DEAD rows, coverage.
+func (r *chaosRun) check(committed []string, waitWatcher func([]string)) {
+	t, h, ctx := r.t, r.h, r.ctx
+	// Every relay drains the table; every effect arrives.
+	h.waitOutboxDrained(ctx, t)
+	if err := h.awaitEffects(ctx, len(committed), "every committed message's effect"); err != nil {
+		t.Error(err) // the checks below say which are missing, and what became of them
+	}
+	time.Sleep(2 * time.Second) // stray redeliveries
+	for _, p := range r.relays {
+		if err := p.term(30 * time.Second); err != nil {
+			t.Errorf("relay stopped with SIGTERM at the end: %v (log %s)", err, p.log)
+		}
+	}
+	// The crashed subscribers' handlers have finished, or been given up on.
+	for _, gone := range r.crashed {
+		<-gone
+	}
+	lost := h.check(t, committed)
+	waitWatcher(committed)
+	r.explainLost(lost)
+	r.order.check(t)
+	r.consumer.report(t, r.dbOutage)
+	dead, err := h.countDead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chaos: %d DEAD rows", dead)
+	if dead > 0 {
+		t.Errorf("%d rows are DEAD: no message may die of the chaos (outages, refusals, restarts)", dead)
+	}
+	r.checkCoverage()
+	// What the relays logged (warnings and errors: the chaos causes many).
+	for _, p := range r.relays {
+		if b, err := os.ReadFile(p.log); err == nil {
+			n := 10
+			if t.Failed() {
+				n = 40
+			}
+			t.Logf("%s, last lines:\n%s", filepath.Base(p.log), lastLines(b, n))
+		}
+	}
 }

@@ -182,6 +182,9 @@ type harness struct {
 	writer   *outbox.Writer[pgx.Tx]
 	consumer *sql.DB
 	inbox    *outbox.Inbox[*sql.Tx]
+	// insertEffect inserts one effect (msg_id, account, amount) in the
+	// consumer's dialect.
+	insertEffect string
 	// countOutbox counts the producer's outbox rows, or only those not SENT.
 	countOutbox func(ctx context.Context, notSent bool) (int, error)
 	// countLastError counts the producer's outbox rows whose last_error is
@@ -280,7 +283,8 @@ func countOutboxSQL(notSent bool) string {
 // own with the inbox and the effects table.
 func newConsumerHarness(ctx context.Context, t *testing.T, b Broker) *harness {
 	t.Helper()
-	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}, expected: map[string]transfer{}}
+	h := &harness{b: b, committed: map[string]bool{}, rolledBack: map[string]bool{}, expected: map[string]transfer{},
+		insertEffect: `INSERT INTO effects (msg_id, account, amount) VALUES (?, ?, ?)`}
 	var err error
 
 	// Consumer: a SQLite file, its own database.
@@ -483,7 +487,7 @@ func (h *harness) handler() outbox.Handler {
 			return outbox.Permanent(err)
 		}
 		applied, err := h.inbox.Process(ctx, group, m.MsgID, func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO effects (msg_id, account, amount) VALUES (?, ?, ?)`, m.MsgID, tr.Account, tr.Amount)
+			_, err := tx.ExecContext(ctx, h.insertEffect, m.MsgID, tr.Account, tr.Amount)
 			if err == nil && changeFailed.due(m.MsgID, failChangeAt) {
 				h.fnFailed.Add(1)
 				return errors.New("e2e: injected failure of the change, after its insert")
@@ -551,20 +555,27 @@ func (h *harness) publishDuplicates(ctx context.Context, t *testing.T, pub outbo
 // (MQTT's takes one message at a time) may need longer than that in all.
 func (h *harness) waitEffects(ctx context.Context, t *testing.T, n int, what string) {
 	t.Helper()
+	if err := h.awaitEffects(ctx, n, what); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitEffects is waitEffects, returning the failure instead.
+func (h *harness) awaitEffects(ctx context.Context, n int, what string) error {
 	last, progress := -1, time.Now()
 	for {
 		var got int
 		if err := h.consumer.QueryRowContext(ctx, `SELECT count(DISTINCT msg_id) FROM effects`).Scan(&got); err != nil {
-			t.Fatalf("counting effects: %v", err)
+			return fmt.Errorf("counting effects: %w", err)
 		}
 		if got >= n {
-			return
+			return nil
 		}
 		if got > last {
 			last, progress = got, time.Now()
 		}
 		if time.Since(progress) > 2*time.Minute {
-			t.Fatalf("%s: waiting for %s: %d of %d effects, none new for 2 minutes (%d deliveries)", h.b.Name, what, got, n, h.deliveries.Load())
+			return fmt.Errorf("%s: waiting for %s: %d of %d effects, none new for 2 minutes (%d deliveries)", h.b.Name, what, got, n, h.deliveries.Load())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -602,8 +613,9 @@ func (h *harness) waitOutboxDrained(ctx context.Context, t *testing.T) {
 	}
 }
 
-// check compares the consumer's effects with the producer's commits.
-func (h *harness) check(t *testing.T, committed []string) {
+// check compares the consumer's effects with the producer's commits and
+// returns the committed messages without an effect.
+func (h *harness) check(t *testing.T, committed []string) (lost []string) {
 	t.Helper()
 	ctx := context.Background()
 	rows, err := h.consumer.QueryContext(ctx, `SELECT msg_id, account, amount FROM effects`)
@@ -632,7 +644,7 @@ func (h *harness) check(t *testing.T, committed []string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var lost, doubled, phantom []string
+	var doubled, phantom []string
 	for _, id := range committed {
 		switch n := effects[id]; {
 		case n == 0:
@@ -680,6 +692,7 @@ func (h *harness) check(t *testing.T, committed []string) {
 	if h.discarded.Load() == 0 {
 		t.Errorf("%s: the inbox discarded no duplicate, so the duplicate deliveries did not happen", h.b.Name)
 	}
+	return lost
 }
 
 // crashingPublisher publishes through Publisher; after `after` batches it

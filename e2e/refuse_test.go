@@ -39,14 +39,15 @@ type refusal struct {
 	like string
 	// start makes the broker refuse every publish until restore is called;
 	// either fails the test if it cannot do its part.
-	start func(t *testing.T, sub brokertest.Subscriber) (restore func())
+	// subs are the run's subscribers, one per group.
+	start func(t *testing.T, subs ...brokertest.Subscriber) (restore func())
 }
 
 func natsRefusal(addr, stream string) *refusal {
 	return &refusal{
 		what: fmt.Sprintf("stream %s's max_msg_size set to 1 byte", stream),
 		like: "%refused by stream%",
-		start: func(t *testing.T, _ brokertest.Subscriber) func() {
+		start: func(t *testing.T, _ ...brokertest.Subscriber) func() {
 			t.Helper()
 			nc, err := nats.Connect("nats://"+addr, nats.Timeout(5*time.Second))
 			if err != nil {
@@ -86,13 +87,17 @@ func natsRefusal(addr, stream string) *refusal {
 
 func amqpRefusal(url, exchange string) *refusal {
 	return &refusal{
-		what: fmt.Sprintf("the group's queue unbound from exchange %q", exchange),
+		what: fmt.Sprintf("the groups' queues unbound from exchange %q", exchange),
 		like: "%the broker returned the message%",
-		start: func(t *testing.T, sub brokertest.Subscriber) func() {
+		start: func(t *testing.T, subs ...brokertest.Subscriber) func() {
 			t.Helper()
-			s, ok := sub.(*outboxamqp.Subscriber)
-			if !ok {
-				t.Fatalf("refusal: the subscriber is a %T, not an outboxamqp.Subscriber", sub)
+			var queues []string
+			for _, sub := range subs {
+				s, ok := sub.(*outboxamqp.Subscriber)
+				if !ok {
+					t.Fatalf("refusal: the subscriber is a %T, not an outboxamqp.Subscriber", sub)
+				}
+				queues = append(queues, s.Queue())
 			}
 			conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 			if err != nil {
@@ -103,14 +108,18 @@ func amqpRefusal(url, exchange string) *refusal {
 				conn.Close()
 				t.Fatal(err)
 			}
-			if err := ch.QueueUnbind(s.Queue(), outboxamqp.DefaultBindingKey, exchange, nil); err != nil {
-				conn.Close()
-				t.Fatalf("refusal: unbind queue %q: %v", s.Queue(), err)
+			for _, q := range queues {
+				if err := ch.QueueUnbind(q, outboxamqp.DefaultBindingKey, exchange, nil); err != nil {
+					conn.Close()
+					t.Fatalf("refusal: unbind queue %q: %v", q, err)
+				}
 			}
 			return func() {
 				defer conn.Close()
-				if err := ch.QueueBind(s.Queue(), outboxamqp.DefaultBindingKey, exchange, false, nil); err != nil {
-					t.Fatalf("refusal: bind queue %q again: %v", s.Queue(), err)
+				for _, q := range queues {
+					if err := ch.QueueBind(q, outboxamqp.DefaultBindingKey, exchange, false, nil); err != nil {
+						t.Fatalf("refusal: bind queue %q again: %v", q, err)
+					}
 				}
 			}
 		},
@@ -121,7 +130,7 @@ func redisRefusal(addr string) *refusal {
 	return &refusal{
 		what: "XADD taken from the default user's ACL",
 		like: "%NOPERM%",
-		start: func(t *testing.T, _ brokertest.Subscriber) func() {
+		start: func(t *testing.T, _ ...brokertest.Subscriber) func() {
 			t.Helper()
 			rdb := redis.NewClient(&redis.Options{Addr: addr})
 			set := func(rule string) error {
@@ -147,7 +156,7 @@ func mqttRefusal(srv *privateServer) *refusal {
 	return &refusal{
 		what: "publishing taken from mosquitto's ACL (reloaded on SIGHUP)",
 		like: "%allow this client to publish%",
-		start: func(t *testing.T, _ brokertest.Subscriber) func() {
+		start: func(t *testing.T, _ ...brokertest.Subscriber) func() {
 			t.Helper()
 			setMosquittoACL(t, srv.dir, "read")
 			signalPrivate(t, srv, syscall.SIGHUP)

@@ -104,7 +104,12 @@ func unavailable(err error) error {
 		return err
 	}
 	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) || classify(err) == sqlstore.ErrConnection || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+	var ne *net.OpError
+	switch {
+	case errors.As(err, &ce), classify(err) == sqlstore.ErrConnection, errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
+		// The connection reset, cut or closed while a statement waited for
+		// its answer.
+		errors.As(err, &ne), errors.Is(err, pgconn.ErrConnClosed):
 		return outbox.DatabaseUnavailable(err)
 	}
 	return err

@@ -5,7 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/url"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,6 +129,105 @@ func TestInboxUnavailable(t *testing.T) {
 		}
 		_, err = outbox.NewInbox(d).Process(ctx, "billing", "m-6", func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
+			return err
+		})
+		if !outbox.IsUnavailable(err) {
+			t.Fatalf("Process error %v: want IsUnavailable", err)
+		}
+	})
+}
+
+// resetProxy forwards connections to target until reset, which aborts them
+// (TCP RST), as a network cut or a crashed server leaves them.
+type resetProxy struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startResetProxy(t *testing.T, target string) *resetProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &resetProxy{l: l}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c) }()
+			go func() { _, _ = io.Copy(c, u) }()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); p.reset() })
+	return p
+}
+
+func (p *resetProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestInboxUnavailableReset: a connection reset while a statement of the
+// inbox's transaction waits for its answer (a bare network error, no
+// server error) is an outage too, for both drivers.
+func TestInboxUnavailableReset(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := newSchema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startResetProxy(t, u.Host)
+	proxied := strings.Replace(dsn, u.Host, p.l.Addr().String(), 1)
+
+	t.Run("pool", func(t *testing.T) {
+		_, d := migratedPool(ctx, t, proxied, 0)
+		_, err := outbox.NewInbox(d).Process(ctx, "billing", "m-7", func(ctx context.Context, tx pgx.Tx) error {
+			// The reset comes while the statement waits for its answer.
+			time.AfterFunc(300*time.Millisecond, p.reset)
+			_, err := tx.Exec(ctx, "SELECT pg_sleep(2)")
+			t.Logf("the statement after the reset: %v", err)
+			return err
+		})
+		if !outbox.IsUnavailable(err) {
+			t.Fatalf("Process error %v: want IsUnavailable", err)
+		}
+	})
+	t.Run("stdlib", func(t *testing.T) {
+		db, err := sql.Open("pgx", proxied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		d, err := outboxpgx.NewStdlib(db, outbox.Tables{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = outbox.NewInbox(d).Process(ctx, "billing", "m-8", func(ctx context.Context, tx *sql.Tx) error {
+			// The reset comes while the statement waits for its answer.
+			time.AfterFunc(300*time.Millisecond, p.reset)
+			_, err := tx.ExecContext(ctx, "SELECT pg_sleep(2)")
+			t.Logf("the statement after the reset: %v", err)
 			return err
 		})
 		if !outbox.IsUnavailable(err) {
