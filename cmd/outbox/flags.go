@@ -181,6 +181,9 @@ func (f *flagSet) hint() string { return f.path + " --help" }
 // from its variable, then checks the required flags. It returns the positional
 // arguments. On --help it prints the usage to stdout and returns flag.ErrHelp.
 func (f *flagSet) parse(args []string) ([]string, error) {
+	if f.collect() {
+		return nil, errCollected
+	}
 	var pos []string
 	for {
 		if err := f.fs.Parse(args); err != nil {
