@@ -13,7 +13,7 @@ func flagTables(t *testing.T) map[string][]helpFlag {
 	t.Helper()
 	tables := map[string][]helpFlag{}
 	for _, c := range [][]string{{"bench"}, {"cleanup"}, {"dead", "list"}, {"dead", "show"}, {"dead", "retry"},
-		{"dead", "drop"}, {"demo"}, {"migrate"}, {"relay"}, {"stats"}, {"version"}} {
+		{"dead", "drop"}, {"console"}, {"demo"}, {"migrate"}, {"relay"}, {"stats"}, {"version"}} {
 		var out, errOut bytes.Buffer
 		if code := run(t.Context(), append(c, "--help"), &out, &errOut); code != 0 {
 			t.Fatalf("outbox %s --help: exit %d: %s", strings.Join(c, " "), code, errOut.String())
@@ -51,8 +51,8 @@ func parseHelpFlags(help string) []helpFlag {
 
 // sameMeaning are flags whose usage text differs between commands although
 // they mean one thing: --topic narrows a command to a topic, --json prints
-// JSON instead of a table.
-var sameMeaning = map[string]bool{"topic": true, "json": true}
+// JSON instead of a table, --log-level says what the relay's debug lines are.
+var sameMeaning = map[string]bool{"topic": true, "json": true, "log-level": true}
 
 // TestNoVariableMeansTwoThings: across every command, an OUTBOX_ variable
 // sets one flag, with one meaning (the same usage text, or a flag of

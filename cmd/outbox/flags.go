@@ -63,9 +63,11 @@ type flagSet struct {
 	docs     []*flagDoc
 	stdout   io.Writer
 	stderr   io.Writer       // for warnings; none when nil
-	set      map[string]bool // set on the command line or from the environment
+	set      map[string]bool // set on the command line, from the environment or a config file
 	// noEnv: no flag reads a variable (commandLineOnly).
 	noEnv bool
+	// configPath is --config's value (configfile.go).
+	configPath string
 }
 
 func newFlagSet(path, synopsis, summary string, stdout io.Writer) *flagSet {
@@ -181,6 +183,10 @@ func (f *flagSet) hint() string { return f.path + " --help" }
 // from its variable, then checks the required flags. It returns the positional
 // arguments. On --help it prints the usage to stdout and returns flag.ErrHelp.
 func (f *flagSet) parse(args []string) ([]string, error) {
+	f.addConfigFlag()
+	if f.collect() {
+		return nil, errCollected
+	}
 	var pos []string
 	for {
 		if err := f.fs.Parse(args); err != nil {
@@ -234,6 +240,9 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 			return nil, usagef(f.hint(), "%s: invalid value %q in %s (read for --%s): %v", f.name(), v, env, d.name, err)
 		}
 		f.set[d.name] = true
+	}
+	if err := f.fillFromConfig(); err != nil {
+		return nil, err
 	}
 	for _, d := range f.docs {
 		if !d.required {

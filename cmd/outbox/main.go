@@ -35,6 +35,7 @@ var commands = []command{
 	{"demo", "run the transfer scenario end to end on embedded services, no set-up", runDemo},
 	{"bench", "measure the relay's throughput", runBench},
 	{"version", "print the version of this binary", runVersion},
+	{"completion", "print a shell completion script: outbox completion bash|zsh|fish", runCompletion},
 	{"help", "print help for a command: outbox help relay", nil},
 }
 
