@@ -210,7 +210,8 @@ func (r *Relay) watch(ctx context.Context) {
 	pause := time.Duration(0)
 	var fellBack atomic.Bool
 	wake := func(c Change) {
-		if c.Fallback != nil && !fellBack.Swap(true) {
+		// A CDC relay has said so already (streamLoop).
+		if c.Fallback != nil && !r.cfg.CDC && !fellBack.Swap(true) {
 			log.Warn("outbox relay: cannot stream the outbox table's changes; waking on notifications instead", "error", c.Fallback)
 		}
 		r.Wake()

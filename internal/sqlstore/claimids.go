@@ -39,6 +39,9 @@ func (s *Store) ClaimIDs(ctx context.Context, ids []int64, lease time.Duration) 
 // dialect with ? parameters, {{ids}} with one per id.
 func (s *Store) idsSQL(q string, n int) string {
 	q = strings.NewReplacer(dialects[s.c.name].names(s.tables)...).Replace(q)
+	if n == 0 {
+		return q
+	}
 	ph := strings.Repeat("?, ", n)
 	return strings.Replace(q, "{{ids}}", ph[:len(ph)-2], 1)
 }
