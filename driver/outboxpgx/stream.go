@@ -80,9 +80,11 @@ var (
 // table holds the slot.
 func (d *Driver) Stream(ctx context.Context, fn func(ctx context.Context, msgs []outbox.Message) error) error {
 	s := &pgStream{d: d, slot: SlotName(d.Tables().Outbox), exclusive: true, deliver: fn}
-	d.lagMu.Lock()
-	d.lag = s
-	d.lagMu.Unlock()
+	s.started = func() {
+		d.lagMu.Lock()
+		d.lag = s
+		d.lagMu.Unlock()
+	}
 	defer func() {
 		d.lagMu.Lock()
 		if d.lag == s {
