@@ -274,7 +274,10 @@ func testRelayCommitOrder(t *testing.T, c *logicalCluster) {
 func testKilledMidStream(t *testing.T, c *logicalCluster) {
 	d, pool := c.driver(t)
 	rec := &recorder{}
-	stop := startCDC(t, d, rec, outbox.RelayConfig{SweepInterval: 200 * time.Millisecond})
+	// A claim cut off as it committed holds its rows for the lease, as
+	// after a crash: a short one.
+	cfg := outbox.RelayConfig{SweepInterval: 200 * time.Millisecond, PublishTimeout: time.Second, Lease: 3 * time.Second}
+	stop := startCDC(t, d, rec, cfg)
 	waitFor(t, "the slot", 10*time.Second, func() bool { return slotActive(t, pool) })
 	const n = 300
 	for i := range n {
@@ -287,8 +290,8 @@ func testKilledMidStream(t *testing.T, c *logicalCluster) {
 			}
 		}
 	}
-	startCDC(t, d, rec, outbox.RelayConfig{SweepInterval: 200 * time.Millisecond})
-	waitFor(t, "every message SENT", 20*time.Second, func() bool { return pending(t, pool) == 0 })
+	startCDC(t, d, rec, cfg)
+	waitFor(t, "every message SENT", 30*time.Second, func() bool { return pending(t, pool) == 0 })
 	if got := len(rec.seen()); got < n {
 		t.Fatalf("published %d of %d", got, n)
 	}
