@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -94,6 +95,13 @@ type RelayConfig struct {
 	StopKeyAtDead bool
 	// Hooks are optional observers (see BatchHook).
 	Hooks []any
+	// CDC takes the messages from the store's change stream (Streamer), in
+	// commit order, instead of polling for them: see Relay.Run. The store
+	// must also implement IDClaimer. Defaults to false.
+	CDC bool
+	// SweepInterval is the wait between the polling sweeps of a CDC relay
+	// while it streams or stands by. Defaults to 1s.
+	SweepInterval time.Duration
 }
 
 // BatchHook is an optional hook, called after every finished batch.
@@ -125,6 +133,7 @@ func (cfg RelayConfig) WithDefaults() RelayConfig {
 	def(&cfg.PauseMax, 30*time.Second)
 	def(&cfg.Lease, 2*cfg.PublishTimeout)
 	def(&cfg.RescanInterval, time.Second)
+	def(&cfg.SweepInterval, time.Second)
 	cfg.waitDefaults(batchSet)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -138,7 +147,7 @@ func (cfg RelayConfig) validate() error {
 		return fmt.Errorf("outbox: relay: BatchSize %d is out of range 1..10000", cfg.BatchSize)
 	case cfg.MaxRetries < 1:
 		return fmt.Errorf("outbox: relay: MaxRetries %d must be at least 1", cfg.MaxRetries)
-	case cfg.Interval < 0, cfg.RetryBase < 0, cfg.PublishTimeout < 0, cfg.PauseBase < 0, cfg.RescanInterval < 0, cfg.ProbeInterval < 0:
+	case cfg.Interval < 0, cfg.RetryBase < 0, cfg.PublishTimeout < 0, cfg.PauseBase < 0, cfg.RescanInterval < 0, cfg.ProbeInterval < 0, cfg.SweepInterval < 0:
 		return fmt.Errorf("outbox: relay: durations must not be negative")
 	case cfg.RetryMax < cfg.RetryBase:
 		return fmt.Errorf("outbox: relay: RetryMax %s is below RetryBase %s", cfg.RetryMax, cfg.RetryBase)
@@ -167,6 +176,11 @@ type Relay struct {
 	mu  sync.Mutex
 	rnd *rand.Rand
 
+	// pubMu keeps Publish calls one at a time (the CDC relay publishes from
+	// its stream and its sweep); cdc is the CDC relay's state (cdcState).
+	pubMu sync.Mutex
+	cdc   atomic.Int32
+
 	// dbErr is the error of the last claim or mark, cleared by the next
 	// that succeeds; dbSince is when the failures began.
 	statusMu sync.Mutex
@@ -187,6 +201,9 @@ func NewRelay(store Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateCDC(store); err != nil {
 		return nil, err
 	}
 	r := &Relay{store: store, pub: pub, cfg: cfg, wake: make(chan struct{}, 1), health: newHealth(cfg.BatchSize),
@@ -321,7 +338,21 @@ type MessageResult struct {
 // one after the other, in claim order. A store that implements
 // [ClaimOverlapper] may ask for less overlap (SQLite: the claim only beside
 // the publish). Run holds up to two claims.
+//
+// With RelayConfig.CDC, Run streams instead (see runCDC in relay_cdc.go):
+// one relay of the table reads the store's change stream and publishes the
+// messages in commit order, and every relay sweeps the table every
+// SweepInterval for the rows the stream did not settle. Where the server
+// cannot stream, Run says so once in its log and polls.
 func (r *Relay) Run(ctx context.Context) error {
+	if r.cfg.CDC {
+		return r.runCDC(ctx)
+	}
+	return r.runPolling(ctx, true)
+}
+
+// runPolling is Run's polling loop; watch runs the store's Watcher beside it.
+func (r *Relay) runPolling(ctx context.Context, watch bool) error {
 	p := &pipeline{batches: make(chan batch)}
 	if o, ok := r.store.(ClaimOverlapper); ok {
 		p.overlap = o.ClaimOverlap()
@@ -335,7 +366,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		close(p.batches)
 		<-done
 	}()
-	defer r.startWatch(ctx)()
+	if watch {
+		defer r.startWatch(ctx)()
+	}
 	log := r.cfg.Logger
 	pause := time.Duration(0)
 	w := r.newWaiter()
@@ -792,6 +825,8 @@ func (r *Relay) publish(ctx context.Context, msgs []Message) (errs []error) {
 			}
 		}
 	}()
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
 	errs = r.pub.Publish(ctx, msgs)
 	if errs != nil && len(errs) != len(msgs) {
 		err := Unavailable(fmt.Errorf("publisher returned %d results for %d messages", len(errs), len(msgs)))

@@ -33,9 +33,14 @@ type Watcher interface {
 
 // Change is what a Watcher learned of one or more commits.
 type Change struct {
-	// Via names how the watcher learned of it: "notify", "data_version",
-	// "process" or "start".
+	// Via names how the watcher learned of it: "stream" (PostgreSQL's
+	// logical replication), "notify", "data_version", "process" or
+	// "start".
 	Via string
+	// Fallback, set on a "start" change, says why the watcher watches by a
+	// slower way than it could (an error matching ErrStreamUnavailable that
+	// says what to change). The relay logs it once.
+	Fallback error
 }
 
 // Defaults of the wait between looks.
@@ -75,14 +80,26 @@ func (cfg RelayConfig) validateWait() error {
 // found messages, doubling with each look that finds none, up to Interval.
 type waiter struct {
 	min, max, cur time.Duration
+	// slow, when set and positive, is the wait instead (sweepWait).
+	slow func() time.Duration
 }
 
 func (r *Relay) newWaiter() *waiter {
-	return &waiter{min: r.cfg.MinInterval, max: r.cfg.Interval, cur: r.cfg.MinInterval}
+	w := &waiter{min: r.cfg.MinInterval, max: r.cfg.Interval, cur: r.cfg.MinInterval}
+	if r.cfg.CDC {
+		w.slow = r.sweepWait
+	}
+	return w
 }
 
 // settle sets the next wait after a look that found messages or not.
 func (w *waiter) settle(found bool) {
+	if w.slow != nil {
+		if d := w.slow(); d > 0 {
+			w.cur = d // a CDC relay that streams or stands by: a sweep
+			return
+		}
+	}
 	if found {
 		w.cur = w.min
 		return
@@ -191,9 +208,17 @@ func (r *Relay) watch(ctx context.Context) {
 	}
 	log := r.cfg.Logger
 	pause := time.Duration(0)
+	var fellBack atomic.Bool
+	wake := func(c Change) {
+		// A CDC relay has said so already (streamLoop).
+		if c.Fallback != nil && !r.cfg.CDC && !fellBack.Swap(true) {
+			log.Warn("outbox relay: cannot stream the outbox table's changes; waking on notifications instead", "error", c.Fallback)
+		}
+		r.Wake()
+	}
 	for failures := 0; ; failures++ {
 		start := time.Now()
-		err := wt.Watch(ctx, func(Change) { r.Wake() })
+		err := wt.Watch(ctx, wake)
 		if ctx.Err() != nil {
 			return
 		}

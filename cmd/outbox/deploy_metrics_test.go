@@ -50,7 +50,8 @@ func exportedSeries(t *testing.T) map[string]bool {
 	defer srv.close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv.serve(log, newReadiness())
-	m, err := serveMetrics(srv, db.Store, log)
+	// A store that streams (outbox relay --cdc), for the stream's series.
+	m, err := serveMetrics(srv, streamingStore{db.Store, db.Store.(outbox.BacklogReader)}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,4 +330,14 @@ func TestPromqlMetricNames(t *testing.T) {
 			t.Errorf("promqlMetricNames(%q) = %q, want %q", expr, got, want)
 		}
 	}
+}
+
+// streamingStore is a store whose change stream runs, 1 MiB and 2s behind.
+type streamingStore struct {
+	outbox.Store
+	outbox.BacklogReader
+}
+
+func (streamingStore) StreamLag() (outbox.StreamLag, bool) {
+	return outbox.StreamLag{Bytes: 1 << 20, Behind: 2 * time.Second}, true
 }

@@ -28,6 +28,11 @@ func serveMetrics(s *httpServer, store outbox.Store, log *slog.Logger) (*outboxp
 	if err := reg.Register(m); err != nil {
 		return nil, err
 	}
+	if sl, ok := store.(outbox.StreamLagger); ok {
+		if err := reg.Register(newStreamCollector(sl)); err != nil {
+			return nil, err
+		}
+	}
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, err
 	}

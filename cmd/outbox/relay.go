@@ -44,6 +44,7 @@ type relayOptions struct {
 	retryBudget       time.Duration
 	probeInterval     time.Duration
 	stopKeyAtDead     bool
+	cdc               cdcOptions
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -65,6 +66,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.durationVar(&o.minInterval, "min-interval", 5*time.Millisecond, "wait after a look that found messages (at most --interval)")
 	f.intVar(&o.maxBatch, "max-batch", 2000, "N", "while batches come back full, each claim doubles its size from --batch up to this (at least --batch, at most 10000)")
 	f.boolVar(&o.noWatch, "no-watch", "do not watch for commits (PostgreSQL LISTEN, the SQLite file): only poll")
+	addCDCFlags(f, &o.cdc)
 	f.intVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
 	f.durationVar(&o.retryBase, "retry-base", time.Second, "delay after a message's first failure; it doubles with each further failure, with jitter")
 	f.durationVar(&o.retryMax, "retry-max", 10*time.Minute, "longest delay between two attempts of a message")
@@ -259,6 +261,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			ProbeInterval:  o.probeInterval,
 			PublishTimeout: o.publishTimeout,
 			StopKeyAtDead:  o.stopKeyAtDead,
+			CDC:            o.cdc.on,
+			SweepInterval:  o.cdc.sweep,
 			Logger:         log,
 			Hooks:          hooks,
 		})

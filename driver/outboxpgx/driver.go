@@ -26,6 +26,10 @@ type Driver struct {
 
 	notifyOnce sync.Once
 	notify     *notifier
+
+	// lag is the stream that runs now (Stream), for StreamLag.
+	lagMu sync.Mutex
+	lag   *pgStream
 }
 
 var _ outbox.Driver[pgx.Tx] = (*Driver)(nil)

@@ -100,25 +100,48 @@ var _ outbox.Watcher = (*Driver)(nil)
 // Watch implements outbox.Watcher: it LISTENs on the table's WakeChannel on
 // a connection of its own, opened with the pool's configuration and not
 // counted in the pool, and calls fn for every notification.
+//
+// Where the server can stream (see Stream), it watches the outbox table's
+// inserts through a temporary replication slot of its own instead, and so
+// learns of the commits of every writer, plain SQL included (Change.Via
+// "stream"); where it cannot, its "start" change carries the reason in
+// Change.Fallback, and it LISTENs.
 func (d *Driver) Watch(ctx context.Context, fn func(outbox.Change)) error {
-	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("outboxpgx: watch: connect: %w", err)
+	err := d.watchStream(ctx, fn)
+	if !errors.Is(err, outbox.ErrStreamUnavailable) {
+		return err
+	}
+	conn, cerr := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
+	if cerr != nil {
+		return fmt.Errorf("outboxpgx: watch: connect: %w", cerr)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return listen(ctx, conn, WakeChannel(d.Tables().Outbox), fn)
+	return listen(ctx, conn, WakeChannel(d.Tables().Outbox), fn, err)
 }
 
-// listen LISTENs on channel and calls fn once at the start and then for
-// every notification, until ctx ends (nil) or the connection fails.
-func listen(ctx context.Context, conn *pgx.Conn, channel string, fn func(outbox.Change)) error {
+// watchStream watches through a stream of a slot of its own, which
+// confirms every commit as soon as it has read it.
+func (d *Driver) watchStream(ctx context.Context, fn func(outbox.Change)) error {
+	s := &pgStream{d: d, slot: slotName(d.Tables().Outbox, "_w_"+newSuffix()),
+		started: func() { fn(outbox.Change{Via: "start"}) },
+		deliver: func(context.Context, []outbox.Message) error {
+			fn(outbox.Change{Via: "stream"})
+			return nil
+		}}
+	return s.run(ctx)
+}
+
+// listen LISTENs on channel and calls fn once at the start (with fallback,
+// the reason it does not stream) and then for every notification, until
+// ctx ends (nil) or the connection fails.
+func listen(ctx context.Context, conn *pgx.Conn, channel string, fn func(outbox.Change), fallback error) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("outboxpgx: watch: listen: %w", err)
 	}
-	fn(outbox.Change{Via: "start"})
+	fn(outbox.Change{Via: "start", Fallback: fallback})
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -163,7 +186,7 @@ func (d *StdlibDriver) Watch(ctx context.Context, fn func(outbox.Change)) error 
 		// LISTEN stays on the connection: driver.ErrBadConn makes
 		// database/sql close it rather than give it back to the pool, where
 		// it would gather notifications no one reads.
-		if werr := listen(ctx, sc.Conn(), WakeChannel(d.Tables().Outbox), fn); werr != nil {
+		if werr := listen(ctx, sc.Conn(), WakeChannel(d.Tables().Outbox), fn, nil); werr != nil {
 			return fmt.Errorf("%w (%w)", werr, driver.ErrBadConn)
 		}
 		return driver.ErrBadConn

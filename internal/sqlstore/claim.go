@@ -78,7 +78,7 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 // own (in one round trip where the DB is a TxPipeliner), and adds the rows
 // it claimed to c. changed reports a chunk left because it changed after
 // the statement's snapshot.
-func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after int64, p outbox.ClaimParams) (changed bool, err error) {
+func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after any, p outbox.ClaimParams) (changed bool, err error) {
 	args := []any{after, p.Limit - len(c.msgs), c.token, p.Lease.Milliseconds()}
 	var msgs []outbox.Message
 	var ctids []string

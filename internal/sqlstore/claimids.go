@@ -1,0 +1,191 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/outbox-go/outbox"
+)
+
+var _ outbox.IDClaimer = (*Store)(nil)
+
+// ClaimIDs implements outbox.IDClaimer: it claims those of ids whose rows
+// are NEW, due and outside every live claim, by the dialect's own claim
+// (PostgreSQL: the rows' chunks under a lease; MySQL: the rows, locked and
+// leased; SQLite: the range from the first to the last claimed id), and
+// commits before it returns.
+func (s *Store) ClaimIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("outbox: claim: lease %s must be positive (RelayConfig.Lease)", lease)
+	}
+	if len(ids) == 0 {
+		return &leaseClaim{s: s}, nil
+	}
+	if len(ids) > 10000 {
+		return nil, fmt.Errorf("outbox: claim: %d ids, at most 10000", len(ids))
+	}
+	switch s.c.mode {
+	case claimRange:
+		return s.claimRangeIDs(ctx, ids, lease)
+	case claimRowLease:
+		return s.claimRowsIDs(ctx, ids, lease)
+	}
+	return s.claimChunksIDs(ctx, ids, lease)
+}
+
+// idsSQL replaces the placeholders of q for the store's tables, and, in a
+// dialect with ? parameters, {{ids}} with one per id.
+func (s *Store) idsSQL(q string, n int) string {
+	q = strings.NewReplacer(dialects[s.c.name].names(s.tables)...).Replace(q)
+	if n == 0 {
+		return q
+	}
+	ph := strings.Repeat("?, ", n)
+	return strings.Replace(q, "{{ids}}", ph[:len(ph)-2], 1)
+}
+
+// claimIDsPostgres is postgresDialect.claim for the rows of the ids in $1
+// (a bigint array), with the claim's other arguments ($2 the limit, $3 the
+// token, $4 the lease in milliseconds).
+const claimIDsPostgres = `WITH async AS MATERIALIZED (
+  SELECT set_config('synchronous_commit', 'off', true)
+), due AS MATERIALIZED (
+  SELECT c.*, g.gen FROM (
+    SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at, ctid FROM {{outbox}}
+    WHERE id = ANY($1::bigint[]) AND status = 0 AND next_retry_at <= now()
+    ORDER BY id
+  ) AS c
+  CROSS JOIN LATERAL (` + chunkLease + `(c.id >> 8)) AS g
+  WHERE CASE WHEN g.live THEN false
+        ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647)) END
+  LIMIT $2
+), want AS MATERIALIZED (
+  SELECT DISTINCT d.id >> 8 AS chunk, d.gen FROM due AS d
+), held AS (` + holdChunks + `)
+` + claimedRows
+
+func (s *Store) claimChunksIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
+	q := s.idsSQL(claimIDsPostgres, 0)
+	c := &leaseClaim{s: s, token: newToken()}
+	p := outbox.ClaimParams{Limit: len(ids), Lease: lease}
+	for range 4 {
+		// See claimChunks: a chunk that changed after the snapshot is
+		// looked at again.
+		changed, err := s.claimChunksOnce(ctx, c, q, ids, p)
+		if err != nil {
+			if len(c.msgs) > 0 {
+				c.release(context.WithoutCancel(ctx), "claim: release")
+			}
+			return nil, s.wrap("claim by id", err)
+		}
+		if !changed || len(c.msgs) >= p.Limit {
+			break
+		}
+	}
+	if !sortedByID(c.msgs) {
+		sortClaimed(c.msgs, c.ctids)
+	}
+	return c, nil
+}
+
+// claimIDsMySQL is mysqlDialect.claim for the rows of the ids.
+const claimIDsMySQL = `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+FROM {{outbox}} AS o
+WHERE id IN ({{ids}}) AND status = 0 AND next_retry_at <= UTC_TIMESTAMP(6)
+  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.until > UTC_TIMESTAMP(6))
+ORDER BY id
+FOR UPDATE SKIP LOCKED`
+
+// claimRowsIDs is claimRows for the rows of ids.
+func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
+	begin := s.db.Begin
+	if rc, ok := s.db.(readCommittedDB); ok {
+		begin = rc.BeginReadCommitted
+	}
+	tx, err := s.beginRetrying(ctx, begin)
+	if err != nil {
+		return nil, s.wrap("claim by id: begin", err)
+	}
+	fail := func(op string, err error) (outbox.Claim, error) {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap(op, err)
+	}
+	rows, err := tx.Query(ctx, s.idsSQL(claimIDsMySQL, len(ids)), anyIDs(ids)...)
+	if err != nil {
+		return fail("claim by id", err)
+	}
+	msgs, err := scanClaimed(rows, false, len(ids), nil)
+	if err != nil {
+		return fail("claim by id", err)
+	}
+	c := &leaseClaim{s: s, msgs: msgs}
+	if len(msgs) > 0 {
+		c.token = newToken()
+		got := make([]int64, len(msgs))
+		for i, m := range msgs {
+			got[i] = m.ID
+		}
+		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, lease.Microseconds(), jsonArray(got)); err != nil {
+			return fail("claim by id: lease", err)
+		}
+	}
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		if c.token != "" {
+			c.release(context.WithoutCancel(ctx), "claim: release")
+		}
+		return nil, s.wrap("claim by id: commit", err)
+	}
+	return c, nil
+}
+
+// claimIDsSQLite is sqliteDialect.claim for the rows of the ids.
+const claimIDsSQLite = `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
+FROM {{outbox}} AS o
+WHERE id IN ({{ids}}) AND status = 0 AND next_retry_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE o.id BETWEEN c.lo AND c.hi)
+ORDER BY id`
+
+// claimRangeIDs is claimRange for the rows of ids: the claim records the
+// range from the first to the last id it took.
+func (s *Store) claimRangeIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, s.wrap("claim by id: begin", err)
+	}
+	fail := func(op string, err error) (outbox.Claim, error) {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap(op, err)
+	}
+	if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
+		return fail("claim by id: expire", err)
+	}
+	rows, err := tx.Query(ctx, s.idsSQL(claimIDsSQLite, len(ids)), anyIDs(ids)...)
+	if err != nil {
+		return fail("claim by id", err)
+	}
+	msgs, err := scanClaimed(rows, false, len(ids), nil)
+	if err != nil {
+		return fail("claim by id", err)
+	}
+	c := &rangeClaim{s: s, msgs: msgs}
+	if len(msgs) > 0 {
+		c.token = newToken()
+		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, lease.Milliseconds()); err != nil {
+			return fail("claim by id: record", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, s.wrap("claim by id: commit", err)
+	}
+	return c, nil
+}
+
+func anyIDs(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
