@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/outbox-go/outbox"
 )
@@ -43,13 +41,6 @@ type keyOrderSQL struct {
 	// release makes the NEW rows of keys that wait for a later time due at
 	// once: a DEAD message of theirs was retried or dropped.
 	release string
-
-	// window, when set, says blockers takes the batch's highest id and the
-	// longest window it walks by the primary key, and gives the low-water
-	// mark first (PostgreSQL).
-	window bool
-	// lastSweep is when HoldBack last advanced the mark (unix ns).
-	lastSweep *atomic.Int64
 }
 
 // keyOrderDialects is the hold-back SQL per dialect name.
@@ -62,7 +53,6 @@ var keyOrderDialects = map[string]keyOrderSQL{
 // compileKeyOrder substitutes the table names of t into the hold-back SQL.
 func compileKeyOrder(d dialect, t outbox.Tables) keyOrderSQL {
 	k := keyOrderDialects[d.name]
-	k.lastSweep = new(atomic.Int64)
 	r := strings.NewReplacer(d.names(t)...)
 	for _, p := range []*string{&k.blockers, &k.hold, &k.deadKeys, &k.release, &k.releaseAfter, &k.blockerState} {
 		*p = r.Replace(*p)
@@ -180,13 +170,20 @@ func (s *Store) withBlockerState(ctx context.Context, pairsJSON string, pairs []
 // row of that key outside the batch, below the key's highest id in it, that
 // is NEW (or, with dead, DEAD).
 func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int64]bool, dead bool) (map[string]int64, error) {
-	args, top, limit := s.blockersArgs(keys, dead)
+	b, _ := json.Marshal(keys)
+	deadStatus := 3 // no row has status 3: no DEAD row blocks
+	if dead {
+		deadStatus = 2
+	}
+	args := []any{string(b), deadStatus}
+	if s.c.name == "mysql" {
+		args = []any{string(b), string(b), deadStatus}
+	}
 	var first map[string]int64
 	his := make(map[string]int64, len(keys))
 	for _, k := range keys {
 		his[k.Key] = k.Hi
 	}
-	mark := int64(-1)
 	scan := func(rows Rows) error {
 		defer rows.Close()
 		var key string
@@ -194,10 +191,6 @@ func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int6
 		for rows.Next() {
 			if err := rows.Scan(&key, &id); err != nil {
 				return err
-			}
-			if key == "" {
-				mark = id
-				continue
 			}
 			if inBatch[id] || id >= his[key] {
 				continue
@@ -211,91 +204,32 @@ func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int6
 		}
 		return rows.Err()
 	}
-	if err := s.queryBlockers(ctx, args, scan, func() { first = nil }); err != nil {
-		return nil, err
-	}
-	if mark >= 0 && top-mark > limit {
-		s.advanceMark(ctx)
-	}
-	return first, nil
-}
-
-// blockersArgs returns the arguments of blockers for keys, the batch's
-// highest id and the longest window blockers walks by the primary key.
-func (s *Store) blockersArgs(keys []*batchKey, dead bool) (args []any, top, limit int64) {
-	b, _ := json.Marshal(keys)
-	deadStatus := 3 // no row has status 3: no DEAD row blocks
-	if dead {
-		deadStatus = 2
-	}
-	switch {
-	case s.c.name == "mysql":
-		return []any{string(b), string(b), deadStatus}, 0, 0
-	case !s.ko.window:
-		return []any{string(b), deadStatus}, 0, 0
-	}
-	for _, k := range keys {
-		top = max(top, k.Hi)
-	}
-	limit = max(windowRowsPerKey*int64(len(keys)), minWindowRows)
-	return []any{string(b), deadStatus, top, limit}, top, limit
-}
-
-// A walk of the primary key costs about a sixteenth of a descent of the
-// key's index per row; blockers takes it while the window between the mark
-// and the batch is at most windowRowsPerKey rows per key of the batch (and
-// at least minWindowRows).
-const (
-	windowRowsPerKey = 8
-	minWindowRows    = 2048
-)
-
-// sweepEvery is how often HoldBack at most advances the low-water mark
-// itself, when the window it found was too long for the walk.
-const sweepEvery = 20 * time.Millisecond
-
-// advanceMark advances the low-water mark (Store.sweep), at most once per
-// sweepEvery across the Store's relays: the mark then stays close behind
-// the batches, and blockers' window short. A failure leaves the mark where
-// it was, for the rescans to advance.
-func (s *Store) advanceMark(ctx context.Context) {
-	now := time.Now().UnixNano()
-	last := s.ko.lastSweep.Load()
-	if now-last < int64(sweepEvery) || !s.ko.lastSweep.CompareAndSwap(last, now) {
-		return
-	}
-	s.sweep(ctx)
-}
-
-// queryBlockers runs blockers with args, scanning its rows with scan; reset
-// is called before each attempt.
-func (s *Store) queryBlockers(ctx context.Context, args []any, scan func(Rows) error, reset func()) error {
 	q := s.ko.blockers
 	if s.ko.blockersSetup == "" {
 		rows, err := s.db.Query(ctx, q, args...)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return scan(rows)
+		return first, scan(rows)
 	}
 	if pl, ok := s.db.(TxPipeliner); ok {
 		// Safe to repeat: it only reads.
 		_, err := onLiveConnection(ctx, s, func() (struct{}, error) {
-			reset()
+			first = nil
 			return struct{}{}, pl.QueryCommitted(ctx, []string{s.ko.blockersSetup}, q, args, scan)
 		})
-		return err
+		return first, err
 	}
 	tx, err := s.beginRetrying(ctx, s.beginWith(s.ko.blockersSetup))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return scan(rows)
+	return first, scan(rows)
 }
 
 // deadKeys returns the keys of the DEAD rows f selects.
@@ -388,9 +322,13 @@ func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message) (str
 		}
 		byKey[m.Key].Hi, byKey[m.Key].N = max(byKey[m.Key].Hi, m.ID), byKey[m.Key].N+1
 	}
-	args, _, _ := s.blockersArgs(keys, true)
+	b, _ := json.Marshal(keys)
+	args := []any{string(b), 2}
 	prefix := s.c.explain
-	if s.c.name == "postgres" {
+	switch s.c.name {
+	case "mysql":
+		args = []any{string(b), string(b), 2}
+	case "postgres":
 		prefix = "EXPLAIN (ANALYZE, BUFFERS) "
 	}
 	begin := s.db.Begin

@@ -17,16 +17,10 @@ package sqlstore
 // (msg_key, id), the key index's order, which the primary key cannot give:
 // "ORDER BY id LIMIT n" made the planner walk the primary key instead, the
 // whole table once per key.
-// When the window is short ($3, the batch's highest id, minus the mark, is
-// at most $4 rows), one walk of the primary key over it, joined to the
-// batch's keys by hash, replaces the walks of the keys' index, which cost
-// one descent each; the two branches are gated on the window, so only one
-// of them runs. The first row is (”, mark).
 // DEAD rows come from the DEAD index. The requeued and DEAD branches are
 // fenced (OFFSET 0) so that each walks its own small index and is joined to
 // the batch's keys by hash, never walking a key's history through the key
-// index. Args: a JSON array of {k, hi, n}; 2 when DEAD rows block (else 3);
-// the batch's highest id; the longest window walked by the primary key.
+// index. Args: a JSON array of {k, hi, n}; 2 when DEAD rows block (else 3).
 //
 // hold sets a held row's next_retry_at to its blocker's, but past its
 // created_at, so that the row enters the requeued index and rescans still
@@ -38,27 +32,17 @@ package sqlstore
 // index, bounded by row comparisons as blockers' window is: those rows are
 // the held ones, not the key's history. Args: a JSON array of [key, id].
 var postgresKeyOrder = keyOrderSQL{
-	window:        true,
 	blockersSetup: `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
 	blockers: `WITH m AS MATERIALIZED (
   SELECT coalesce((` + backlogMark + `), 0) AS lwm
 ), b AS MATERIALIZED (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(k text, hi bigint, n int)
 )
-SELECT '', lwm FROM m
-UNION ALL
 SELECT b.k, x.id FROM b CROSS JOIN LATERAL (
   SELECT o.id FROM {{outbox}} AS o
   WHERE o.msg_key IS NOT NULL AND o.status = 0
     AND (o.msg_key, o.id) > (b.k, (SELECT lwm FROM m)) AND (o.msg_key, o.id) < (b.k, b.hi)
   ORDER BY o.msg_key, o.id LIMIT b.n + 1) AS x
-WHERE $3::bigint - (SELECT lwm FROM m) > $4::bigint
-UNION ALL
-SELECT w.msg_key, w.id FROM (
-  SELECT o.msg_key, o.id FROM {{outbox}} AS o
-  WHERE o.id > (SELECT lwm FROM m) AND o.id < $3::bigint AND o.status = 0 AND o.msg_key IS NOT NULL
-    AND $3::bigint - (SELECT lwm FROM m) <= $4::bigint
-  OFFSET 0) AS w JOIN b ON b.k = w.msg_key AND w.id < b.hi
 UNION ALL
 SELECT r.msg_key, r.id FROM (
   SELECT o.msg_key, o.id FROM {{outbox}} AS o
