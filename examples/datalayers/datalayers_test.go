@@ -23,7 +23,10 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"entgo.io/ent/dialect"
 	"github.com/outbox-go/outbox/examples/datalayers"
+	"github.com/outbox-go/outbox/examples/datalayers/sqlc/ordersmysql"
+	"github.com/outbox-go/outbox/examples/datalayers/sqlc/orderspg"
 )
 
 // database is one test database with the outbox migrated and an orders table.
@@ -215,6 +218,35 @@ func TestBun(t *testing.T) {
 			}
 			check(t, d, func(ctx context.Context, o datalayers.Order) error {
 				return datalayers.PlaceOrderBun(ctx, db, d.writer, o)
+			})
+		})
+	}
+}
+
+func TestEnt(t *testing.T) {
+	for name, open := range databases {
+		t.Run(name, func(t *testing.T) {
+			d := open(t)
+			entDialect := dialect.Postgres
+			if name == "mysql" {
+				entDialect = dialect.MySQL
+			}
+			check(t, d, func(ctx context.Context, o datalayers.Order) error {
+				return datalayers.PlaceOrderEnt(ctx, d.db, entDialect, d.writer, o)
+			})
+		})
+	}
+}
+
+func TestSQLC(t *testing.T) {
+	for name, open := range databases {
+		t.Run(name, func(t *testing.T) {
+			d := open(t)
+			check(t, d, func(ctx context.Context, o datalayers.Order) error {
+				if name == "mysql" {
+					return datalayers.PlaceOrderSQLCMySQL(ctx, d.db, ordersmysql.New(d.db), d.writer, o)
+				}
+				return datalayers.PlaceOrderSQLC(ctx, d.db, orderspg.New(d.db), d.writer, o)
 			})
 		})
 	}

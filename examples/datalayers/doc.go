@@ -1,10 +1,14 @@
 // Package datalayers shows how to write an outbox message inside the
-// transaction of a Go data layer: sqlx, GORM and bun. Each of them holds a
-// *sql.Tx that the outbox Writer takes as it is, so no adapter is needed:
+// transaction of a Go data layer: sqlx, GORM, bun, sqlc and ent. The first
+// four hold a *sql.Tx that the outbox Writer takes as it is:
 //
 //   - sqlx: *sqlx.Tx embeds *sql.Tx (tx.Tx);
 //   - GORM: inside db.Transaction, tx.Statement.ConnPool is the *sql.Tx;
-//   - bun: bun.Tx carries its *sql.Tx (tx.Tx).
+//   - bun: bun.Tx carries its *sql.Tx (tx.Tx);
+//   - sqlc: the generated Queries.WithTx takes the *sql.Tx.
+//
+// ent's transaction does not hand out its *sql.Tx, so PlaceOrderEnt begins
+// the *sql.Tx itself and binds an ent client to it (entsql.Conn).
 //
 // The writer is outbox.NewWriter over a database/sql driver: outboxpgx.NewStdlib
 // for PostgreSQL through pgx's stdlib, or outboxmysql.New for MariaDB/MySQL.

@@ -1,0 +1,2 @@
+-- name: InsertOrder :exec
+INSERT INTO orders (id, amount) VALUES (?, ?);

@@ -1,0 +1,4 @@
+CREATE TABLE orders (
+  id     BIGINT PRIMARY KEY,
+  amount BIGINT NOT NULL
+);
