@@ -30,7 +30,7 @@ var Server = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 
 // StartTimeout bounds one start of the node: about 20s for the first start
 // on two cores, 10s for a restart.
-var StartTimeout = 90 * time.Second
+var StartTimeout = 3 * time.Minute
 
 // Node is a private RabbitMQ node.
 type Node struct {
