@@ -6,12 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxredis"
 )
 
@@ -113,5 +115,28 @@ func redisStreamOrder(ctx context.Context, addr, stream string) (map[string]stor
 			return out, nil
 		}
 		start = "(" + entries[len(entries)-1].ID
+	}
+}
+
+// TestChaosOrderKinds checks that the order check tells a publish-order
+// violation (stored out of id order) from a delivery reorder (stored in
+// order, arrived out of it).
+func TestChaosOrderKinds(t *testing.T) {
+	o := newKeyOrder()
+	for i, id := range []string{"a1", "a2", "b1", "b2"} {
+		o.committed(id, int64(i+1))
+	}
+	for _, id := range []string{"a2", "a1", "b2", "b1"} { // both keys arrive out of order
+		o.delivered(&o.watcher, outbox.Message{MsgID: id, Key: id[:1]})
+	}
+	// a is stored in order (a delivery reorder), b out of it (the relay's).
+	stored := map[string]storedCopy{"a1": {1, 1}, "a2": {2, 2}, "b2": {3, 1}, "b1": {4, 1}}
+	_, _, _, arrival := o.violations(&o.watcher)
+	if len(arrival) != 2 {
+		t.Fatalf("arrival violations %v, want 2", arrival)
+	}
+	published, copies := o.streamViolations(stored)
+	if len(published) != 1 || published[0].msgID != "b1" || published[0].after != "b2" || copies != 1 {
+		t.Fatalf("publish-order violations %v (copies %d), want b1 after b2 (1)", published, copies)
 	}
 }
