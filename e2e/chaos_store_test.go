@@ -290,6 +290,10 @@ type chaosBroker struct {
 	// data.
 	down, up func(t *testing.T)
 	refusal  *refusal // how the broker refuses every publish for a while
+	// streamOrder, where the broker keeps one ordered log, reads each
+	// msg_id's first copy in it; nil elsewhere.
+	streamOrder func(ctx context.Context) (map[string]storedCopy, error)
+	orderName   string // what streamOrder's seq is, for the log
 }
 
 func newChaosBroker(t *testing.T, name string) *chaosBroker {
@@ -304,6 +308,10 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
 		cb.down, cb.up = func(*testing.T) { srv.stop() }, srv.start
 		cb.refusal = natsRefusal(srv.addr(), "CHAOS")
+		cb.streamOrder = func(ctx context.Context) (map[string]storedCopy, error) {
+			return natsStreamOrder(ctx, srv.addr(), "CHAOS")
+		}
+		cb.orderName = "JetStream stream sequence"
 	case "amqp":
 		node := rabbittest.Start(t)
 		cb.url = node.URL + "?exchange=chaos&reconnect_delay=1s"
@@ -320,6 +328,10 @@ func newChaosBroker(t *testing.T, name string) *chaosBroker {
 		cb.restart, cb.restartGap = srv.restart, 5*time.Second
 		cb.down, cb.up = func(*testing.T) { srv.stop() }, srv.start
 		cb.refusal = redisRefusal(srv.addr())
+		cb.streamOrder = func(ctx context.Context) (map[string]storedCopy, error) {
+			return redisStreamOrder(ctx, srv.addr(), "chaos:transfer.done")
+		}
+		cb.orderName = "Redis stream entry id"
 	case "mqtt":
 		srv := startPrivate(t, mosquittoSpec)
 		cb.url = "mqtt://" + srv.addr() + "?topic=chaos/{topic}"

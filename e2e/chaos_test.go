@@ -819,7 +819,7 @@ func (r *chaosRun) check(committed []string, waitWatcher func([]string)) {
 	lost := h.check(t, committed)
 	waitWatcher(committed)
 	r.explainLost(lost)
-	r.order.check(t)
+	r.order.check(ctx, t, r.cb)
 	r.consumer.report(t, r.dbOutage)
 	dead, err := h.countDead(ctx)
 	if err != nil {
