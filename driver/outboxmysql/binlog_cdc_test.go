@@ -231,3 +231,36 @@ func TestBinlogCDCStreamLag(t *testing.T) {
 		t.Fatal("StreamLag ok after the Stream ended")
 	}
 }
+
+// A Stream whose lock connection is killed ends with an error within a few
+// seconds, since another Stream may take the lock; another Stream then
+// gets it.
+func TestBinlogCDCLockKilled(t *testing.T) {
+	e := newBinlogEnv(t)
+	bd2 := e.binlog(t, e.cfg)
+	nop := func(context.Context, []outbox.Message) error { return nil }
+	done := make(chan error, 1)
+	go func() { done <- e.bd.Stream(context.Background(), nop) }()
+	waitStreaming(t, e.bd, 20*time.Second)
+	var id int64
+	if err := e.srv.root.QueryRow("SELECT IS_USED_LOCK(?)", outboxmysql.LockName(e.cfg.DBName, "outbox")).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.exec(t, fmt.Sprintf("KILL %d", id))
+	select {
+	case err := <-done:
+		if err == nil || errors.Is(err, outbox.ErrStreamBusy) {
+			t.Fatalf("Stream after its lock connection was killed = %v; want an error", err)
+		}
+		t.Logf("Stream ended: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the Stream went on for 15s after its lock connection was killed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- bd2.Stream(ctx, nop) }()
+	waitStreaming(t, bd2, 20*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("the second Stream = %v", err)
+	}
+}
