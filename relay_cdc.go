@@ -142,7 +142,11 @@ func (r *Relay) streamLoop(ctx context.Context, st Streamer) {
 			stopWatch = nil
 		}
 		last = err
-		r.Wake() // the stream's messages not settled are the sweep's
+		if !errors.Is(err, ErrStreamBusy) {
+			// The stream's messages not settled are the sweep's. A relay
+			// refused the stream held none, and sweeps at its interval.
+			r.Wake()
+		}
 		if !sleepCtx(ctx, wait) {
 			return
 		}

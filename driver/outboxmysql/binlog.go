@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -67,10 +68,12 @@ type BinlogDriver struct {
 	mu        sync.Mutex
 	streaming bool
 	confirmed BinlogPosition
+	lag       lagState // of the Stream running now
 }
 
 var (
 	_ outbox.Streamer        = (*BinlogDriver)(nil)
+	_ outbox.StreamLagger    = (*BinlogDriver)(nil)
 	_ outbox.Watcher         = (*BinlogDriver)(nil)
 	_ outbox.Driver[*sql.Tx] = (*BinlogDriver)(nil)
 )
@@ -105,7 +108,7 @@ func (d *Driver) WithBinlog(cfg BinlogConfig) (*BinlogDriver, error) {
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxIdleConns(1)
-	db.SetMaxOpenConns(2)
+	db.SetMaxOpenConns(3) // the stream's lock, a check, and Watch's or BinlogLag's
 	return &BinlogDriver{Driver: d, cfg: cfg, db: db, schema: schema, table: table}, nil
 }
 
@@ -116,7 +119,13 @@ func (b *BinlogDriver) Close() error { return b.db.Close() }
 // Stream implements outbox.Streamer. The first Stream starts at the
 // server's position when it starts; a later one resumes after the last
 // transaction a Stream of b confirmed (see Confirmed). It returns nil when
-// ctx ends. Only one Stream of a BinlogDriver runs at a time.
+// ctx ends.
+//
+// One Stream per outbox table runs at a time, across processes: a Stream
+// holds the named lock LockName (GET_LOCK) on a connection of its own
+// until it ends, and while another holds it, Stream returns an error
+// matching outbox.ErrStreamBusy at once. A second Stream of the same
+// BinlogDriver gets that error too.
 func (b *BinlogDriver) Stream(ctx context.Context, fn func(context.Context, []outbox.Message) error) error {
 	return b.StreamFrom(ctx, BinlogPosition{}, fn)
 }
@@ -127,7 +136,7 @@ func (b *BinlogDriver) StreamFrom(ctx context.Context, from BinlogPosition, fn f
 	b.mu.Lock()
 	if b.streaming {
 		b.mu.Unlock()
-		return errors.New("outboxmysql: binlog: a Stream of this driver is already running")
+		return fmt.Errorf("%w: a Stream of this BinlogDriver is already running", outbox.ErrStreamBusy)
 	}
 	b.streaming = true
 	if from.IsZero() {
@@ -152,9 +161,11 @@ func (b *BinlogDriver) Confirmed() BinlogPosition {
 	return b.confirmed
 }
 
-func (b *BinlogDriver) confirm(p BinlogPosition) {
+func (b *BinlogDriver) confirm(p BinlogPosition, lin int64) {
 	b.mu.Lock()
 	b.confirmed = p
+	b.lag.confirmed = lin
+	b.lag.oldest = time.Time{}
 	b.mu.Unlock()
 }
 

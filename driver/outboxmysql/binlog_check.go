@@ -125,13 +125,13 @@ func (b *BinlogDriver) serverPositionAs(ctx context.Context, s server) (BinlogPo
 	return p, rows.Err()
 }
 
-// StreamLag returns how many bytes of the server's binary log the
+// BinlogLag returns how many bytes of the server's binary log the
 // confirmed position (see Confirmed) is behind its current position: the
 // transactions the stream has yet to hand over, and those of other tables
 // it has yet to pass. It is 0 before the first Stream started. It reads
 // SHOW MASTER STATUS, and SHOW BINARY LOGS when the two are in different
 // files.
-func (b *BinlogDriver) StreamLag(ctx context.Context) (int64, error) {
+func (b *BinlogDriver) BinlogLag(ctx context.Context) (int64, error) {
 	conf := b.Confirmed()
 	if conf.IsZero() {
 		return 0, nil

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
@@ -98,7 +99,17 @@ type reader struct {
 	inTx   bool   // between a transaction's start and its end
 	msgs   []outbox.Message
 	rows   int
+
+	// base+last is the reader's position as bytes of log read since the
+	// start of its first file: base grows by a file's size at each
+	// rotation. recv, when set, is kept at that position.
+	base int64
+	recv *atomic.Int64
+	at   time.Time // the server's time of the last event that had one
 }
+
+// lin is the reader's position in bytes since the start of its first file.
+func (r *reader) lin() int64 { return r.base + int64(r.last) }
 
 // commit is one committed transaction: its outbox rows (msgs when
 // decoding) and the position after it.
@@ -106,6 +117,8 @@ type commit struct {
 	msgs []outbox.Message
 	rows int
 	end  BinlogPosition
+	lin  int64     // end as reader.lin
+	at   time.Time // the server's time of the commit
 }
 
 // pump reads events and sends each transaction's commit on out until ctx
@@ -122,6 +135,9 @@ func (r *reader) pump(ctx context.Context, st *replication.BinlogStreamer, out c
 		c, ok, err := r.handle(ctx, ev, ev.Header.LogPos)
 		if err != nil {
 			return err
+		}
+		if r.recv != nil {
+			r.recv.Store(r.lin())
 		}
 		if !ok {
 			continue
@@ -140,9 +156,15 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent, end ui
 	if end != 0 {
 		r.last = end
 	}
+	if ev.Header.Timestamp != 0 {
+		r.at = time.Unix(int64(ev.Header.Timestamp), 0)
+	}
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
-		r.file = string(e.NextLogName)
+		if next := string(e.NextLogName); next != r.file {
+			r.base += int64(r.last) // the old file ends here
+			r.file = next
+		}
 		r.last = uint32(e.Position)
 	case *replication.TransactionPayloadEvent:
 		// MySQL's binlog_transaction_compression: a whole transaction.
@@ -239,7 +261,7 @@ func (b *BinlogDriver) ours(tm *replication.TableMapEvent) bool {
 
 // commit ends the open transaction.
 func (r *reader) commit() commit {
-	c := commit{msgs: r.msgs, rows: r.rows, end: BinlogPosition{File: r.file, Offset: r.last}}
+	c := commit{msgs: r.msgs, rows: r.rows, end: BinlogPosition{File: r.file, Offset: r.last}, lin: r.lin(), at: r.at}
 	r.msgs, r.rows, r.inTx = nil, 0, false
 	return c
 }

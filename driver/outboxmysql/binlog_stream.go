@@ -2,6 +2,7 @@ package outboxmysql
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/outbox-go/outbox"
 )
@@ -16,7 +17,8 @@ type dump struct {
 
 // startDump starts reading the binary log from from (the server's position
 // when zero); start is where it started.
-func (b *BinlogDriver) startDump(ctx context.Context, from BinlogPosition, decode bool) (*dump, BinlogPosition, error) {
+// recv, when set, is kept at the reader's position (reader.lin).
+func (b *BinlogDriver) startDump(ctx context.Context, from BinlogPosition, decode bool, recv *atomic.Int64) (*dump, BinlogPosition, error) {
 	s, err := b.check(ctx)
 	if err != nil {
 		return nil, from, err
@@ -35,7 +37,10 @@ func (b *BinlogDriver) startDump(ctx context.Context, from BinlogPosition, decod
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan commit, 64)
 	d := &dump{commits: out}
-	r := &reader{b: b, decode: decode, cols: cols, file: start.File, last: start.Offset}
+	r := &reader{b: b, decode: decode, cols: cols, file: start.File, last: start.Offset, recv: recv}
+	if recv != nil {
+		recv.Store(r.lin())
+	}
 	go func() {
 		defer close(out)
 		d.err = r.pump(ctx, st, out)
@@ -51,17 +56,25 @@ func (b *BinlogDriver) startDump(ctx context.Context, from BinlogPosition, decod
 
 // stream is StreamFrom once it holds the stream.
 func (b *BinlogDriver) stream(ctx context.Context, from BinlogPosition, fn func(context.Context, []outbox.Message) error) error {
-	d, start, err := b.startDump(ctx, from, true)
+	ctx, release, err := b.lock(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
+	defer release()
+	d, start, err := b.startDump(ctx, from, true, &b.lag.recv)
+	if err != nil {
+		return b.ended(ctx, err)
+	}
 	defer d.stop()
-	b.confirm(start)
+	b.confirm(start, b.lag.recv.Load())
+	b.setLive(true)
+	defer b.setLive(false)
 	var batch []outbox.Message
 	var end BinlogPosition
+	var endLin int64
 	open := false // batch holds transactions not yet handed to fn
 	for {
 		var c commit
@@ -72,9 +85,9 @@ func (b *BinlogDriver) stream(ctx context.Context, from BinlogPosition, fn func(
 			default:
 				// Nothing more for now: hand over what came.
 				if err := fn(ctx, batch); err != nil {
-					return err
+					return b.ended(ctx, err)
 				}
-				b.confirm(end)
+				b.confirm(end, endLin)
 				batch, open = nil, false
 				continue
 			}
@@ -82,33 +95,33 @@ func (b *BinlogDriver) stream(ctx context.Context, from BinlogPosition, fn func(
 			select {
 			case c, ok = <-d.commits:
 			case <-ctx.Done():
-				return nil
+				return b.ended(ctx, nil)
 			}
 		}
 		if !ok {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return d.err
+			return b.ended(ctx, d.err)
 		}
 		if c.rows == 0 && !open {
-			b.confirm(c.end)
+			b.confirm(c.end, c.lin)
 			continue
 		}
 		if open && len(batch)+len(c.msgs) > b.cfg.MaxBatch {
 			if err := fn(ctx, batch); err != nil {
-				return err
+				return b.ended(ctx, err)
 			}
-			b.confirm(end)
+			b.confirm(end, endLin)
 			batch = nil
 		}
-		batch, end, open = append(batch, c.msgs...), c.end, true
+		if c.rows > 0 {
+			b.noteOldest(c.at)
+		}
+		batch, end, endLin, open = append(batch, c.msgs...), c.end, c.lin, true
 	}
 }
 
 // watch is Watch.
 func (b *BinlogDriver) watch(ctx context.Context, fn func(outbox.Change)) error {
-	d, _, err := b.startDump(ctx, BinlogPosition{}, false)
+	d, _, err := b.startDump(ctx, BinlogPosition{}, false, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -77,13 +77,13 @@ func TestBinlogWatcherWakesRelay(t *testing.T) {
 	}
 }
 
-// StreamLag is the bytes of binary log between the confirmed position and
+// BinlogLag is the bytes of binary log between the confirmed position and
 // the server's, across a rotation, and 0 once the stream has caught up.
-func TestBinlogStreamLag(t *testing.T) {
+func TestBinlogLag(t *testing.T) {
 	e := newBinlogEnv(t)
 	ctx := context.Background()
-	if lag, err := e.bd.StreamLag(ctx); err != nil || lag != 0 {
-		t.Fatalf("StreamLag before any Stream = %d, %v; want 0", lag, err)
+	if lag, err := e.bd.BinlogLag(ctx); err != nil || lag != 0 {
+		t.Fatalf("BinlogLag before any Stream = %d, %v; want 0", lag, err)
 	}
 	s := &streamed{}
 	r := runStream(t, e.bd, outboxmysql.BinlogPosition{}, s)
@@ -100,15 +100,15 @@ func TestBinlogStreamLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lag, err := e.bd.StreamLag(ctx)
+	lag, err := e.bd.BinlogLag(ctx)
 	if err != nil || cur.File != conf.File || lag != int64(cur.Offset-conf.Offset) || lag <= 0 {
-		t.Fatalf("StreamLag = %d, %v; want %s - %s", lag, err, cur, conf)
+		t.Fatalf("BinlogLag = %d, %v; want %s - %s", lag, err, cur, conf)
 	}
 	e.srv.exec(t, "FLUSH BINARY LOGS")
 	insert(t, e.db, "l4")
-	rotated, err := e.bd.StreamLag(ctx)
+	rotated, err := e.bd.BinlogLag(ctx)
 	if err != nil || rotated <= lag {
-		t.Fatalf("StreamLag after a rotation and a commit = %d, %v; want more than %d", rotated, err, lag)
+		t.Fatalf("BinlogLag after a rotation and a commit = %d, %v; want more than %d", rotated, err, lag)
 	}
 	t.Logf("lag %d bytes, %d after the rotation", lag, rotated)
 	s2 := &streamed{}
@@ -117,7 +117,7 @@ func TestBinlogStreamLag(t *testing.T) {
 	// The server may log a checkpoint after the last commit: the stream
 	// passes it too.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		lag, err := e.bd.StreamLag(ctx)
+		lag, err := e.bd.BinlogLag(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestBinlogStreamLag(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("StreamLag once caught up = %d; want 0 (confirmed %s)", lag, e.bd.Confirmed())
+			t.Fatalf("BinlogLag once caught up = %d; want 0 (confirmed %s)", lag, e.bd.Confirmed())
 		}
 	}
 	if err := r2.stop(); err != nil {
