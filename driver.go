@@ -127,22 +127,34 @@ type Outcome struct {
 	Error string
 }
 
-// Stats is a snapshot of the outbox table.
+// Stats is a snapshot of the outbox table, read through indexes only: its
+// cost grows with the NEW and DEAD rows, never with the SENT history.
 type Stats struct {
+	// Pending is the exact count of NEW messages.
 	Pending int64
-	Sent    int64
-	Dead    int64
+	// Sent is an estimate of the SENT messages: the span of ids in the table
+	// (newest minus oldest, plus one) less Pending and Dead. Ids never used
+	// (rolled-back writes, a sequence's cache) and rows deleted between the
+	// oldest and the newest count as SENT; it is exact while the ids are
+	// dense. It is never negative.
+	Sent int64
+	// SentEstimated is true when Sent is an estimate (every store of this
+	// module); false means an exact count.
+	SentEstimated bool
+	// Dead is the exact count of DEAD messages.
+	Dead int64
 	// OldestPendingAge is the age of the oldest NEW message (0 when none).
 	OldestPendingAge time.Duration
-	// Topics holds the same counts per topic, sorted by topic.
+	// Topics holds the same counts per topic that has NEW or DEAD messages,
+	// sorted by topic.
 	Topics []TopicStats
 }
 
-// TopicStats are the counts of one topic.
+// TopicStats are the counts of one topic: its NEW and DEAD messages (SENT
+// ones are not counted per topic).
 type TopicStats struct {
 	Topic            string
 	Pending          int64
-	Sent             int64
 	Dead             int64
 	OldestPendingAge time.Duration
 }

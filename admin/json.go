@@ -59,30 +59,31 @@ func utc(t time.Time) *time.Time {
 // `outbox stats --json` prints them.
 type Stats struct {
 	// Table is the outbox table's name.
-	Table                   string       `json:"table"`
-	Pending                 int64        `json:"pending"`
-	OldestPendingAgeSeconds float64      `json:"oldest_pending_age_seconds"`
-	Sent                    int64        `json:"sent"`
-	Dead                    int64        `json:"dead"`
-	Topics                  []TopicStats `json:"topics"`
+	Table                   string  `json:"table"`
+	Pending                 int64   `json:"pending"`
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+	// Sent is an estimate when SentEstimated is true (see outbox.Stats).
+	Sent          int64        `json:"sent"`
+	SentEstimated bool         `json:"sent_estimated"`
+	Dead          int64        `json:"dead"`
+	Topics        []TopicStats `json:"topics"`
 }
 
-// TopicStats are the counts of one topic.
+// TopicStats are the counts of one topic (no SENT count).
 type TopicStats struct {
 	Topic                   string  `json:"topic"`
 	Pending                 int64   `json:"pending"`
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
-	Sent                    int64   `json:"sent"`
 	Dead                    int64   `json:"dead"`
 }
 
 // StatsOf returns st, the counts of the outbox table named table, as the
 // admin handler serves them. Topics is an empty list, never null.
 func StatsOf(table string, st outbox.Stats) Stats {
-	out := Stats{Table: table, Pending: st.Pending, Sent: st.Sent, Dead: st.Dead,
+	out := Stats{Table: table, Pending: st.Pending, Sent: st.Sent, SentEstimated: st.SentEstimated, Dead: st.Dead,
 		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(), Topics: make([]TopicStats, 0, len(st.Topics))}
 	for _, t := range st.Topics {
-		out.Topics = append(out.Topics, TopicStats{Topic: t.Topic, Pending: t.Pending, Sent: t.Sent, Dead: t.Dead,
+		out.Topics = append(out.Topics, TopicStats{Topic: t.Topic, Pending: t.Pending, Dead: t.Dead,
 			OldestPendingAgeSeconds: t.OldestPendingAge.Seconds()})
 	}
 	return out

@@ -80,8 +80,8 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 	}
 
 	var st admin.Stats
-	if code := call("GET", "/stats", "", &st); code != 200 || st.Pending != 1 || st.Sent != 1 || st.Dead != 4 || len(st.Topics) != 2 ||
-		st.Topics[0] != (admin.TopicStats{Topic: "orders", Pending: 1, Sent: 1, Dead: 2, OldestPendingAgeSeconds: st.Topics[0].OldestPendingAgeSeconds}) ||
+	if code := call("GET", "/stats", "", &st); code != 200 || st.Pending != 1 || !st.SentEstimated || st.Sent < 1 || st.Dead != 4 || len(st.Topics) != 2 ||
+		st.Topics[0] != (admin.TopicStats{Topic: "orders", Pending: 1, Dead: 2, OldestPendingAgeSeconds: st.Topics[0].OldestPendingAgeSeconds}) ||
 		st.Table != env.Driver.Tables().Outbox {
 		t.Fatalf("GET /stats: %d %+v", code, st)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +125,82 @@ func (s suite[TTx]) testBacklog(t *testing.T) {
 		if strings.Contains(plan, w) {
 			t.Errorf("the backlog plan has %q:\n%s", w, plan)
 		}
+	}
+}
+
+// testStatsPlans checks that Stats and the list of NEW messages read the
+// table through indexes, never the SENT history, on a table of SENT rows
+// with a few NEW and DEAD rows among it.
+func (s suite[TTx]) testStatsPlans(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	dialect := env.Driver.Dialect()
+	s.write(t, env, manyMsgs("sp-sent", 2000)...)
+	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{BatchSize: 1000}))
+	s.write(t, env, manyMsgs("sp-dead", 3)...)
+	refuse := outbox.PublishFunc(func(context.Context, outbox.Message) error { return errors.New("refused by test") })
+	drain(t, newRelay(t, env.Driver, refuse, outbox.RelayConfig{MaxRetries: 1}))
+	s.write(t, env, manyMsgs("sp-new", 2)...)
+	if err := analyze(ctx, dialect, env.Exec); err != nil {
+		t.Fatal(err)
+	}
+	ex, ok := any(env.Driver).(interface {
+		ExplainStats(context.Context) (string, error)
+	})
+	if !ok {
+		t.Fatalf("driver %T cannot explain the statements of Stats", env.Driver)
+	}
+	bad := map[string]string{"postgres": "Seq Scan on outbox ", "mysql": " outbox ALL ", "sqlite": "SCAN outbox\n"}[dialect]
+	var problems []string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		plan, err := ex.ExplainStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems = nil
+		parts := strings.Split(plan, "-- ")[1:]
+		if len(parts) != 4 {
+			t.Fatalf("ExplainStats gave %d plans, want 4:\n%s", len(parts), plan)
+		}
+		for _, p := range parts {
+			name, body, _ := strings.Cut(p, "\n")
+			if strings.Contains(body, bad) || strings.Contains(body, "Parallel") {
+				problems = append(problems, fmt.Sprintf("%s reads the table through:\n%s", name, body))
+			}
+		}
+		// See checkDeadPlans: PostgreSQL's DEAD index may serve only later
+		// transactions for a while.
+		if len(problems) == 0 || dialect != "postgres" || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	st, err := env.Driver.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pending != 2 || st.Dead != 3 || st.Sent < 2000 || st.Sent > 2005 || !st.SentEstimated {
+		t.Fatalf("stats = %+v, want 2 pending, 3 dead and about 2000 sent", st)
+	}
+	var ids []int64
+	for after := int64(0); ; {
+		page, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusNew, AfterID: after, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		if page[0].Status != outbox.StatusNew || page[0].ID <= after {
+			t.Fatalf("NEW page after %d: %+v", after, page[0])
+		}
+		after = page[0].ID
+		ids = append(ids, after)
+	}
+	if len(ids) != 2 {
+		t.Fatalf("NEW list, a row a page: ids %v, want the 2 NEW rows", ids)
 	}
 }

@@ -81,6 +81,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("DeadRows", s.testDeadRows)
 	t.Run("DeadSearch", s.testDeadSearch)
 	t.Run("DeadSearchPlans", s.testDeadSearchPlans)
+	t.Run("StatsPlans", s.testStatsPlans)
 	t.Run("MigrateDeadIndex", s.testMigrateDeadIndex)
 	t.Run("Cleanup", s.testCleanup)
 	t.Run("Cleaner", s.testCleaner)

@@ -1277,10 +1277,13 @@ func (s suite[TTx]) testAdmin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Pending != 1 || st.Sent != 2 || st.Dead != 3 || len(st.Topics) != 3 {
+	// Pending and Dead are exact; Sent is the id span's estimate: at least
+	// the 2 SENT rows, at most every id handed out. Topics lists the topics
+	// with NEW or DEAD rows: gamma has only a SENT one.
+	if st.Pending != 1 || st.Dead != 3 || !st.SentEstimated || st.Sent < 2 || st.Sent > 6 || len(st.Topics) != 2 {
 		t.Fatalf("stats = %+v", st)
 	}
-	if a := st.Topics[0]; a.Topic != "alpha" || a.Pending != 1 || a.Sent != 1 || a.Dead != 1 || a.OldestPendingAge < 0 || a.OldestPendingAge > time.Minute {
+	if a := st.Topics[0]; a.Topic != "alpha" || a.Pending != 1 || a.Dead != 1 || a.OldestPendingAge < 0 || a.OldestPendingAge > time.Minute {
 		t.Fatalf("alpha stats = %+v", a)
 	}
 	dead, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead})

@@ -323,11 +323,11 @@ func TestStats(t *testing.T) {
 
 		r := mustRun(t, "stats", "--db", b.dsn)
 		for _, re := range []string{
-			`(?m)^pending:\s+3$`, `(?m)^sent:\s+1$`, `(?m)^dead:\s+1$`,
+			`(?m)^pending:\s+3$`, `(?m)^sent:\s+~[1-5] \(estimate\)$`, `(?m)^dead:\s+1$`,
 			`(?m)^oldest pending:\s+2(39|40|41)h\d+m\d+s$`,
-			`(?m)^TOPIC\s+PENDING\s+OLDEST PENDING\s+SENT\s+DEAD$`,
-			`(?m)^alpha\s+2\s+2(39|40|41)h\S+\s+1\s+0$`,
-			`(?m)^beta\s+1\s+\S+\s+0\s+1$`,
+			`(?m)^TOPIC\s+PENDING\s+OLDEST PENDING\s+DEAD$`,
+			`(?m)^alpha\s+2\s+2(39|40|41)h\S+\s+0$`,
+			`(?m)^beta\s+1\s+\S+\s+1$`,
 		} {
 			if !regexp.MustCompile(re).MatchString(r.stdout) {
 				t.Errorf("stats output does not match %s:\n%s", re, r.stdout)
@@ -339,14 +339,14 @@ func TestStats(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 			t.Fatalf("stats --json is not JSON: %v\n%s", err, r.stdout)
 		}
-		if st.Pending != 3 || st.Sent != 1 || st.Dead != 1 || st.Table != "outbox" || len(st.Topics) != 2 {
+		if st.Pending != 3 || !st.SentEstimated || st.Sent < 1 || st.Dead != 1 || st.Table != "outbox" || len(st.Topics) != 2 {
 			t.Fatalf("stats --json: %+v", st)
 		}
 		if age := st.OldestPendingAgeSeconds; age < 9*86400 || age > 11*86400 {
 			t.Errorf("oldest pending age %.0fs, want about 10 days", age)
 		}
 		alpha, beta := st.Topics[0], st.Topics[1]
-		if alpha.Topic != "alpha" || alpha.Pending != 2 || alpha.Sent != 1 || beta.Topic != "beta" || beta.Pending != 1 || beta.Dead != 1 {
+		if alpha.Topic != "alpha" || alpha.Pending != 2 || beta.Topic != "beta" || beta.Pending != 1 || beta.Dead != 1 {
 			t.Errorf("per topic: %+v", st.Topics)
 		}
 		// PostgreSQL's low-water mark: no relay has swept yet, so the rescans

@@ -112,7 +112,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func (v *volume) reads(ctx context.Context) {
 	s := v.d.Store
 	st := v.sql()
-	v.timed("stats (full count)", 3, func() error { _, err := s.Stats(ctx); return err })
+	v.timed("stats", 3, func() error { _, err := s.Stats(ctx); return err })
 	v.timed("backlog", 5, func() error { _, err := st.Backlog(ctx); return err })
 	v.timed("topic backlog", 5, func() error { _, _, err := st.TopicBacklog(ctx); return err })
 	v.timed("rescan mark", 5, func() error { _, _, err := st.RescanMark(ctx); return err })

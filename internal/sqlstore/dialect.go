@@ -124,12 +124,20 @@ type dialect struct {
 	// indexes). deadCount counts the DEAD rows through an index.
 	backlog, backlogSetup, deadCount string
 
-	stats string
-	list  string // args: status, topic, after id, limit
+	// statsPending reads topic, count, min(created_at) and the database's
+	// clock of the NEW rows per topic, as backlog finds them (after
+	// backlogSetup); statsDead reads topic and count of the DEAD rows per
+	// topic, as deadCount finds them; statsSpan reads newest id minus oldest
+	// id plus one (0 when empty) from the primary key's two ends.
+	statsPending, statsDead, statsSpan string
+	list                               string // args: status, topic, after id, limit
 	// listDead, when set, is list for the DEAD rows (args: topic, after id,
 	// limit): it names the condition of the dialect's DEAD index literally,
 	// which list's "status = $1" cannot.
-	listDead   string
+	listDead string
+	// listNew, when set, is list for the NEW rows (args: topic, after id,
+	// limit), run after backlogSetup: the rows as backlog finds them.
+	listNew    string
 	get        string // args: msg_id
 	retryDead  string // args: note, JSON array of msg_ids, all, topic
 	dropDead   string // args: JSON array of msg_ids, all, topic
@@ -185,7 +193,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	r := strings.NewReplacer(d.names(t)...)
 	c := &compiled{dialect: d}
 	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.markLock, &c.stats, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.get,
+		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.markLock, &c.statsPending, &c.statsDead, &c.statsSpan, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.listNew, &c.get,
 		&c.retryDead, &c.dropDead, &c.deleteSent, &c.deleteConsumed, &c.oldSent, &c.oldConsumed, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
 		*p = r.Replace(*p)
 	}

@@ -79,8 +79,10 @@ SET o.status        = CASE f.k WHEN 2 THEN 2 ELSE 0 END,
 WHERE EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.token = ?)
   AND o.id IN ({{ids}}) AND o.status = 0`,
 
-	stats: `SELECT topic, status, count(*), min(created_at), UTC_TIMESTAMP(6)
-FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
+	statsPending: `SELECT topic, count(*), min(created_at), UTC_TIMESTAMP(6)
+FROM {{outbox}} FORCE INDEX ({{outbox_pending_idx}}) WHERE status = 0 GROUP BY topic`,
+	statsDead: `SELECT topic, count(*) FROM {{outbox}} FORCE INDEX ({{outbox_pending_idx}}) WHERE status = 2 GROUP BY topic`,
+	statsSpan: statsSpan,
 
 	// backlog and deadCount walk the pending index (status, id) for their
 	// status only, never the SENT history. On a small table the optimizer

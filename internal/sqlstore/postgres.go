@@ -267,12 +267,19 @@ WHERE o.id = f.id AND o.status = 0
             WHERE o.id > h.lwm ORDER BY o.id LIMIT 1), 0)::float8
 FROM {{horizon}} AS h`,
 
-	stats: `SELECT topic, status, count(*), min(created_at), now()
-FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
+	statsPending: `SELECT p.topic, count(*), min(p.created_at), now() FROM (
+  SELECT o.topic, o.created_at FROM {{outbox}} AS o
+  WHERE o.next_retry_at > o.created_at AND o.status = 0 AND o.id <= (` + backlogMark + `)
+  UNION ALL
+  SELECT o.topic, o.created_at FROM {{outbox}} AS o
+  WHERE o.id > (` + backlogMark + `) AND o.status = 0
+) AS p GROUP BY p.topic`,
+	statsDead: `SELECT topic, count(*) FROM {{outbox}} WHERE ` + deadRows + ` GROUP BY topic`,
+	statsSpan: statsSpan,
 
-	// backlog reads the NEW rows the way the rescan finds them (the stats'
-	// GROUP BY reads the whole table, SENT history included, since no index
-	// mentions status): those at or below the low-water mark from the
+	// backlog reads the NEW rows the way the rescan finds them (a count by
+	// status would read the whole table, SENT history included, since no
+	// index mentions status): those at or below the low-water mark from the
 	// requeued index, the others from the primary key past the mark. The
 	// mark is 0 after the identity was restarted, as in sweepCheck. Its cost
 	// grows with the rows past the mark and the requeued ones, as the
@@ -293,6 +300,21 @@ FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
 FROM {{outbox}}
 WHERE status = $1 AND topic = COALESCE(NULLIF($2, ''), topic) AND id > $3
 ORDER BY id LIMIT $4`,
+	// listNew is list for the NEW rows (args: topic, after id, limit), read
+	// as backlog reads them (after backlogSetup): the requeued ones at or
+	// below the low-water mark from their index, the others from the
+	// primary key past the mark.
+	listNew: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at FROM (
+  (SELECT ` + listColumns + ` FROM {{outbox}} AS o
+   WHERE o.next_retry_at > o.created_at AND o.status = 0 AND o.id <= (` + backlogMark + `) AND o.id > $2
+     AND o.topic = COALESCE(NULLIF($1, ''), o.topic)
+   ORDER BY o.id LIMIT $3)
+  UNION ALL
+  (SELECT ` + listColumns + ` FROM {{outbox}} AS o
+   WHERE o.id > greatest((` + backlogMark + `), $2) AND o.status = 0
+     AND o.topic = COALESCE(NULLIF($1, ''), o.topic)
+   ORDER BY o.id LIMIT $3)
+) AS p ORDER BY id LIMIT $3`,
 	listDead: `SELECT id, msg_id, topic, msg_key, status, retries, next_retry_at, created_at, sent_at, last_error, dead_at
 FROM {{outbox}}
 WHERE ` + deadRows + ` AND topic = COALESCE(NULLIF($1, ''), topic) AND id > $2
@@ -390,6 +412,13 @@ const releaseChunksStmt = `UPDATE {{claims}} SET token = NULL, until = clock_tim
 // found here, only by Stats. "status = 2" stays: a row set back from DEAD by
 // hand may keep its dead_at.
 const deadRows = `dead_at IS NOT NULL AND status = 2`
+
+// listColumns are the columns of list, of the rows named o.
+const listColumns = `o.id, o.msg_id, o.topic, o.msg_key, o.status, o.retries, o.next_retry_at, o.created_at, o.sent_at, o.last_error, o.dead_at`
+
+// statsSpan is newest id minus oldest id plus one, each end read from the
+// primary key alone.
+const statsSpan = `SELECT coalesce((SELECT max(id) FROM {{outbox}}) - (SELECT min(id) FROM {{outbox}}) + 1, 0)`
 
 // backlogMark is the low-water mark, or 0 when the id sequence has a new
 // relfilenode (see sweepCheck).

@@ -53,8 +53,10 @@ FROM (SELECT value ->> '$.id' AS id, value ->> '$.k' AS k, value ->> '$.d' AS d,
 WHERE {{outbox}}.id = f.id AND {{outbox}}.status = 0
   AND EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.token = ? AND {{outbox}}.id BETWEEN c.lo AND c.hi)`,
 
-	stats: `SELECT topic, status, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now')
-FROM {{outbox}} GROUP BY topic, status ORDER BY topic, status`,
+	statsPending: `SELECT topic, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now')
+FROM {{outbox}} WHERE status = 0 GROUP BY topic`,
+	statsDead: `SELECT topic, count(*) FROM {{outbox}} WHERE status = 2 GROUP BY topic`,
+	statsSpan: statsSpan,
 
 	// backlog walks the partial pending index, deadCount the partial DEAD
 	// index (schema version 3). Every statement on the DEAD rows says

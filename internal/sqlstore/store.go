@@ -514,53 +514,81 @@ func (s *Store) RescanMark(ctx context.Context) (m RescanMark, ok bool, err erro
 // LatestVersion is the newest migration this build knows.
 func (s *Store) LatestVersion() int { return s.c.migrations[len(s.c.migrations)-1].version }
 
-// Stats implements outbox.Store.
+// Stats implements outbox.Store: the NEW rows as Backlog reads them, the
+// DEAD rows through their index, and Sent estimated from the two ends of
+// the primary key.
 func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
-	rows, err := s.db.Query(ctx, s.c.stats)
+	st := outbox.Stats{SentEstimated: true}
+	q, done, err := s.backlogQuerier(ctx)
+	if err != nil {
+		return st, s.wrap("stats", err)
+	}
+	defer done()
+	byTopic := map[string]*outbox.TopicStats{}
+	topic := func(name string) *outbox.TopicStats {
+		ts := byTopic[name]
+		if ts == nil {
+			ts = &outbox.TopicStats{Topic: name}
+			byTopic[name] = ts
+		}
+		return ts
+	}
+	err = eachRow(ctx, q, s.c.statsPending, func(rows Rows) error {
+		var name string
+		var n int64
+		var oldest, now lenientTime
+		if err := rows.Scan(&name, &n, &oldest, &now); err != nil {
+			return err
+		}
+		ts := topic(name)
+		ts.Pending = n
+		st.Pending += n
+		if n > 0 && oldest.Valid && now.Valid {
+			ts.OldestPendingAge = max(now.Time.Sub(oldest.Time), 0)
+			st.OldestPendingAge = max(st.OldestPendingAge, ts.OldestPendingAge)
+		}
+		return nil
+	})
+	if err == nil {
+		err = eachRow(ctx, q, s.c.statsDead, func(rows Rows) error {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				return err
+			}
+			topic(name).Dead = n
+			st.Dead += n
+			return nil
+		})
+	}
+	var span int64
+	if err == nil {
+		_, err = queryRow(ctx, q, s.c.statsSpan, nil, &span)
+	}
 	if err != nil {
 		return outbox.Stats{}, s.wrap("stats", err)
 	}
-	defer rows.Close()
-	var st outbox.Stats
-	byTopic := map[string]*outbox.TopicStats{}
-	for rows.Next() {
-		var topic string
-		var status int16
-		var n int64
-		var oldest, now lenientTime
-		if err := rows.Scan(&topic, &status, &n, &oldest, &now); err != nil {
-			return st, s.wrap("stats", err)
-		}
-		ts := byTopic[topic]
-		if ts == nil {
-			ts = &outbox.TopicStats{Topic: topic}
-			byTopic[topic] = ts
-		}
-		switch outbox.Status(status) {
-		case outbox.StatusNew:
-			ts.Pending += n
-			st.Pending += n
-			if oldest.Valid && now.Valid {
-				age := max(now.Time.Sub(oldest.Time), 0)
-				ts.OldestPendingAge = age
-				st.OldestPendingAge = max(st.OldestPendingAge, age)
-			}
-		case outbox.StatusSent:
-			ts.Sent += n
-			st.Sent += n
-		case outbox.StatusDead:
-			ts.Dead += n
-			st.Dead += n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return st, s.wrap("stats", err)
-	}
+	st.Sent = max(span-st.Pending-st.Dead, 0)
 	for _, ts := range byTopic {
 		st.Topics = append(st.Topics, *ts)
 	}
 	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].Topic < st.Topics[j].Topic })
 	return st, nil
+}
+
+// eachRow runs query on q and calls fn for each row.
+func eachRow(ctx context.Context, q Querier, query string, fn func(Rows) error) error {
+	rows, err := q.Query(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 var _ outbox.BacklogReader = (*Store)(nil)
@@ -609,6 +637,9 @@ func (s *Store) listQuery(f outbox.ListFilter) (string, []any) {
 	if f.Status == outbox.StatusDead && s.c.listDead != "" {
 		return s.c.listDead, []any{f.Topic, f.AfterID, f.Limit}
 	}
+	if f.Status == outbox.StatusNew && s.c.listNew != "" {
+		return s.c.listNew, []any{f.Topic, f.AfterID, f.Limit}
+	}
 	return s.c.list, []any{int(f.Status), f.Topic, f.AfterID, f.Limit}
 }
 
@@ -618,7 +649,16 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 		f.Limit = 100
 	}
 	stmt, args := s.listQuery(f)
-	rows, err := s.db.Query(ctx, stmt, args...)
+	var q Querier = s.db
+	if f.Status == outbox.StatusNew && s.c.listNew != "" {
+		bq, done, err := s.backlogQuerier(ctx)
+		if err != nil {
+			return nil, s.wrap("list messages", err)
+		}
+		defer done()
+		q = bq
+	}
+	rows, err := q.Query(ctx, stmt, args...)
 	if err != nil {
 		return nil, s.wrap("list messages", err)
 	}
@@ -854,6 +894,29 @@ func (s *Store) ExplainDead(ctx context.Context) (string, error) {
 		{"count", q, s.c.deadCount, nil},
 		{"retry", s.db, s.c.retryDead, []any{"", "[]", true, ""}},
 		{"drop", s.db, s.c.dropDead, []any{"[]", true, ""}},
+	})
+}
+
+// ExplainStats returns the database's plans for the statements of Stats
+// and for ListMessages of the NEW rows, one line per plan line, each after
+// a line "-- pending", "-- dead", "-- span" or "-- list new". Nothing is
+// changed.
+func (s *Store) ExplainStats(ctx context.Context) (string, error) {
+	list, listArgs := s.listQuery(outbox.ListFilter{Status: outbox.StatusNew, Limit: 100})
+	q, done, err := s.backlogQuerier(ctx)
+	if err != nil {
+		return "", s.wrap("explain stats", err)
+	}
+	defer done()
+	var listQ Querier = s.db
+	if s.c.listNew != "" {
+		listQ = q
+	}
+	return s.explainAll(ctx, "explain stats", []explained{
+		{"pending", q, s.c.statsPending, nil},
+		{"dead", q, s.c.statsDead, nil},
+		{"span", q, s.c.statsSpan, nil},
+		{"list new", listQ, list, listArgs},
 	})
 }
 
