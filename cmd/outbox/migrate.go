@@ -45,8 +45,10 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	f.boolVar(&o.roles.Cleanup, "cleanup", "with --print-grants: let the relay role delete old rows too (--cleanup-older-than, outbox cleanup, outbox dead drop)")
 	// The modes and the roles are for one command line: a variable left in
 	// a deployment's environment must not turn every migrate into another.
+	// Where the database is and how to reach it come from the environment
+	// like every other command's.
 	for _, d := range f.docs {
-		if d.name != "db" && d.name != "table" && d.name != "inbox-table" {
+		if d.name != "db" && d.name != "table" && d.name != "inbox-table" && !strings.HasPrefix(d.name, "db-tls-") {
 			d.noEnv = true
 		}
 	}
