@@ -35,15 +35,26 @@ func (s *Store) ClaimIDs(ctx context.Context, ids []int64, lease time.Duration) 
 	return s.claimChunksIDs(ctx, ids, lease)
 }
 
-// idsSQL replaces the placeholders of q for the store's tables, and, in a
-// dialect with ? parameters, {{ids}} with one per id.
-func (s *Store) idsSQL(q string, n int) string {
-	q = strings.NewReplacer(dialects[s.c.name].names(s.tables)...).Replace(q)
+// claimIDsDialects is ClaimIDs' statement per dialect name.
+var claimIDsDialects = map[string]string{
+	"postgres": claimIDsPostgres,
+	"mysql":    claimIDsMySQL,
+	"sqlite":   claimIDsSQLite,
+}
+
+// compileClaimIDs substitutes the table names of t into ClaimIDs' statement.
+func compileClaimIDs(d dialect, t outbox.Tables) string {
+	return strings.NewReplacer(d.names(t)...).Replace(claimIDsDialects[d.name])
+}
+
+// idsSQL is the store's ClaimIDs statement, in a dialect with ? parameters
+// with {{ids}} replaced by one per id.
+func (s *Store) idsSQL(n int) string {
 	if n == 0 {
-		return q
+		return s.claimIDs
 	}
 	ph := strings.Repeat("?, ", n)
-	return strings.Replace(q, "{{ids}}", ph[:len(ph)-2], 1)
+	return strings.Replace(s.claimIDs, "{{ids}}", ph[:len(ph)-2], 1)
 }
 
 // claimIDsPostgres is postgresDialect.claim for the rows of the ids in $1
@@ -67,7 +78,7 @@ const claimIDsPostgres = `WITH async AS MATERIALIZED (
 ` + claimedRows
 
 func (s *Store) claimChunksIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
-	q := s.idsSQL(claimIDsPostgres, 0)
+	q := s.idsSQL(0)
 	c := &leaseClaim{s: s, token: newToken()}
 	p := outbox.ClaimParams{Limit: len(ids), Lease: lease}
 	for range 4 {
@@ -112,7 +123,7 @@ func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Durati
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
-	rows, err := tx.Query(ctx, s.idsSQL(claimIDsMySQL, len(ids)), anyIDs(ids)...)
+	rows, err := tx.Query(ctx, s.idsSQL(len(ids)), anyIDs(ids)...)
 	if err != nil {
 		return fail("claim by id", err)
 	}
@@ -161,7 +172,7 @@ func (s *Store) claimRangeIDs(ctx context.Context, ids []int64, lease time.Durat
 	if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
 		return fail("claim by id: expire", err)
 	}
-	rows, err := tx.Query(ctx, s.idsSQL(claimIDsSQLite, len(ids)), anyIDs(ids)...)
+	rows, err := tx.Query(ctx, s.idsSQL(len(ids)), anyIDs(ids)...)
 	if err != nil {
 		return fail("claim by id", err)
 	}

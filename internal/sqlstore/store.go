@@ -101,6 +101,8 @@ type Store struct {
 	tables   outbox.Tables
 	// ko is the SQL of the per-key hold-back (keyorder.go).
 	ko keyOrderSQL
+	// claimIDs is ClaimIDs' statement with table names substituted.
+	claimIDs string
 	// seqChecked: the id sequence's cache was found to be 1 (seqCache).
 	seqChecked atomic.Bool
 	// probe is AnyDue's state (probe.go).
@@ -116,7 +118,7 @@ func New(db DB, dialectName string, tables outbox.Tables, classify Classifier) (
 	if _, ok := db.(sessionDB); !ok && d.unlockMigration != "" {
 		return nil, fmt.Errorf("outbox: the %s dialect's migration lock belongs to a connection: its DB must be able to hold one (sqlstore.SQLDB)", dialectName)
 	}
-	return &Store{db: db, c: c, classify: classify, tables: tables, ko: compileKeyOrder(d, tables)}, nil
+	return &Store{db: db, c: c, classify: classify, tables: tables, ko: compileKeyOrder(d, tables), claimIDs: compileClaimIDs(d, tables)}, nil
 }
 
 var _ outbox.Store = (*Store)(nil)
