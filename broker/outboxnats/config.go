@@ -177,8 +177,10 @@ type SubscriberConfig struct {
 	// A fetched message's AckWait runs while it waits its turn, and only the
 	// message in hand is kept in progress: keep Prefetch times the
 	// handler's time well under AckWait, or waiting messages are delivered
-	// again (the inbox absorbs the copy, but each copy counts towards
-	// MaxDeliveries). At a graceful stop Run hands the fetched messages it
+	// again. A copy that reaches this subscriber after it settled the
+	// message (acked or dead-lettered) is acked without being handled; any
+	// other copy is handled (the inbox absorbs it) and counts towards
+	// MaxDeliveries. At a graceful stop Run hands the fetched messages it
 	// holds back at once (a Nak), but a message the broker was still
 	// sending when the subscription ended is lost on the way and reaches
 	// another subscriber only after AckWait: in the conformance suite about

@@ -35,6 +35,7 @@ type Subscriber struct {
 	log     *slog.Logger
 	dead    string // the group's dead-letter subject
 	running atomic.Bool
+	settled *settledSeqs
 }
 
 // NewSubscriber validates cfg, connects, and makes sure that the stream (as
@@ -52,7 +53,8 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscriber{st: st, nc: nc, log: st.Logger, dead: st.deadPrefix + st.consumer}
+	s := &Subscriber{st: st, nc: nc, log: st.Logger, dead: st.deadPrefix + st.consumer,
+		settled: newSettledSeqs(max(4*st.Prefetch, settledMin))}
 	if err := s.setUp(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -353,6 +355,13 @@ func (s *Subscriber) handle(ctx, hctx context.Context, msg jetstream.Msg, h outb
 		_ = msg.Term()
 		return
 	}
+	if s.settled.has(md.Sequence.Stream) {
+		// A copy delivered again while it waited in the prefetch buffer,
+		// after its first copy was settled: ack it again (a no-op for the
+		// broker, or the ack that got lost) and move on.
+		_ = msg.Ack()
+		return
+	}
 	m, err := decodeMessage(msg.Headers(), msg.Data())
 	if err != nil {
 		s.deadLetter(hctx, msg, md, "", err)
@@ -392,6 +401,7 @@ func (s *Subscriber) handle(ctx, hctx context.Context, msg jetstream.Msg, h outb
 	case err == nil:
 		actx, cancel := context.WithTimeout(hctx, s.st.Timeout)
 		defer cancel()
+		s.settled.add(md.Sequence.Stream)
 		if aerr := msg.DoubleAck(actx); aerr != nil {
 			// The broker delivers the message again after AckWait; the
 			// inbox makes that second delivery harmless.
@@ -463,6 +473,7 @@ func (s *Subscriber) deadLetter(ctx context.Context, msg jetstream.Msg, md *jets
 		_ = msg.NakWithDelay(s.redeliveryDelay(md.NumDelivered))
 		return
 	}
+	s.settled.add(md.Sequence.Stream)
 	if err := msg.Term(); err != nil {
 		s.log.Warn("outboxnats: dead letter stored, but the original was not terminated; it will be dead-lettered again (deduplicated)",
 			"group", s.st.Group, "msg_id", msgID, "err", err)
