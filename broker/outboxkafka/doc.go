@@ -68,6 +68,17 @@
 // your own. ParseURL turns a URL into a PublisherConfig whose fields then
 // win.
 //
+// Credentials the brokers refuse at start-up (SASL_AUTHENTICATION_FAILED,
+// UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE) fail NewPublisher and
+// NewSubscriber with an error that wraps ErrRefusedLogin and is not
+// outbox.IsUnavailable: the relay command exits at once instead of waiting
+// for the broker. The error names the URL with its password masked and
+// never contains the password or token. A broker that closes the connection
+// instead of answering with one of these codes looks unreachable. Once a
+// publisher has connected, a refusal of the login (the password changed, a
+// token expired) is outbox.Unavailable: the relay pauses and tries again,
+// and the messages keep their retries.
+//
 // # On the wire
 //
 // Each message is one record, in the binary mode of the CloudEvents Kafka
@@ -114,8 +125,8 @@
 // timeout ends, the codes that say the cluster cannot take writes
 // (NOT_ENOUGH_REPLICAS, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT and the
 // like, which franz-go normally retries by itself), and a client the brokers
-// reject (SASL, IDEMPOTENT_WRITE) are outbox.Unavailable: the relay pauses
-// and the messages keep their retries.
+// reject after start-up (SASL, IDEMPOTENT_WRITE) are outbox.Unavailable: the
+// relay pauses and the messages keep their retries.
 // A record that was in flight when Publish gave up may still be written: the
 // idempotent producer does not drop a record it has sent without an answer
 // (it cannot know whether the broker has it), and writes it when the broker

@@ -26,6 +26,23 @@ var ErrHeldBack = outbox.ErrHeldBack
 // kerr.MessageTooLarge. Publish returns it wrapped with outbox.Undeliverable.
 var ErrTooLarge = fmt.Errorf("outboxkafka: record larger than the producer's MaxMessageBytes: %w", kerr.MessageTooLarge)
 
+// ErrRefusedLogin marks a client the brokers refused at start-up for its
+// credentials: a wrong user, password or token, or a SASL mechanism they do
+// not take (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+// ILLEGAL_SASL_STATE). NewPublisher and NewSubscriber return it wrapping
+// the Kafka error; it is not outbox.Unavailable, as trying again with the
+// same credentials cannot help. Its message never contains the password or
+// token. Once a publisher is running, the same refusal of a record is
+// outbox.Unavailable instead (see Publish).
+var ErrRefusedLogin = errors.New("outboxkafka: the broker refused the login")
+
+// isAuthError reports whether err is a Kafka refusal of the client's SASL
+// login.
+func isAuthError(err error) bool {
+	return errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism)
+}
+
 // classify turns the error franz-go reported for one record into the error
 // Publish returns: outbox.Unavailable when the broker could not be reached
 // or gave no answer in time, a plain error when it refused the record.
@@ -56,8 +73,9 @@ func classify(err error, topic string, lastConn *connState) error {
 		return fmt.Errorf("%w: %q; create it, or fix the row's topic or the Destination template: %w", ErrUnknownTopic, topic, err)
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.UnsupportedSaslMechanism):
-		// Every message fails alike until the credentials are fixed: pause
-		// the relay rather than spend the messages' retries.
+		// After start-up (NewPublisher returns ErrRefusedLogin instead):
+		// every message fails alike until the credentials are fixed, so
+		// pause the relay rather than spend the messages' retries.
 		return outbox.Unavailable(fmt.Errorf("outboxkafka: the broker refused this client (check the URL's user, password and sasl mechanism, and the IDEMPOTENT_WRITE permission): %w", err))
 	case clusterUnavailable(err):
 		return outbox.Unavailable(fmt.Errorf("outboxkafka: topic %q: the cluster cannot take writes now%s: %w", topic, lastConn.suffix(), err))

@@ -39,7 +39,9 @@ var _ outbox.Publisher = (*Publisher)(nil)
 
 // NewPublisher checks cfg, connects, and checks that a broker answers within
 // DialTimeout. An unreachable broker fails with an error that satisfies
-// outbox.IsUnavailable; a bad config with one that wraps ErrConfig.
+// outbox.IsUnavailable; a bad config with one that wraps ErrConfig; refused
+// credentials with one that wraps ErrRefusedLogin and is not
+// outbox.IsUnavailable.
 func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) {
 	c, err := cfg.connection()
 	if err != nil {
@@ -126,7 +128,16 @@ func ParseURL(raw string) (PublisherConfig, error) {
 	return cfg, nil
 }
 
-// newClient builds a client and checks that a broker answers.
+// credentialsHint names what to check when the brokers refuse the login.
+func (c *connection) credentialsHint() string {
+	if c.sasl != nil {
+		return "PublisherConfig.SASL: its user, password or token and its mechanism"
+	}
+	return "the URL's user, password or token and its sasl parameter"
+}
+
+// newClient builds a client and checks that a broker answers. Refused
+// credentials wrap ErrRefusedLogin; no answer is outbox.Unavailable.
 func (c *connection) newClient(ctx context.Context, state *connState, extra ...kgo.Opt) (*kgo.Client, error) {
 	cl, err := kgo.NewClient(append(c.clientOpts(state), extra...)...)
 	if err != nil {
@@ -136,6 +147,9 @@ func (c *connection) newClient(ctx context.Context, state *connState, extra ...k
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
 		cl.Close()
+		if isAuthError(err) {
+			return nil, fmt.Errorf("%w at %s (check %s): %w", ErrRefusedLogin, c.redacted, c.credentialsHint(), err)
+		}
 		if reason := state.suffix(); reason != "" && !isConnectionError(err) {
 			err = fmt.Errorf("%w%s", err, reason)
 		}

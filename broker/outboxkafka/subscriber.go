@@ -145,6 +145,9 @@ type Subscriber struct {
 // do not exist yet. A new group starts at the earliest retained offset of
 // each partition, so every message published after NewSubscriber returns (and
 // any still retained from before) reaches the group, whenever Run starts.
+// Brokers that do not answer within DialTimeout fail it with an error that
+// satisfies outbox.IsUnavailable; refused credentials with one that wraps
+// ErrRefusedLogin.
 func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, error) {
 	c, s, err := newSubscriberConfig(cfg)
 	if err != nil {
