@@ -38,6 +38,7 @@ type benchOptions struct {
 	baseline     bool
 	scaling      bool
 	poisonRun    bool
+	cdc          bool
 	keys         int
 	blocked      bool
 	// fillKeys, when above 0, gives fill's messages that many keys, and
@@ -76,6 +77,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
 	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
 	f.boolVar(&o.poisonRun, "poison", "each run relays --messages twice, with and without one poison message among them, and prints both rates and poison_ratio; through a local webhook receiver that drops the connection on the poison (--broker discard:, the default), or RabbitMQ (--broker amqp://..., the poison with a 200 KB header)")
+	f.boolVar(&o.cdc, "cdc", "PostgreSQL with wal_level = logical and a role with REPLICATION: each run relays --messages twice to discard:, through the polling relay and through the CDC relay (as outbox relay --cdc runs it), alternating which goes first, and prints both rates and cdc_ratio; in both the relay runs before the messages are written, in transactions of --batch")
 	f.intVar(&o.keys, "keys", 0, "N", "each run relays --messages twice, without keys and spread over N keys, and prints keyed/unkeyed; with --writer, the writer's rounds with and without a key")
 	f.boolVar(&o.blocked, "blocked", "with --keys: each run also relays the keyed messages with the first message of one key refused, and prints the other keys' rate / the keyed rate")
 	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
@@ -92,6 +94,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.note("Latency: with --producers, from the message's commit (created_at) to its mark; without, the time of one batch from claim to mark.")
 	f.note("For the writer target: outbox bench --writer --db DSN --producers 8. For ageing: --runs 11 --messages 100000 prints last/first. For scaling: --relays 2 --scaling.")
 	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --broker discard: --messages 100000 --batch 500 --runs 3")
+	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --cdc --messages 100000 --runs 3")
 	f.example("outbox bench --db sqlite:/tmp/bench.db --messages 200000 --relays 1")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -125,6 +128,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef(f.hint(), "--blocked blocks one key of --keys N: give --keys")
 	case o.keys > 0 && (o.scaling || o.baseline || o.poisonRun || o.producers > 0 && !o.writer):
 		return usagef(f.hint(), "--keys compares keyed and unkeyed runs: drop --scaling, --baseline, --poison and --producers")
+	case o.cdc && (o.writer || o.scaling || o.baseline || o.poisonRun || o.keys > 0 || o.producers > 0 || o.relays > 1 || o.rateOpts.active()):
+		return usagef(f.hint(), "--cdc compares one CDC relay with one polling relay: drop --writer, --scaling, --baseline, --poison, --keys, --producers, --relays and the rate flags")
+	case o.cdc && !strings.HasPrefix(strings.ToLower(o.broker), "discard:"):
+		return usagef(f.hint(), "--cdc publishes to discard:: drop --broker")
 	case o.scaling && o.writer:
 		return usagef(f.hint(), "--scaling measures relays; --writer measures the writer: give one of them")
 	}
@@ -141,6 +148,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer db.Close()
+	if o.cdc {
+		if err := cdcPreflight(ctx, db); err != nil {
+			return err
+		}
+	}
 	if !o.force {
 		if err := checkBenchTables(ctx, db, f.hint()); err != nil {
 			return err
@@ -175,6 +187,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.writer {
 		return benchWriter(ctx, db, o, stdout)
+	}
+	if o.cdc {
+		o.meter = newCPUMeter(db.Dialect, "discard")
+		return benchCDC(ctx, db, o, stdout)
 	}
 	if o.poisonRun {
 		o.meter = newCPUMeter(db.Dialect, "http")
