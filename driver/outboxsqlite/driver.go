@@ -62,8 +62,16 @@ func Open(path string, opts ...OpenOption) (*sql.DB, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	key := ""
+	if o.writeGate {
+		key = gateKey(path)
+	}
+	autoCheckpoint := autoCheckpointPages
+	if key != "" {
+		autoCheckpoint = 0 // the gated connections checkpoint themselves, outside the gate
+	}
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()), "foreign_keys(ON)", "wal_autocheckpoint(10000)"} {
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()), "foreign_keys(ON)", fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpoint)} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -74,8 +82,7 @@ func Open(path string, opts ...OpenOption) (*sql.DB, error) {
 	if err := createPrivate(path); err != nil {
 		return nil, err
 	}
-	key := gateKey(path)
-	if !o.writeGate || key == "" {
+	if key == "" {
 		return sql.Open("sqlite", dsn)
 	}
 	c, err := sqlite.NewConnector(dsn)

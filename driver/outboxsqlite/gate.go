@@ -3,6 +3,8 @@ package outboxsqlite
 import (
 	"context"
 	"database/sql/driver"
+	"encoding/binary"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,6 +67,56 @@ type writeGate struct {
 	wait time.Duration // how long a writer waits for the slot
 	key  string
 	refs int // connectors on the gate, under gatesMu
+
+	// The gated connections checkpoint the WAL themselves, after they have
+	// given the gate back: SQLite's automatic checkpoint runs inside the
+	// COMMIT, which would keep the gate for as long as it copies and syncs.
+	// As for SQLite's, a checkpoint is due after each write while the WAL
+	// holds autoCheckpointPages frames or more: the wal-index header's
+	// mxFrame, read from the -shm file. The WAL starts again from its
+	// beginning at the first write after a checkpoint has copied it all.
+	shmMu    sync.Mutex
+	shm      *os.File
+	shmFails int
+}
+
+// autoCheckpointPages is the WAL's size, in frames, at which a checkpoint is
+// due.
+const autoCheckpointPages = 10000
+
+// checkpointDue reports whether the WAL holds autoCheckpointPages frames or
+// more. Where the -shm file cannot be read, one call in a thousand reports
+// true, so that the WAL still does not grow without end.
+func (g *writeGate) checkpointDue() bool {
+	g.shmMu.Lock()
+	defer g.shmMu.Unlock()
+	var b [4]byte
+	err := os.ErrNotExist
+	if g.shm == nil {
+		g.shm, err = os.Open(g.key + "-shm")
+		if err != nil {
+			g.shm = nil
+		}
+	}
+	if g.shm != nil {
+		// The wal-index header, in native byte order: mxFrame at offset
+		// 16 (see https://www.sqlite.org/walformat.html).
+		_, err = g.shm.ReadAt(b[:], 16)
+	}
+	if err != nil {
+		g.shmFails++
+		return g.shmFails%1000 == 0
+	}
+	return binary.NativeEndian.Uint32(b[:]) >= autoCheckpointPages
+}
+
+func (g *writeGate) closeShm() {
+	g.shmMu.Lock()
+	defer g.shmMu.Unlock()
+	if g.shm != nil {
+		g.shm.Close()
+		g.shm = nil
+	}
 }
 
 var (
@@ -72,14 +124,15 @@ var (
 	gates   = map[string]*writeGate{}
 )
 
-// gateKey returns the key of the database at path, or "" for an in-memory
-// database, in which each connection is a database of its own.
+// gateKey returns the key of the database at path, its absolute path, or ""
+// for no gate: for an in-memory database, in which each connection is a
+// database of its own, and for a "file:" URI, whose file it does not parse.
 func gateKey(path string) string {
 	if path == ":memory:" || strings.Contains(path, "mode=memory") {
 		return ""
 	}
 	if strings.HasPrefix(path, "file:") {
-		return path
+		return ""
 	}
 	if abs, err := filepath.Abs(path); err == nil {
 		return abs
@@ -106,6 +159,7 @@ func closeGate(g *writeGate) {
 	defer gatesMu.Unlock()
 	if g.refs--; g.refs == 0 {
 		delete(gates, g.key)
+		g.closeShm()
 	}
 }
 
@@ -213,6 +267,17 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 		return c.sqliteConn.ExecContext(ctx, query, args)
 	}
 	kw := firstKeywords(query)
+	r, err := c.exec(ctx, query, args, kw)
+	c.track(kw, err)
+	if err == nil && !c.manual {
+		c.checkpoint()
+	}
+	return r, err
+}
+
+// exec runs query, holding the gate when it is a write outside a
+// transaction.
+func (c *gatedConn) exec(ctx context.Context, query string, args []driver.NamedValue, kw [3]string) (driver.Result, error) {
 	if !c.manual {
 		switch kw[0] {
 		case "INSERT", "UPDATE", "DELETE", "REPLACE":
@@ -225,9 +290,31 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 			}
 		}
 	}
-	r, err := c.sqliteConn.ExecContext(ctx, query, args)
-	c.track(kw, err)
-	return r, err
+	return c.sqliteConn.ExecContext(ctx, query, args)
+}
+
+// checkpoint checkpoints the WAL when a checkpoint is due, after the gate
+// is given back, so that the other writers go on meanwhile. Like SQLite's
+// automatic checkpoint it is PASSIVE: it copies what no reader still needs
+// and waits for nobody (another checkpoint under way makes it return at
+// once), and its error is of no concern to the statement before it.
+func (c *gatedConn) checkpoint() {
+	if c.gate.checkpointDue() {
+		_, _ = c.sqliteConn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)", nil)
+	}
+}
+
+// ResetSession checkpoints the WAL when a checkpoint is due, for the writes
+// that passed the gate by, before database/sql hands the connection out
+// again.
+func (c *gatedConn) ResetSession(ctx context.Context) error {
+	if err := c.sqliteConn.ResetSession(ctx); err != nil {
+		return err
+	}
+	if c.tx == nil && !c.manual {
+		c.checkpoint()
+	}
+	return nil
 }
 
 func (c *gatedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -275,8 +362,12 @@ type gatedTx struct {
 }
 
 func (t *gatedTx) Commit() error {
-	defer t.done()
-	return t.Tx.Commit()
+	err := t.Tx.Commit()
+	t.done()
+	if err == nil {
+		t.c.checkpoint()
+	}
+	return err
 }
 
 func (t *gatedTx) Rollback() error {

@@ -1,6 +1,11 @@
 package outboxsqlite
 
-import "testing"
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestFirstKeywords(t *testing.T) {
 	for _, c := range []struct {
@@ -55,3 +60,44 @@ type testError struct{}
 func (testError) Error() string { return "test" }
 
 var errTest error = testError{}
+
+// The gated connections checkpoint the WAL, SQLite's automatic checkpoint
+// being off for them.
+func TestWriteGateCheckpoints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ckpt.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE blobs (b BLOB)"); err != nil {
+		t.Fatal(err)
+	}
+	blob := make([]byte, 64<<10)
+	for i := range 2 * autoCheckpointPages * 4096 / len(blob) {
+		if _, err := db.ExecContext(ctx, "INSERT INTO blobs VALUES (?)", blob); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			continue
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM blobs WHERE rowid = (SELECT min(rowid) FROM blobs)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wal, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if max := int64(autoCheckpointPages+1000) * 4120; wal.Size() > max {
+		t.Errorf("the WAL has %d bytes, more than %d: it was not checkpointed", wal.Size(), max)
+	}
+}
