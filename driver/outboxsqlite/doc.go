@@ -20,10 +20,12 @@
 //     failing at once;
 //   - IMMEDIATE transactions, so that a transaction takes the write lock when
 //     it begins and two writers queue up, instead of one of them failing with
-//     SQLITE_BUSY when it tries to upgrade its read to a write.
+//     SQLITE_BUSY when it tries to upgrade its read to a write;
+//   - a write gate, so that the writers of the file in this process queue in
+//     Go instead of polling SQLite's lock (see [WriteGate], on by default).
 //
 // A database opened some other way should use the same pragmas and
-// _txlock=immediate.
+// _txlock=immediate; it has no write gate.
 //
 // SQLite has one writer at a time: each business transaction holds the write
 // lock until it commits, and the relay takes it briefly to claim and to mark.

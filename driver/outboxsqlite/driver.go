@@ -38,24 +38,40 @@ var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
 
 // Open opens the SQLite file at path for the outbox: WAL journal, NORMAL
 // synchronous (durable at each checkpoint, safe against corruption), a busy
-// timeout, foreign keys on, and IMMEDIATE transactions so that two writers wait
-// for each other instead of failing with SQLITE_BUSY.
+// timeout of 10 seconds, foreign keys on, and IMMEDIATE transactions so that
+// two writers wait for each other instead of failing with SQLITE_BUSY.
 //
 // It also lets the WAL grow to 10,000 pages (about 40 MB) before a checkpoint,
 // instead of SQLite's 1,000: the relay rewrites the same pages at the head of
 // the table batch after batch, and a larger window copies each back once
 // rather than many times.
 //
+// The writers of the file in this process queue at a write gate before they
+// take SQLite's write lock; see [WriteGate], which turns it off. Every *sql.DB
+// that Open opens on one path shares its gate.
+//
 // A file that does not exist is created with mode 0600 (owner read and
 // write), and SQLite gives its -wal and -shm files the mode of the database
 // file: messages are business data. The mode of a file that exists is left
 // as it is; chmod it to share it with another user on purpose.
-func Open(path string) (*sql.DB, error) {
+func Open(path string, opts ...OpenOption) (*sql.DB, error) {
 	if path == "" {
 		return nil, errors.New("outboxsqlite: empty file path")
 	}
+	o := openOptions{writeGate: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	key := ""
+	if o.writeGate {
+		key = gateKey(path)
+	}
+	autoCheckpoint := autoCheckpointPages
+	if key != "" {
+		autoCheckpoint = 0 // the gated connections checkpoint themselves, outside the gate
+	}
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(ON)", "wal_autocheckpoint(10000)"} {
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()), "foreign_keys(ON)", fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpoint)} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -66,11 +82,14 @@ func Open(path string) (*sql.DB, error) {
 	if err := createPrivate(path); err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn)
+	if key == "" {
+		return sql.Open("sqlite", dsn)
+	}
+	c, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return db, nil
+	return sql.OpenDB(&gatedConnector{Connector: c, gate: openGate(key)}), nil
 }
 
 // createPrivate creates the database file at path with mode 0600 when it
