@@ -92,6 +92,14 @@ type ClaimParams struct {
 	// Lease is how long the claim hides its messages from other claims; it
 	// must be positive.
 	Lease time.Duration
+	// Prev, when set, is the claim the same relay made just before this
+	// one, which it may still hold (Run claims a batch while the previous
+	// one is published). A store whose unit of lease is larger than a row
+	// may let this claim take over what Prev holds of the rows past Prev's
+	// last message, so that a batch that ended inside such a unit does not
+	// leave the rest of it to a later rescan. Prev's own messages must stay
+	// out of this claim. Nil: no predecessor.
+	Prev Claim
 }
 
 // Claim is a batch of messages held by one relay.

@@ -470,6 +470,10 @@ type pipeline struct {
 	// db is held around claims and marks with OverlapPublish.
 	db sync.Mutex
 
+	// last is the claim of the batch handed to the publisher last, which it
+	// may still hold.
+	last Claim
+
 	mu    sync.Mutex
 	until time.Time // the broker or the database asked for a pause until then
 }
@@ -477,7 +481,10 @@ type pipeline struct {
 // claim claims the next batch; an empty claim is ended at once.
 func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
 	defer p.dbTurn()()
-	b, err := r.claimBatch(ctx)
+	b, err := r.claimBatch(ctx, p.last)
+	if err == nil && len(b.msgs) > 0 {
+		p.last = b.claim
+	}
 	if err == nil && len(b.msgs) == 0 {
 		if err = b.claim.Finish(context.WithoutCancel(ctx), nil); err != nil {
 			err = fmt.Errorf("ending an empty claim: %w", err)
@@ -595,7 +602,7 @@ func (r *Relay) nextPause(prev time.Duration) time.Duration {
 // is published and marked within PublishTimeout, so that a stopping relay
 // leaves nothing half done.
 func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
-	b, err := r.claimBatch(ctx)
+	b, err := r.claimBatch(ctx, nil)
 	if err != nil {
 		return BatchReport{}, err
 	}
@@ -621,12 +628,13 @@ type batch struct {
 	handled chan struct{}
 }
 
-// claimBatch claims the next batch, from the cursor or from the first id.
-func (r *Relay) claimBatch(ctx context.Context) (batch, error) {
+// claimBatch claims the next batch, from the cursor or from the first id;
+// prev is the claim before it, which the publisher may still hold, or nil.
+func (r *Relay) claimBatch(ctx context.Context, prev Claim) (batch, error) {
 	start := time.Now()
 	after := r.claimFrom(start)
 	limit := r.scaledLimit(r.health.claimLimit())
-	claim, err := r.store.Claim(ctx, ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease})
+	claim, err := r.store.Claim(ctx, ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease, Prev: prev})
 	if ctx.Err() == nil {
 		r.noteDB(err)
 	}

@@ -51,6 +51,7 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 		q = s.c.claimAfter
 	}
 	c := &leaseClaim{s: s, token: newToken()}
+	c.prevToken, c.prevLast = s.predecessor(p)
 	// A chunk that changed after the statement's snapshot is left (see
 	// postgresDialect.claim) and marked with a row of id 0: the claim looks
 	// again for the rows still wanted, with a new snapshot, in which this
@@ -58,8 +59,9 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 	for range 4 {
 		changed, err := s.claimChunksOnce(ctx, c, q, after, p)
 		if err != nil {
-			if len(c.msgs) > 0 {
-				// Give back what the attempts before claimed.
+			if len(c.msgs) > 0 || ctx.Err() != nil {
+				// Give back what the attempts before claimed, and what a
+				// statement cancelled after its commit may have recorded.
 				c.release(context.WithoutCancel(ctx), "claim: release")
 			}
 			return nil, s.wrap("claim", err)
@@ -74,12 +76,23 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 	return c, nil
 }
 
+// predecessor returns the token and the last id of p.Prev, whose chunks
+// the claim may take over for the rows past that id (see holdChunks), or
+// "" and 0.
+func (s *Store) predecessor(p outbox.ClaimParams) (token string, last int64) {
+	prev, ok := p.Prev.(*leaseClaim)
+	if !ok || prev.s != s || len(prev.msgs) == 0 {
+		return "", 0
+	}
+	return prev.token, prev.msgs[len(prev.msgs)-1].ID
+}
+
 // claimChunksOnce runs the claim statement q once, in a transaction of its
 // own (in one round trip where the DB is a TxPipeliner), and adds the rows
 // it claimed to c. changed reports a chunk left because it changed after
 // the statement's snapshot.
 func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after any, p outbox.ClaimParams) (changed bool, err error) {
-	args := []any{after, p.Limit - len(c.msgs), c.token, p.Lease.Milliseconds()}
+	args := []any{after, p.Limit - len(c.msgs), c.token, p.Lease.Milliseconds(), c.prevToken, c.prevLast}
 	var msgs []outbox.Message
 	var ctids []string
 	scan := func(rows Rows) (err error) {
@@ -88,10 +101,16 @@ func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, af
 		return err
 	}
 	if pl, ok := s.db.(TxPipeliner); ok {
+		// The pipeline ends in its COMMIT: cancelled half way, the server
+		// may still commit the claim, and its lease would hide the rows
+		// with nobody to release it. So a claim under way is given
+		// claimGrace to end once ctx is cancelled.
+		sctx, stop := withGrace(ctx, claimGrace)
+		defer stop()
 		// Safe to repeat on a connection the server had closed: nothing
 		// was committed on it.
-		_, err = onLiveConnection(ctx, s, func() (struct{}, error) {
-			return struct{}{}, pl.QueryCommitted(ctx, s.c.claimSetupStatements(), q, args, scan)
+		_, err = onLiveConnection(sctx, s, func() (struct{}, error) {
+			return struct{}{}, pl.QueryCommitted(sctx, s.c.claimSetupStatements(), q, args, scan)
 		})
 		if err != nil {
 			return false, err
@@ -123,6 +142,21 @@ func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, af
 	}
 	c.msgs, c.ctids = append(c.msgs, msgs...), append(c.ctids, ctids...)
 	return changed, nil
+}
+
+// claimGrace is how long a claim under way may go on once its context is
+// cancelled.
+const claimGrace = 2 * time.Second
+
+// withGrace returns a context that is cancelled grace after ctx is, and the
+// function that releases it.
+func withGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return g, func() {
+		stop()
+		cancel()
+	}
 }
 
 // claimSetupStatements is claimSetup as one statement of the extended
@@ -457,7 +491,11 @@ type leaseClaim struct {
 	msgs  []outbox.Message
 	ctids []string // PostgreSQL: each message's ctid, as the claim read it
 	token string
-	done  bool
+	// prevToken and prevLast are the token and the last id of the claim
+	// whose chunks this one may take over (see holdChunks), or "" and 0.
+	prevToken string
+	prevLast  int64
+	done      bool
 }
 
 func (c *leaseClaim) Messages() []outbox.Message { return c.msgs }

@@ -60,7 +60,7 @@ func (s *Store) idsSQL(n int) string {
 // claimIDsPostgres is postgresDialect.claim for the rows of the ids in $1
 // (a bigint array), with the claim's other arguments ($2 the limit, $3 the
 // token, $4 the lease in milliseconds).
-const claimIDsPostgres = `WITH async AS MATERIALIZED (
+var claimIDsPostgres = `WITH async AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true)
 ), due AS MATERIALIZED (
   SELECT c.*, g.gen FROM (
@@ -68,7 +68,7 @@ const claimIDsPostgres = `WITH async AS MATERIALIZED (
     WHERE id = ANY($1::bigint[]) AND status = 0 AND next_retry_at <= now()
     ORDER BY id
   ) AS c
-  CROSS JOIN LATERAL (` + chunkLease + `(c.id >> 8)) AS g
+  CROSS JOIN LATERAL (` + chunkLease("c.id") + `) AS g
   WHERE CASE WHEN g.live THEN false
         ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647)) END
   LIMIT $2
@@ -86,7 +86,7 @@ func (s *Store) claimChunksIDs(ctx context.Context, ids []int64, lease time.Dura
 		// looked at again.
 		changed, err := s.claimChunksOnce(ctx, c, q, ids, p)
 		if err != nil {
-			if len(c.msgs) > 0 {
+			if len(c.msgs) > 0 || ctx.Err() != nil {
 				c.release(context.WithoutCancel(ctx), "claim: release")
 			}
 			return nil, s.wrap("claim by id", err)

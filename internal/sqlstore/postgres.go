@@ -123,7 +123,7 @@ RETURNING msg_id`,
     WHERE id >= k.first AND id < ((k.first >> 8) + 1) << 8 AND status = 0 AND next_retry_at <= now()
     ORDER BY id
   ) AS o
-  CROSS JOIN LATERAL (` + chunkLease + `(k.first >> 8)) AS g
+  CROSS JOIN LATERAL (` + chunkLease("k.first") + `) AS g
   WHERE k.first IS NOT NULL
     AND CASE WHEN g.live THEN false
         ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((k.first >> 8) & 2147483647)) END
@@ -145,7 +145,7 @@ RETURNING msg_id`,
      WHERE id > $1 AND status = 0 AND next_retry_at <= now()
      ORDER BY id LIMIT $2 * 16)
   ) AS c
-  CROSS JOIN LATERAL (` + chunkLease + `(c.id >> 8)) AS g
+  CROSS JOIN LATERAL (` + chunkLease("c.id") + `) AS g
   WHERE CASE WHEN g.live THEN false
         ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647)) END
   LIMIT $2
@@ -256,7 +256,7 @@ RETURNING h.lwm`,
   dead_at       = CASE f.k WHEN 2 THEN clock_timestamp() END
 FROM jsonb_to_recordset($1::jsonb) AS f(id bigint, k int, d bigint, e text)
 WHERE o.id = f.id AND o.status = 0
-  AND EXISTS (SELECT 1 FROM {{claims}} AS l WHERE l.chunk = o.id >> 8 AND l.token = $2)`,
+  AND EXISTS (SELECT 1 FROM {{claims}} AS l WHERE l.chunk = o.id >> 8 AND (l.token = $2 OR l.prev = $2))`,
 
 	seqCache: `SELECT coalesce((SELECT seqcache FROM pg_sequence WHERE seqrelid = ` + idSequence + `), 1)`,
 
@@ -360,21 +360,32 @@ WHERE ` + deadRows + `
 	lockMigrations: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 }
 
-// chunkLease reads the record of one chunk in {{claims}} (its number
-// follows in parentheses) as the statement's snapshot sees it: gen, its
-// generation (0 without one), and live, whether a lease holds it.
-const chunkLease = `SELECT coalesce(max(l.gen), 0) AS gen, coalesce(bool_or(l.token IS NOT NULL AND l.until > now()), false) AS live
-FROM {{claims}} AS l WHERE l.chunk = `
+// chunkLease reads the record in {{claims}} of the chunk of the row with
+// id (an expression), with the record's generation (0 when there is none)
+// and whether a live lease holds the row. A chunk held by the claim's
+// predecessor ($5) does not hold the rows past the predecessor's last
+// ($6): this claim may take the chunk over for them (see holdChunks).
+func chunkLease(id string) string {
+	return `SELECT coalesce(max(l.gen), 0) AS gen, coalesce(bool_or(l.token IS NOT NULL AND l.until > now()
+    AND (l.token <> $5::text OR ` + id + ` <= $6::bigint)), false) AS live
+FROM {{claims}} AS l WHERE l.chunk = ` + id + ` >> 8`
+}
 
 // holdChunks records the chunks of the rows in due (want, one row per
 // chunk) under the claim's token ($3) until now() + $4 ms, each only if its
-// record is still the generation due read and free or expired, and returns
-// the chunks it recorded.
+// record is still the generation due read and free, expired, or held by the
+// claim's predecessor ($5, empty for none), and returns the chunks it
+// recorded. A chunk taken from the predecessor keeps its token in prev: the
+// predecessor's rows there stay under a live lease, and its mark still
+// counts for them (markOthers). The claim reads only the rows past the
+// predecessor's last ($6, see chunkLease), so the two claims' rows never
+// meet.
 const holdChunks = `
   INSERT INTO {{claims}} AS l (chunk, token, until, gen)
   SELECT w.chunk, $3::text, now() + $4 * interval '1 millisecond', w.gen + 1 FROM want AS w
-  ON CONFLICT (chunk) DO UPDATE SET token = excluded.token, until = excluded.until, gen = excluded.gen
-  WHERE l.gen = excluded.gen - 1 AND (l.token IS NULL OR l.until <= now())
+  ON CONFLICT (chunk) DO UPDATE SET token = excluded.token, until = excluded.until, gen = excluded.gen,
+    prev = CASE WHEN l.token = $5::text AND l.until > now() THEN l.token END
+  WHERE l.gen = excluded.gen - 1 AND (l.token IS NULL OR l.until <= now() OR l.token = $5::text)
   RETURNING l.chunk
 `
 
@@ -393,11 +404,24 @@ WHERE (SELECT count(*) FROM want) > (SELECT count(*) FROM held)`
 // generation, no token, and in until the time it was freed, from which
 // sweepAdvance drops records unused for an hour.
 const releaseChunks = `
-  UPDATE {{claims}} SET token = NULL, until = clock_timestamp(), gen = gen + 1 WHERE token = $2
+  UPDATE {{claims}} SET ` + releaseSet + ` WHERE token = $2 OR prev = $2
 `
 
 // releaseChunksStmt is releaseChunks alone, its token $1.
-const releaseChunksStmt = `UPDATE {{claims}} SET token = NULL, until = clock_timestamp(), gen = gen + 1 WHERE token = $1`
+const releaseChunksStmt = `UPDATE {{claims}} SET ` + releaseSetStmt + ` WHERE token = $1 OR prev = $1`
+
+// releaseSet is how a claim gives up its chunks. A chunk the claim took over
+// from its predecessor (prev, see holdChunks) goes back to the predecessor,
+// which still holds rows there; a chunk the claim's successor took over
+// from it only forgets it; any other chunk of the claim is freed.
+const releaseSet = `token = CASE WHEN token = $2 THEN prev ELSE token END,
+    until = CASE WHEN token = $2 AND prev IS NULL THEN clock_timestamp() ELSE until END,
+    prev = NULL, gen = gen + 1`
+
+// releaseSetStmt is releaseSet with the token in $1.
+const releaseSetStmt = `token = CASE WHEN token = $1 THEN prev ELSE token END,
+    until = CASE WHEN token = $1 AND prev IS NULL THEN clock_timestamp() ELSE until END,
+    prev = NULL, gen = gen + 1`
 
 // deadRows is how every statement on the DEAD rows names them, so that the
 // planner can use the DEAD index ({{outbox_dead_idx}}, WHERE dead_at IS NOT

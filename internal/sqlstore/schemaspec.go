@@ -51,7 +51,7 @@ var schemaSpecs = map[string][]tableSpec{
 		{table: "_migrations", columns: []columnSpec{col("version", "integer"), col("name", "text"), col("applied_at", pgTime)},
 			indexes: []string{"_pkey"}},
 		{table: "_claims", columns: []columnSpec{
-			col("chunk", "bigint"), col("token", "text"), col("until", pgTime), col("gen", "bigint"),
+			col("chunk", "bigint"), col("token", "text"), col("until", pgTime), col("gen", "bigint"), col("prev", "text"),
 		}, indexes: []string{"_pkey"}},
 		{table: "_horizon", columns: []columnSpec{
 			col("one", "boolean"), col("lwm", "bigint"), col("cand", "bigint"), col("cand_vxids", "text[]"),

@@ -850,7 +850,7 @@ func (s *Store) ExplainClaim(ctx context.Context) (string, error) {
 		}
 		args := []any{int64(i), 500}
 		if s.c.mode == claimChunks {
-			args = append(args, "explain", int64(1000))
+			args = append(args, "explain", int64(1000), "", int64(0))
 		}
 		if err := s.explainInto(ctx, tx, &plan, q, args...); err != nil {
 			return "", s.wrap("explain claim", err)
