@@ -192,131 +192,159 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	j := judgement{charge: -1}
-	var sent, unavailable, held int
-	var refused []batchResult
-	var firstUnavailable error
-	count := func(r batchResult) {
-		switch {
-		case r.err == nil:
-			sent++
-		case IsUnavailable(r.err):
-			unavailable++
-			if firstUnavailable == nil {
-				firstUnavailable = r.err
-			}
-		case isHeldBack(r.err):
-			held++
-		case IsUndeliverable(r.err):
-		default:
-			refused = append(refused, r)
-		}
-	}
+	var t tally
 	for _, r := range first {
-		count(r)
+		t.count(r)
 	}
-	firstSent, firstUnavailable0 := sent, unavailable
 	if last != nil {
-		m := msgs[last.idx]
-		switch {
-		case last.err == nil:
-			delete(h.poison, m.ID)
-			if h.suspect == m.ID {
-				h.suspect = 0
-			}
-			sent++
-		case IsUnavailable(last.err) && firstSent > 0 && firstUnavailable0 == 0:
-			// The others went through, and this one broke the connection:
-			// it is the message, not the broker.
-			j.charge = last.idx
-			track(h.poison, m.ID)
-			if h.suspect == m.ID {
-				h.suspect = 0
-			}
-		default:
-			// Refused, or undeliverable: whatever it is, it did not break
-			// the connection.
-			if h.suspect == m.ID {
-				h.suspect = 0
-			}
-			count(*last)
-		}
+		h.judgeLast(msgs, *last, &t, &j)
 	}
-
-	if sent > 0 {
-		if h.open {
-			j.closed, j.downFor, j.probes = true, time.Since(h.openSince), h.probes
-			h.open, h.probes = false, 0
-		}
-		// Refused while others went through: those refusals are their own.
-		for _, r := range refused {
-			track(h.refusers, msgs[r.idx].ID)
-		}
-		h.resetStreak("")
+	if t.sent > 0 {
+		h.delivered(msgs, t.refused, &j)
 	}
 
 	switch {
-	case unavailable > 0:
-		j.reason = firstUnavailable
-		u := firstUnavailableID(msgs, first)
-		switch {
-		case h.open:
-			h.probes++
-			j.verdict = outage
-			if len(first) == 1 && (isIn(h.poison, u) || u == h.suspect) {
-				// Nothing but a suspect is due: charged, or the outage
-				// could last as long as it does.
-				j.charge, j.alone = first[0].idx, true
-				track(h.poison, u)
-				h.suspect = 0
-			}
-		case sent > 0:
-			// The batch broke off part way: the first message it could not
-			// publish is suspected, and goes alone after the others next
-			// time.
-			h.suspect = u
-			h.limit = max(1, len(first)/2)
-			j.verdict = narrow
-		case p.control:
-			// The suspect was left out and the others failed too: the
-			// broker is down, not the suspect's fault.
+	case t.unavailable > 0:
+		j.reason = t.firstUnavailable
+		j.verdict = h.judgeUnavailable(msgs, p, first, t.sent, &j)
+		return j
+	case t.sent > 0:
+		h.limit = min(batchSize, max(1, h.limit)*2)
+		return j
+	case len(t.refused) == 0:
+		return j
+	}
+	h.judgeRefusals(msgs, t.refused, heldBack+t.held, &j)
+	return j
+}
+
+// tally counts a batch's results by kind.
+type tally struct {
+	sent, unavailable, held int
+	refused                 []batchResult
+	firstUnavailable        error
+}
+
+// count adds r to the tally.
+func (t *tally) count(r batchResult) {
+	switch {
+	case r.err == nil:
+		t.sent++
+	case IsUnavailable(r.err):
+		t.unavailable++
+		if t.firstUnavailable == nil {
+			t.firstUnavailable = r.err
+		}
+	case isHeldBack(r.err):
+		t.held++
+	case IsUndeliverable(r.err):
+	default:
+		t.refused = append(t.refused, r)
+	}
+}
+
+// judgeLast judges the result of the plan's last part, the suspect tried
+// after the others, with t holding the first part's results.
+func (h *health) judgeLast(msgs []Message, last batchResult, t *tally, j *judgement) {
+	m := msgs[last.idx]
+	switch {
+	case last.err == nil:
+		delete(h.poison, m.ID)
+		if h.suspect == m.ID {
 			h.suspect = 0
-			j.verdict = h.openOutage(&j)
-		case len(first) > 1:
-			// Nothing went through: half as many next time, until one
-			// message alone tells whether it is the message or the broker.
-			h.limit = max(1, len(first)/2)
-			j.verdict = narrow
-		case isIn(h.poison, u), u == h.suspect:
-			// Alone again, with nothing else due to tell it from an outage:
-			// the message is charged (its retry budget keeps it alive
-			// through a real outage), and tried after the others once
-			// others come.
+		}
+		t.sent++
+	case IsUnavailable(last.err) && t.sent > 0 && t.unavailable == 0:
+		// The others went through, and this one broke the connection:
+		// it is the message, not the broker.
+		j.charge = last.idx
+		track(h.poison, m.ID)
+		if h.suspect == m.ID {
+			h.suspect = 0
+		}
+	default:
+		// Refused, or undeliverable: whatever it is, it did not break
+		// the connection.
+		if h.suspect == m.ID {
+			h.suspect = 0
+		}
+		t.count(last)
+	}
+}
+
+// delivered records that messages went through: an open outage closes,
+// and the refusals beside them are their messages' own.
+func (h *health) delivered(msgs []Message, refused []batchResult, j *judgement) {
+	if h.open {
+		j.closed, j.downFor, j.probes = true, time.Since(h.openSince), h.probes
+		h.open, h.probes = false, 0
+	}
+	// Refused while others went through: those refusals are their own.
+	for _, r := range refused {
+		track(h.refusers, msgs[r.idx].ID)
+	}
+	h.resetStreak("")
+}
+
+// judgeUnavailable returns the verdict on a batch in which messages failed
+// as unavailable, sent of them having gone through.
+func (h *health) judgeUnavailable(msgs []Message, p plan, first []batchResult, sent int, j *judgement) verdict {
+	u := firstUnavailableID(msgs, first)
+	switch {
+	case h.open:
+		h.probes++
+		if len(first) == 1 && (isIn(h.poison, u) || u == h.suspect) {
+			// Nothing but a suspect is due: charged, or the outage
+			// could last as long as it does.
 			j.charge, j.alone = first[0].idx, true
 			track(h.poison, u)
 			h.suspect = 0
-			j.verdict = goOn
-		default:
-			// One message alone failed: the next batch tells whether the
-			// others go through without it.
-			h.suspect = u
-			j.verdict = narrow
 		}
-		return j
+		return outage
 	case sent > 0:
-		h.limit = min(batchSize, max(1, h.limit)*2)
-		return j
-	case len(refused) == 0:
-		return j
+		// The batch broke off part way: the first message it could not
+		// publish is suspected, and goes alone after the others next
+		// time.
+		h.suspect = u
+		h.limit = max(1, len(first)/2)
+		return narrow
+	case p.control:
+		// The suspect was left out and the others failed too: the
+		// broker is down, not the suspect's fault.
+		h.suspect = 0
+		return h.openOutage(j)
+	case len(first) > 1:
+		// Nothing went through: half as many next time, until one
+		// message alone tells whether it is the message or the broker.
+		h.limit = max(1, len(first)/2)
+		return narrow
+	case isIn(h.poison, u), u == h.suspect:
+		// Alone again, with nothing else due to tell it from an outage:
+		// the message is charged (its retry budget keeps it alive
+		// through a real outage), and tried after the others once
+		// others come.
+		j.charge, j.alone = first[0].idx, true
+		track(h.poison, u)
+		h.suspect = 0
+		return goOn
+	default:
+		// One message alone failed: the next batch tells whether the
+		// others go through without it.
+		h.suspect = u
+		return narrow
 	}
+}
 
-	// Nothing went through and nothing was unavailable: are the refusals an
-	// outage (many messages refused alike) or refusals of their own?
+// judgeRefusals judges a batch in which nothing went through and nothing
+// was unavailable: are the refusals an outage (many messages refused
+// alike) or refusals of their own? held counts the messages held back.
+func (h *health) judgeRefusals(msgs []Message, refused []batchResult, held int, j *judgement) {
 	sig := ""
 	for i, r := range refused {
 		s := errorSignature(msgs[r.idx], r.err)
 		if i > 0 && s != sig {
 			h.resetStreak("")
-			return j // refused differently: each message's own
+			return // refused differently: each message's own
 		}
 		sig = s
 	}
@@ -331,7 +359,7 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 			}
 		}
 	}
-	h.streakHeld += heldBack + held
+	h.streakHeld += held
 	if h.open || h.outageShown() {
 		j.reason = refused[0].err
 		j.releaseRefused = true
@@ -339,10 +367,9 @@ func (h *health) judge(msgs []Message, p plan, first []batchResult, last *batchR
 			h.probes++
 			j.verdict = outage
 		} else {
-			j.verdict = h.openOutage(&j)
+			j.verdict = h.openOutage(j)
 		}
 	}
-	return j
 }
 
 // firstUnavailableID is the id of the first message of results that failed

@@ -2,6 +2,7 @@ package outboxkafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox"
@@ -234,4 +236,90 @@ func cutUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// deadLetterLogEvery is how often a dead-letter produce that keeps failing
+// is logged again; the first failure is logged at once.
+const deadLetterLogEvery = time.Minute
+
+// deadLetter produces r to its dead-letter topic and waits for the ack,
+// trying again while ctx lasts. It reports whether r is done.
+//
+// A copy the producer or the topic refuses as too large is replaced by the
+// next smaller one of deadLetterCopies. When even r as it came is refused,
+// or the topic refuses the record for another reason, r is not acked (that
+// would lose it): its partition waits, the refusal is logged at Error once a
+// minute with what to change, and the produce is tried again until it
+// succeeds or ctx ends.
+func (s *Subscriber) deadLetter(ctx context.Context, r *kgo.Record, cause error, deliveries int) bool {
+	topic := s.dlt[r.Topic]
+	copies := deadLetterCopies(r, topic, s.group, cause, deliveries, s.conn.maxBytes)
+	backoff := s.backoff
+	var (
+		failures int
+		first    time.Time
+		logged   time.Time
+	)
+	for i := 0; ; {
+		dl := copies[i]
+		// Each attempt produces a record of its own: franz-go keeps the
+		// context of the first produce in the record, and a retry of the
+		// same record would fail at once with that context canceled.
+		rec := *dl.rec
+		// The produce in hand may finish after ctx ends, like a handler call.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.conn.timeout)
+		err := s.cl.ProduceSync(pctx, &rec).FirstErr()
+		cancel()
+		if err == nil {
+			attrs := []any{"group", s.group, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
+				"dead_letter_topic", topic, "deliveries", deliveries, "err", cause}
+			if dl.note != "" {
+				attrs = append(attrs, "copy", dl.note)
+			}
+			s.log.Warn("outboxkafka: message moved to the dead-letter topic", attrs...)
+			return true
+		}
+		if errors.Is(err, kerr.MessageTooLarge) && i < len(copies)-1 {
+			s.log.Debug("outboxkafka: the dead-letter copy is too large; trying a smaller one", "group", s.group,
+				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "dead_letter_topic", topic, "err", err)
+			i++
+			continue
+		}
+		failures++
+		if failures == 1 {
+			first = time.Now()
+		}
+		if time.Since(logged) >= deadLetterLogEvery {
+			logged = time.Now()
+			s.logDeadLetterFailure(r, dl.rec, err, failures, first)
+		}
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 20*s.backoff)
+		// The topic's settings may have changed meanwhile: start again
+		// from the most informative copy that fits MaxMessageBytes.
+		i = 0
+	}
+}
+
+// logDeadLetterFailure says why r cannot be moved to the dead-letter topic
+// yet, and what to change when retrying will not help.
+func (s *Subscriber) logDeadLetterFailure(r, dl *kgo.Record, err error, failures int, since time.Time) {
+	attrs := []any{"group", s.group, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
+		"dead_letter_topic", dl.Topic, "attempts", failures, "waiting_since", since.Format(time.RFC3339), "err", err}
+	classified := classify(err, dl.Topic, nil)
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge):
+		n := recordBytes(dl)
+		s.log.Error(fmt.Sprintf("outboxkafka: the dead-letter topic refuses the record as too large even without the dead-letter headers (%d bytes); "+
+			"raise the dead-letter topic's max.message.bytes (and the subscriber's MaxMessageBytes, now %d, URL parameter max_message_bytes) to at least %d. "+
+			"The record is not committed: its partition waits and the produce is tried again", n, s.conn.maxBytes, n),
+			attrs...)
+	case outbox.IsUnavailable(classified):
+		s.log.Error("outboxkafka: producing to the dead-letter topic failed; its partition waits and the produce is tried again", attrs...)
+	default:
+		s.log.Error("outboxkafka: the broker refuses the record on the dead-letter topic (check that the topic exists, that this client may write to it, and that its settings accept the record); "+
+			"the record is not committed: its partition waits and the produce is tried again", attrs...)
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -194,88 +193,6 @@ type SubscriberConfig struct {
 	TLS *tls.Config
 }
 
-// brokerURL is a parsed broker URL.
-type brokerURL struct {
-	server   *url.URL // scheme and host[:port] only
-	user     string
-	password []byte
-	redacted string
-	params   url.Values
-	q        *brokerconf.Query
-	tls      brokerconf.TLSFiles
-}
-
-// knownParams lists every query parameter; the value says who uses it.
-var knownParams = map[string]string{
-	"topic": "both", "connect_timeout": "both", "dial_timeout": "both", "keepalive": "both",
-	"source": "pub", "client_id": "pub", "qos": "pub", "window": "pub",
-	"no_subscribers": "pub", "ack_timeout": "pub",
-	"name": "sub", "consume": "sub", "max_deliveries": "sub", "redelivery_delay": "sub", "redelivery_delay_max": "sub", "dead_letter_after": "sub",
-	"dead_topic": "sub", "session_expiry": "sub",
-}
-
-func parseURL(raw string) (*brokerURL, error) {
-	if strings.TrimSpace(raw) == "" {
-		return nil, configErrorf(`URL is empty; set it to the broker, e.g. "mqtt://localhost:1883"`)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		// url.Parse quotes the input in its error, which may hold a password.
-		return nil, configErrorf(`URL is not a valid URL; use mqtt://[user:password@]host[:port][?topic=outbox/{topic}]`)
-	}
-	// Errors name the broker without the query, which may be long.
-	short := *u
-	short.RawQuery, short.ForceQuery, short.Fragment = "", false, ""
-	b := &brokerURL{redacted: short.Redacted(), params: u.Query()}
-	port := "1883"
-	switch u.Scheme {
-	case "mqtt":
-	case "mqtts":
-		port = "8883"
-	default:
-		return nil, configErrorf("URL %q has scheme %q; use mqtt:// or mqtts:// (TLS)", b.redacted, u.Scheme)
-	}
-	if u.Hostname() == "" {
-		return nil, configErrorf(`URL %q has no host; use e.g. "mqtt://localhost:1883"`, b.redacted)
-	}
-	if u.Path != "" && u.Path != "/" {
-		return nil, configErrorf("URL %q has a path %q; MQTT URLs have none: set the topic with ?topic=outbox/{topic}", b.redacted, u.Path)
-	}
-	host := u.Host
-	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), port)
-	}
-	b.server = &url.URL{Scheme: u.Scheme, Host: host}
-	if u.User != nil {
-		b.user = u.User.Username()
-		if p, ok := u.User.Password(); ok {
-			b.password = []byte(p)
-		}
-	}
-	known := make([]string, 0, len(knownParams))
-	for name := range knownParams {
-		known = append(known, name)
-	}
-	b.q = brokerconf.NewQuery(b.params, configErrorf)
-	if err := b.q.Check(known, brokerconf.TLSParams); err != nil {
-		return nil, err
-	}
-	b.q.TLSFiles(&b.tls, nil)
-	if !b.tls.IsZero() && u.Scheme != "mqtts" {
-		return nil, configErrorf("URL %q has TLS parameters (tls_ca, tls_cert, ...) but scheme mqtt://; use mqtts:// for TLS", b.redacted)
-	}
-	return b, nil
-}
-
-// tlsConfig returns the TLS configuration of the connection: field wins
-// over the URL's parameters; nil for mqtt://, or mqtts:// with neither.
-func (b *brokerURL) tlsConfig(field *tls.Config) (*tls.Config, error) {
-	if field != nil || !b.tls.IsZero() {
-		return brokerconf.ResolveTLS(field, b.tls, false, configErrorf)
-	}
-	return nil, nil
-}
-
 // publisherSettings is a defaulted, validated PublisherConfig.
 type publisherSettings struct {
 	PublisherConfig
@@ -287,6 +204,26 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.fromURL(b); err != nil {
+		return nil, err
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cfg.TLS, err = b.tlsConfig(cfg.TLS); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &publisherSettings{PublisherConfig: cfg, url: b}, nil
+}
+
+// fromURL fills the fields the URL's query parameters set.
+func (cfg *PublisherConfig) fromURL(b *brokerURL) error {
 	b.q.String(&cfg.Source, "source")
 	b.q.String(&cfg.TopicTemplate, "topic")
 	b.q.String(&cfg.ClientID, "client_id")
@@ -294,7 +231,7 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 		cfg.NoSubscribers = NoSubscribers(b.params.Get("no_subscribers"))
 	}
 	if cfg.QoS == 0 && b.params.Get("qos") == "0" {
-		return nil, errQoS0
+		return errQoS0
 	}
 	for _, e := range []error{
 		b.q.Int(&cfg.QoS, "qos"), b.q.Int(&cfg.Window, "window"),
@@ -302,9 +239,15 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 		b.q.SignedDuration(&cfg.KeepAlive, "keepalive"),
 	} {
 		if e != nil {
-			return nil, e
+			return e
 		}
 	}
+	return nil
+}
+
+// setDefaults fills the zero fields with their defaults. QoS 2 needs
+// NoSubscribers set to NoSubscribersOK.
+func (cfg *PublisherConfig) setDefaults() error {
 	if cfg.Source == "" {
 		cfg.Source = cloudevents.DefaultSource
 	}
@@ -321,7 +264,7 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 		cfg.Window = DefaultWindow
 	}
 	if cfg.QoS == 2 && cfg.NoSubscribers != NoSubscribersOK {
-		return nil, configErrorf("qos=2 needs no_subscribers=ok: with QoS 2 the broker's 0x10 \"no matching subscribers\" comes in the PUBREC, which paho.golang does not report, so a message nobody receives would count as delivered without notice; use qos=1, or accept that with no_subscribers=ok")
+		return configErrorf("qos=2 needs no_subscribers=ok: with QoS 2 the broker's 0x10 \"no matching subscribers\" comes in the PUBREC, which paho.golang does not report, so a message nobody receives would count as delivered without notice; use qos=1, or accept that with no_subscribers=ok")
 	}
 	if cfg.NoSubscribers == "" {
 		cfg.NoSubscribers = NoSubscribersFail
@@ -335,46 +278,33 @@ func (cfg PublisherConfig) settings() (*publisherSettings, error) {
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
+	return nil
+}
 
+// check reports the first field out of range.
+func (cfg *PublisherConfig) check() error {
 	if err := checkTemplate("TopicTemplate (URL parameter topic)", cfg.TopicTemplate, "{topic}"); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := url.Parse(cfg.Source); err != nil {
-		return nil, configErrorf(`PublisherConfig.Source %q is not a URI reference; use e.g. "/outbox"`, cfg.Source)
+		return configErrorf(`PublisherConfig.Source %q is not a URI reference; use e.g. "/outbox"`, cfg.Source)
 	}
 	if cfg.QoS != 1 && cfg.QoS != 2 {
 		if cfg.QoS <= 0 {
-			return nil, errQoS0
+			return errQoS0
 		}
-		return nil, configErrorf("QoS %d does not exist; use 1 (PUBACK) or 2 (PUBCOMP)", cfg.QoS)
+		return configErrorf("QoS %d does not exist; use 1 (PUBACK) or 2 (PUBCOMP)", cfg.QoS)
 	}
 	if cfg.Window < 0 {
-		return nil, configErrorf("PublisherConfig.Window is %d; it must be positive (or 0 for the default of %d)", cfg.Window, DefaultWindow)
+		return configErrorf("PublisherConfig.Window is %d; it must be positive (or 0 for the default of %d)", cfg.Window, DefaultWindow)
 	}
 	if cfg.NoSubscribers != NoSubscribersFail && cfg.NoSubscribers != NoSubscribersOK {
-		return nil, configErrorf(`no_subscribers is %q; use "fail" (a PUBACK 0x10 is a refusal) or "ok" (it is a success)`, cfg.NoSubscribers)
+		return configErrorf(`no_subscribers is %q; use "fail" (a PUBACK 0x10 is a refusal) or "ok" (it is a success)`, cfg.NoSubscribers)
 	}
 	if err := checkClientID(cfg.ClientID); err != nil {
-		return nil, err
+		return err
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"DialTimeout (dial_timeout)", cfg.DialTimeout}, {"AckTimeout (ack_timeout)", cfg.AckTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}} {
-		if err := checkDuration(d.name, d.v); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.KeepAlive > 65535*time.Second {
-		return nil, configErrorf("KeepAlive is %s; MQTT allows at most 18h12m15s", cfg.KeepAlive)
-	}
-	if cfg.TLS, err = b.tlsConfig(cfg.TLS); err != nil {
-		return nil, err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &publisherSettings{PublisherConfig: cfg, url: b}, nil
+	return checkTimers(cfg.KeepAlive, []namedDuration{{"DialTimeout (dial_timeout)", cfg.DialTimeout}, {"AckTimeout (ack_timeout)", cfg.AckTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}})
 }
 
 var errQoS0 = configErrorf("QoS 0 is not supported: it has no acknowledgement, so the relay could not know that the broker got the message; use qos=1 (or 2)")
@@ -396,6 +326,38 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.fromURL(b); err != nil {
+		return nil, err
+	}
+	policy, err := cfg.setDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.check(policy); err != nil {
+		return nil, err
+	}
+	if cfg.TLS, err = b.tlsConfig(cfg.TLS); err != nil {
+		return nil, err
+	}
+	s := &subscriberSettings{
+		SubscriberConfig: cfg,
+		url:              b,
+		clientID:         "outbox-" + cfg.Group + "-" + cfg.Name,
+		filter:           strings.ReplaceAll(cfg.TopicTemplate, "{topic}", cfg.Topic),
+		deadTopic:        strings.ReplaceAll(cfg.DeadLetterTopic, "{group}", cfg.Group),
+		redelivery:       policy,
+	}
+	if reason := topicNameProblem(s.deadTopic); reason != "" {
+		return nil, configErrorf("dead-letter topic %q %s; fix DeadLetterTopic (or ?dead_topic=)", s.deadTopic, reason)
+	}
+	if len(s.filter) > 65535 || !utf8.ValidString(s.filter) {
+		return nil, configErrorf("topic filter %q is not a valid MQTT topic filter", s.filter)
+	}
+	return s, nil
+}
+
+// fromURL fills the fields the URL's query parameters set.
+func (cfg *SubscriberConfig) fromURL(b *brokerURL) error {
 	b.q.String(&cfg.Name, "name")
 	b.q.String(&cfg.Topic, "consume")
 	b.q.String(&cfg.TopicTemplate, "topic")
@@ -407,13 +369,20 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 		b.q.SignedDuration(&cfg.DialTimeout, "dial_timeout"), b.q.SignedDuration(&cfg.DialTimeout, "connect_timeout"), b.q.SignedDuration(&cfg.KeepAlive, "keepalive"),
 	} {
 		if e != nil {
-			return nil, e
+			return e
 		}
 	}
+	return nil
+}
+
+// setDefaults fills the zero fields with their defaults and returns the
+// redelivery policy. An empty Name defaults to the host name, and is an
+// error when that is unknown.
+func (cfg *SubscriberConfig) setDefaults() (redelivery.Policy, error) {
 	if cfg.Name == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
-			return nil, configErrorf("SubscriberConfig.Name is empty and the host name is unknown (%v); set Name (or ?name=) to a name that is stable for this member", err)
+			return redelivery.Policy{}, configErrorf("SubscriberConfig.Name is empty and the host name is unknown (%v); set Name (or ?name=) to a name that is stable for this member", err)
 		}
 		cfg.Name = host
 	}
@@ -438,59 +407,36 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
+	return policy, nil
+}
 
+// check reports the first field out of range, the redelivery policy's
+// included.
+func (cfg *SubscriberConfig) check(policy redelivery.Policy) error {
 	switch {
 	case cfg.Group == "":
-		return nil, configErrorf(`SubscriberConfig.Group is empty; name the consumer group, e.g. "billing"`)
+		return configErrorf(`SubscriberConfig.Group is empty; name the consumer group, e.g. "billing"`)
 	case utf8.RuneCountInString(cfg.Group) > outbox.MaxGroupLen || strings.ContainsAny(cfg.Group, "/+#\x00") || !utf8.ValidString(cfg.Group):
-		return nil, configErrorf(`SubscriberConfig.Group %q is not a valid share name; use 1 to %d characters without "/", "+", "#"`, cfg.Group, outbox.MaxGroupLen)
+		return configErrorf(`SubscriberConfig.Group %q is not a valid share name; use 1 to %d characters without "/", "+", "#"`, cfg.Group, outbox.MaxGroupLen)
 	case strings.ContainsAny(cfg.Name, "\x00") || !utf8.ValidString(cfg.Name):
-		return nil, configErrorf("SubscriberConfig.Name %q must be valid UTF-8 without NUL", cfg.Name)
+		return configErrorf("SubscriberConfig.Name %q must be valid UTF-8 without NUL", cfg.Name)
 	case cfg.Topic == "":
-		return nil, configErrorf(`SubscriberConfig.Topic is empty; set the row topic to consume (or ?consume=), e.g. "order.paid", or "#" for all`)
+		return configErrorf(`SubscriberConfig.Topic is empty; set the row topic to consume (or ?consume=), e.g. "order.paid", or "#" for all`)
 	case cfg.MaxDeliveries < 0:
-		return nil, configErrorf("MaxDeliveries is %d; it must be positive (or 0 for the default of %d)", cfg.MaxDeliveries, DefaultMaxDeliveries)
+		return configErrorf("MaxDeliveries is %d; it must be positive (or 0 for the default of %d)", cfg.MaxDeliveries, DefaultMaxDeliveries)
 	case cfg.SessionExpiry < time.Second || cfg.SessionExpiry > 4294967295*time.Second:
-		return nil, configErrorf("SessionExpiry is %s; use at least 1s (at most 4294967295s): the session is what keeps the group's messages while the member is away", cfg.SessionExpiry)
+		return configErrorf("SessionExpiry is %s; use at least 1s (at most 4294967295s): the session is what keeps the group's messages while the member is away", cfg.SessionExpiry)
 	}
 	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
-		return nil, configErrorf("%s", reason)
+		return configErrorf("%s", reason)
 	}
 	if err := checkTemplate("SubscriberConfig.TopicTemplate (URL parameter topic)", cfg.TopicTemplate, "{topic}"); err != nil {
-		return nil, err
+		return err
 	}
 	if !strings.Contains(cfg.DeadLetterTopic, "{group}") && strings.ContainsAny(cfg.DeadLetterTopic, "{}") {
-		return nil, configErrorf("DeadLetterTopic %q: the only placeholder is {group}", cfg.DeadLetterTopic)
+		return configErrorf("DeadLetterTopic %q: the only placeholder is {group}", cfg.DeadLetterTopic)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"RedeliveryDelay (redelivery_delay)", cfg.RedeliveryDelay}, {"DialTimeout (dial_timeout)", cfg.DialTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}} {
-		if err := checkDuration(d.name, d.v); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.KeepAlive > 65535*time.Second {
-		return nil, configErrorf("KeepAlive is %s; MQTT allows at most 18h12m15s", cfg.KeepAlive)
-	}
-	if cfg.TLS, err = b.tlsConfig(cfg.TLS); err != nil {
-		return nil, err
-	}
-	s := &subscriberSettings{
-		SubscriberConfig: cfg,
-		url:              b,
-		clientID:         "outbox-" + cfg.Group + "-" + cfg.Name,
-		filter:           strings.ReplaceAll(cfg.TopicTemplate, "{topic}", cfg.Topic),
-		deadTopic:        strings.ReplaceAll(cfg.DeadLetterTopic, "{group}", cfg.Group),
-		redelivery:       policy,
-	}
-	if reason := topicNameProblem(s.deadTopic); reason != "" {
-		return nil, configErrorf("dead-letter topic %q %s; fix DeadLetterTopic (or ?dead_topic=)", s.deadTopic, reason)
-	}
-	if len(s.filter) > 65535 || !utf8.ValidString(s.filter) {
-		return nil, configErrorf("topic filter %q is not a valid MQTT topic filter", s.filter)
-	}
-	return s, nil
+	return checkTimers(cfg.KeepAlive, []namedDuration{{"RedeliveryDelay (redelivery_delay)", cfg.RedeliveryDelay}, {"DialTimeout (dial_timeout)", cfg.DialTimeout}, {"KeepAlive (keepalive)", cfg.KeepAlive}})
 }
 
 func checkTemplate(what, tmpl, placeholder string) error {
@@ -513,6 +459,26 @@ func checkClientID(id string) error {
 func checkDuration(name string, d time.Duration) error {
 	if d < 0 {
 		return configErrorf("%s is %s; it must be positive (or 0 for its default)", name, d)
+	}
+	return nil
+}
+
+// namedDuration is a duration field and how errors name it.
+type namedDuration struct {
+	name string
+	v    time.Duration
+}
+
+// checkTimers reports the first duration that is not positive, or a
+// keepalive longer than MQTT allows.
+func checkTimers(keepAlive time.Duration, ds []namedDuration) error {
+	for _, d := range ds {
+		if err := checkDuration(d.name, d.v); err != nil {
+			return err
+		}
+	}
+	if keepAlive > 65535*time.Second {
+		return configErrorf("KeepAlive is %s; MQTT allows at most 18h12m15s", keepAlive)
 	}
 	return nil
 }

@@ -48,14 +48,23 @@ var reconnectBackoff = autopaho.NewExponentialBackoff(100*time.Millisecond, time
 // that satisfies outbox.IsUnavailable; one that refuses the connection gives
 // a *ConnectError.
 func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, error) {
-	var (
-		mu      sync.Mutex
-		lastErr error
-	)
-	refused := make(chan *ConnectError, 1)
-	// Nothing listens at the address: say so at once, as the other adapters
-	// do, instead of retrying until connectTimeout.
-	noListener := make(chan error, 1)
+	first := newFirstConnect(o.url.redacted)
+	// The connection lives until Disconnect, not until ctx ends: ctx only
+	// bounds the wait for the first connection.
+	cm, err := autopaho.NewConnection(context.Background(), o.clientConfig(first.onError))
+	if err != nil {
+		return nil, fmt.Errorf("outboxmqtt: %s: %w", o.url.redacted, err)
+	}
+	if err := first.await(ctx, cm, o.connectTimeout); err != nil {
+		disconnect(cm)
+		return nil, err
+	}
+	return cm, nil
+}
+
+// clientConfig returns the autopaho configuration of the connection;
+// onConnectError sees each failed connection attempt.
+func (o connOptions) clientConfig(onConnectError func(error)) autopaho.ClientConfig {
 	cfg := autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{o.url.server},
 		TlsCfg:                        o.tls,
@@ -67,28 +76,7 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 		ConnectUsername:               o.url.user,
 		ConnectPassword:               o.url.password,
 		OnConnectionUp:                o.onUp,
-		OnConnectError: func(err error) {
-			mu.Lock()
-			lastErr = err
-			mu.Unlock()
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				select {
-				case noListener <- err:
-				default:
-				}
-			}
-			var ce *autopaho.ConnackError
-			if errors.As(err, &ce) {
-				reason := ce.Reason
-				if reason == "" {
-					reason = reasonText(ce.ReasonCode)
-				}
-				select {
-				case refused <- &ConnectError{URL: o.url.redacted, ReasonCode: ce.ReasonCode, Reason: reason}:
-				default:
-				}
-			}
-		},
+		OnConnectError:                onConnectError,
 		ClientConfig: paho.ClientConfig{
 			ClientID:      o.clientID,
 			Session:       o.session,
@@ -107,43 +95,81 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 	if o.onPublish != nil {
 		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){o.onPublish}
 	}
-	// The connection lives until Disconnect, not until ctx ends: ctx only
-	// bounds the wait for the first connection.
-	cm, err := autopaho.NewConnection(context.Background(), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("outboxmqtt: %s: %w", o.url.redacted, err)
+	return cfg
+}
+
+// firstConnect follows the connection attempts up to the first connection,
+// so that dial can say why it failed.
+type firstConnect struct {
+	redacted string // the broker, for errors
+	mu       sync.Mutex
+	lastErr  error
+	refused  chan *ConnectError
+	// noListener: nothing listens at the address. Dial says so at once, as
+	// the other adapters do, instead of retrying until connectTimeout.
+	noListener chan error
+}
+
+func newFirstConnect(redacted string) *firstConnect {
+	return &firstConnect{redacted: redacted, refused: make(chan *ConnectError, 1), noListener: make(chan error, 1)}
+}
+
+// onError records a failed connection attempt.
+func (f *firstConnect) onError(err error) {
+	f.mu.Lock()
+	f.lastErr = err
+	f.mu.Unlock()
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		select {
+		case f.noListener <- err:
+		default:
+		}
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	var ce *autopaho.ConnackError
+	if errors.As(err, &ce) {
+		reason := ce.Reason
+		if reason == "" {
+			reason = reasonText(ce.ReasonCode)
+		}
+		select {
+		case f.refused <- &ConnectError{URL: f.redacted, ReasonCode: ce.ReasonCode, Reason: reason}:
+		default:
+		}
+	}
+}
+
+// await waits for cm's first connection for at most timeout (or ctx). It
+// returns a *ConnectError when the broker refused the connection, and an
+// error that satisfies outbox.IsUnavailable when it could not be reached.
+func (f *firstConnect) await(ctx context.Context, cm *autopaho.ConnectionManager, timeout time.Duration) error {
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	up := make(chan error, 1)
 	go func() { up <- cm.AwaitConnection(waitCtx) }()
-	var fail error
 	select {
-	case err = <-up:
+	case err := <-up:
 		if err == nil {
-			return cm, nil
+			return nil
 		}
-		mu.Lock()
-		cause := lastErr
-		mu.Unlock()
+		if ctx.Err() != nil {
+			return outbox.Unavailable(fmt.Errorf("outboxmqtt: connecting to %s: %w", f.redacted, ctx.Err()))
+		}
+		f.mu.Lock()
+		cause := f.lastErr
+		f.mu.Unlock()
 		if cause == nil {
 			cause = err
 		}
-		fail = outbox.Unavailable(fmt.Errorf("outboxmqtt: cannot connect to %s within %s: %w", o.url.redacted, o.connectTimeout, cause))
-		if ctx.Err() != nil {
-			fail = outbox.Unavailable(fmt.Errorf("outboxmqtt: connecting to %s: %w", o.url.redacted, ctx.Err()))
-		}
-	case ce := <-refused:
+		return outbox.Unavailable(fmt.Errorf("outboxmqtt: cannot connect to %s within %s: %w", f.redacted, timeout, cause))
+	case ce := <-f.refused:
 		cancel()
-		<-up //nolint:errcheck // wait for the connection attempt to end; fail says why
-		fail = ce
-	case err := <-noListener:
+		<-up //nolint:errcheck // wait for the connection attempt to end; the refusal says why
+		return ce
+	case err := <-f.noListener:
 		cancel()
-		<-up //nolint:errcheck // wait for the connection attempt to end; fail says why
-		fail = outbox.Unavailable(fmt.Errorf("outboxmqtt: cannot connect to %s: %w", o.url.redacted, err))
+		<-up //nolint:errcheck // wait for the connection attempt to end; err says why
+		return outbox.Unavailable(fmt.Errorf("outboxmqtt: cannot connect to %s: %w", f.redacted, err))
 	}
-	disconnect(cm)
-	return nil, fail
 }
 
 // disconnect sends DISCONNECT (when connected) and stops reconnecting.

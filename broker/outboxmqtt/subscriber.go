@@ -120,11 +120,7 @@ func (sub *Subscriber) Leave(ctx context.Context) error {
 	}
 	sub.running = true
 	sub.mu.Unlock()
-	defer func() {
-		sub.mu.Lock()
-		sub.running = false
-		sub.mu.Unlock()
-	}()
+	defer sub.stopRunning()
 	o := sub.connOptions(newAckSession(), nil, nil)
 	// Clean Start discards the session and its subscription; expiry 0
 	// keeps the broker from making a new, empty one that outlives us.
@@ -199,41 +195,69 @@ func (q *inbox) pop() (received, bool) {
 // broker, or a dead letter with no subscriber on its topic (the broker would
 // drop it; the message stays unacked).
 func (sub *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
-	sub.mu.Lock()
-	switch {
-	case sub.closed:
-		sub.mu.Unlock()
-		return errors.New("outboxmqtt: Run called on a closed Subscriber")
-	case sub.running:
-		sub.mu.Unlock()
-		return errors.New("outboxmqtt: Run called while Run (or Leave) is already running on this Subscriber")
+	if err := sub.startRun(); err != nil {
+		return err
 	}
-	sub.running = true
-	sub.mu.Unlock()
-	defer func() {
-		sub.mu.Lock()
-		sub.running = false
-		sub.mu.Unlock()
-	}()
+	defer sub.stopRunning()
 
 	sess := newAckSession()
 	q := &inbox{notify: make(chan struct{}, 1)}
 	fatal := make(chan error, 1)
-	onPublish := func(pr paho.PublishReceived) (bool, error) {
-		q.push(received{pub: pr.Packet, gen: sess.generation()})
-		return true, nil
-	}
 	var subs sync.WaitGroup
 	defer subs.Wait()
 	subCtx, cancelSubs := context.WithCancel(context.Background())
 	defer cancelSubs()
-	onUp := func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+	o := sub.connOptions(sess, q.onPublish(sess), sub.resubscribe(subCtx, &subs, fatal))
+	cm, err := dialUntilUp(ctx, o)
+	if cm == nil {
+		return err
+	}
+	defer disconnect(cm)
+	defer cancelSubs()
+	return sub.consume(ctx, cm, sess, q, fatal, h)
+}
+
+// startRun marks the subscriber running, or says why Run cannot start.
+func (sub *Subscriber) startRun() error {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	switch {
+	case sub.closed:
+		return errors.New("outboxmqtt: Run called on a closed Subscriber")
+	case sub.running:
+		return errors.New("outboxmqtt: Run called while Run (or Leave) is already running on this Subscriber")
+	}
+	sub.running = true
+	return nil
+}
+
+// stopRunning marks the end of Run or Leave.
+func (sub *Subscriber) stopRunning() {
+	sub.mu.Lock()
+	sub.running = false
+	sub.mu.Unlock()
+}
+
+// onPublish returns paho's callback for a received PUBLISH: it queues the
+// message with its connection's generation and never blocks.
+func (q *inbox) onPublish(sess *ackSession) func(paho.PublishReceived) (bool, error) {
+	return func(pr paho.PublishReceived) (bool, error) {
+		q.push(received{pub: pr.Packet, gen: sess.generation()})
+		return true, nil
+	}
+}
+
+// resubscribe returns the callback for each connection: it subscribes in a
+// goroutine of subs, until ctx ends, and sends an error that stops Run to
+// fatal.
+func (sub *Subscriber) resubscribe(ctx context.Context, subs *sync.WaitGroup, fatal chan<- error) func(*autopaho.ConnectionManager, *paho.Connack) {
+	return func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
 		// Subscribe again on every connection, even when the session was
 		// present: mosquitto 2.0 restores sessions and their queued
 		// messages from its persistence file after a restart, but not
 		// their shared subscriptions. This callback must not block.
 		subs.Go(func() {
-			if err := sub.subscribe(subCtx, cm); err != nil && subCtx.Err() == nil && !outbox.IsUnavailable(err) {
+			if err := sub.subscribe(ctx, cm); err != nil && ctx.Err() == nil && !outbox.IsUnavailable(err) {
 				select {
 				case fatal <- err:
 				default:
@@ -241,30 +265,35 @@ func (sub *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 			}
 		})
 	}
-	// The first connection waits for ctx, not for DialTimeout: Run is
-	// meant to wait for a broker that is down.
-	o := sub.connOptions(sess, onPublish, onUp)
-	var cm *autopaho.ConnectionManager
-	for cm == nil {
-		var err error
-		cm, err = dial(ctx, o)
+}
+
+// dialUntilUp dials until the first connection is up, retrying every second
+// while the broker is unavailable: Run is meant to wait for a broker that is
+// down, so only ctx bounds the wait, not DialTimeout. It returns a nil
+// connection and a nil error once ctx ends.
+func dialUntilUp(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, error) {
+	for {
+		cm, err := dial(ctx, o)
 		switch {
 		case err == nil:
+			return cm, nil
 		case ctx.Err() != nil:
-			return nil
+			return nil, nil
 		case outbox.IsUnavailable(err):
 			select {
 			case <-ctx.Done():
-				return nil
+				return nil, nil
 			case <-time.After(time.Second):
 			}
 		default:
-			return err
+			return nil, err
 		}
 	}
-	defer disconnect(cm)
-	defer cancelSubs()
+}
 
+// consume hands the queued messages to h, one at a time, until ctx ends
+// (nil) or consumption cannot go on (the error).
+func (sub *Subscriber) consume(ctx context.Context, cm *autopaho.ConnectionManager, sess *ackSession, q *inbox, fatal <-chan error, h outbox.Handler) error {
 	hctx := context.WithoutCancel(ctx)
 	for {
 		select {

@@ -294,13 +294,54 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.fromURL(u); err != nil {
+		return nil, err
+	}
+	policy, err := cfg.setDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.checkGroup(); err != nil {
+		return nil, err
+	}
+	filter, deadPrefix, err := cfg.subjects()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.checkStreams(); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkLimits(); err != nil {
+		return nil, err
+	}
+	// The stream is created as a publisher would create it, from the same
+	// URL parameters (duplicates, max_age, storage).
+	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, cfg.Timeout)
+	stream, err := PublisherConfig{URL: cfg.URL, Subject: cfg.Subject, Stream: cfg.Stream, Timeout: cfg.Timeout,
+		TLS: cfg.TLS, Conn: cfg.Conn}.settings()
+	if err != nil {
+		return nil, err
+	}
+	return &subscriberSettings{
+		SubscriberConfig: cfg,
+		stream:           stream,
+		url:              u,
+		filter:           filter,
+		consumer:         ConsumerName(cfg.Group),
+		deadPrefix:       deadPrefix,
+		redelivery:       policy,
+	}, nil
+}
+
+// fromURL fills the fields the URL's query parameters set.
+func (cfg *SubscriberConfig) fromURL(u *brokerURL) error {
 	u.q.String(&cfg.Topic, "topic")
 	u.q.String(&cfg.Subject, "subject")
 	u.q.String(&cfg.Stream, "stream")
 	u.q.String(&cfg.DeadLetterSubject, "dead")
 	u.q.String(&cfg.DeadLetterStream, "dead_stream")
 	if err := u.conn(&cfg.Credentials, &cfg.NKeySeed, &cfg.DialTimeout, &cfg.TLS, cfg.Conn); err != nil {
-		return nil, err
+		return err
 	}
 	for _, d := range []struct {
 		dst  *time.Duration
@@ -308,22 +349,28 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	}{{&cfg.AckWait, "ack_wait"}, {&cfg.RedeliveryDelay, "redelivery_delay"}, {&cfg.RedeliveryDelayMax, "redelivery_delay_max"},
 		{&cfg.DeadLetterAfter, "dead_letter_after"}, {&cfg.Timeout, "timeout"}} {
 		if err := u.q.SignedDuration(d.dst, d.name); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := u.q.Int(&cfg.MaxDeliveries, "max_deliveries"); err != nil {
-		return nil, err
+		return err
 	}
 	if err := u.q.Int(&cfg.Prefetch, "prefetch"); err != nil {
-		return nil, err
+		return err
 	}
 	switch d := u.query.Get("deliver"); d {
 	case "", "all":
 	case "new":
 		cfg.DeliverNew = true
 	default:
-		return nil, configErrorf("URL parameter deliver=%q; use deliver=all or deliver=new", d)
+		return configErrorf("URL parameter deliver=%q; use deliver=all or deliver=new", d)
 	}
+	return nil
+}
+
+// setDefaults fills the zero fields with their defaults and returns the
+// redelivery policy, or an error when its delays contradict each other.
+func (cfg *SubscriberConfig) setDefaults() (redelivery.Policy, error) {
 	if cfg.Subject == "" {
 		cfg.Subject = DefaultSubject
 	}
@@ -345,7 +392,7 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	policy := redelivery.Policy{MaxDeliveries: cfg.MaxDeliveries, Delay: cfg.RedeliveryDelay,
 		DelayMax: cfg.RedeliveryDelayMax, DeadLetterAfter: cfg.DeadLetterAfter}.Defaults()
 	if reason := policy.Check("RedeliveryDelay (redelivery_delay)", "RedeliveryDelayMax (redelivery_delay_max)"); reason != "" {
-		return nil, configErrorf("%s", reason)
+		return policy, configErrorf("%s", reason)
 	}
 	cfg.RedeliveryDelay, cfg.RedeliveryDelayMax, cfg.DeadLetterAfter = policy.Delay, policy.DelayMax, policy.DeadLetterAfter
 	if cfg.Prefetch == 0 {
@@ -357,67 +404,74 @@ func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	return policy, nil
+}
+
+// checkGroup reports a Group the inbox cannot store.
+func (cfg *SubscriberConfig) checkGroup() error {
 	if strings.TrimSpace(cfg.Group) == "" {
-		return nil, configErrorf("SubscriberConfig.Group is empty; name the consumer group, e.g. \"billing\"")
+		return configErrorf("SubscriberConfig.Group is empty; name the consumer group, e.g. \"billing\"")
 	}
 	if len(cfg.Group) > 64 {
-		return nil, configErrorf("SubscriberConfig.Group %q is longer than 64 bytes (the inbox's consumer_group column)", cfg.Group)
+		return configErrorf("SubscriberConfig.Group %q is longer than 64 bytes (the inbox's consumer_group column)", cfg.Group)
 	}
+	return nil
+}
+
+// subjects returns the consumer's filter subject and the dead-letter
+// subject prefix, or an error when the subjects are malformed or the dead
+// letters would land under the messages' subjects.
+func (cfg *SubscriberConfig) subjects() (filter, deadPrefix string, err error) {
 	prefix, err := subjectPrefix("Subject", "subject", cfg.Subject, topicVar)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	filter := prefix + ">"
+	filter = prefix + ">"
 	if cfg.Topic != "" {
 		filter = prefix + cfg.Topic
 		if err := checkSubject(filter); err != nil {
-			return nil, configErrorf("Topic %q makes the subject %q, %v", cfg.Topic, filter, err)
+			return "", "", configErrorf("Topic %q makes the subject %q, %v", cfg.Topic, filter, err)
 		}
 	}
-	deadPrefix, err := subjectPrefix("DeadLetterSubject", "dead", cfg.DeadLetterSubject, groupVar)
+	deadPrefix, err = subjectPrefix("DeadLetterSubject", "dead", cfg.DeadLetterSubject, groupVar)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	if subjectsOverlap(prefix+">", deadPrefix+">") {
-		return nil, configErrorf("DeadLetterSubject %q lies under the messages' subjects %q, so the dead letters would land in stream %s again; pick a prefix outside it, e.g. %q",
+		return "", "", configErrorf("DeadLetterSubject %q lies under the messages' subjects %q, so the dead letters would land in stream %s again; pick a prefix outside it, e.g. %q",
 			cfg.DeadLetterSubject, prefix+">", cfg.Stream, DefaultDeadLetterSubject)
 	}
+	return filter, deadPrefix, nil
+}
+
+// checkStreams reports a malformed stream name, or a dead-letter stream
+// that is the messages' stream.
+func (cfg *SubscriberConfig) checkStreams() error {
 	if err := checkStreamName("Stream", "stream", cfg.Stream); err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkStreamName("DeadLetterStream", "dead_stream", cfg.DeadLetterStream); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.DeadLetterStream == cfg.Stream {
-		return nil, configErrorf("DeadLetterStream and Stream are both %q; the dead letters need a stream of their own", cfg.Stream)
+		return configErrorf("DeadLetterStream and Stream are both %q; the dead letters need a stream of their own", cfg.Stream)
 	}
+	return nil
+}
+
+// checkLimits reports a count or duration out of range.
+func (cfg *SubscriberConfig) checkLimits() error {
 	switch {
 	case cfg.MaxDeliveries < 0:
-		return nil, configErrorf("MaxDeliveries (max_deliveries) is %d; it must be at least 1", cfg.MaxDeliveries)
+		return configErrorf("MaxDeliveries (max_deliveries) is %d; it must be at least 1", cfg.MaxDeliveries)
 	case cfg.AckWait < 0 || (cfg.AckWait > 0 && cfg.AckWait < time.Second):
-		return nil, configErrorf("AckWait (ack_wait) is %s; it must be at least 1s", cfg.AckWait)
+		return configErrorf("AckWait (ack_wait) is %s; it must be at least 1s", cfg.AckWait)
 	case cfg.Prefetch < 0:
-		return nil, configErrorf("Prefetch (prefetch) is %d; it must be at least 1", cfg.Prefetch)
+		return configErrorf("Prefetch (prefetch) is %d; it must be at least 1", cfg.Prefetch)
 	case cfg.Timeout < 0:
-		return nil, configErrorf("Timeout (timeout) is %s; it must be positive", cfg.Timeout)
+		return configErrorf("Timeout (timeout) is %s; it must be positive", cfg.Timeout)
 	}
-	// The stream is created as a publisher would create it, from the same
-	// URL parameters (duplicates, max_age, storage).
-	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, cfg.Timeout)
-	stream, err := PublisherConfig{URL: cfg.URL, Subject: cfg.Subject, Stream: cfg.Stream, Timeout: cfg.Timeout,
-		TLS: cfg.TLS, Conn: cfg.Conn}.settings()
-	if err != nil {
-		return nil, err
-	}
-	return &subscriberSettings{
-		SubscriberConfig: cfg,
-		stream:           stream,
-		url:              u,
-		filter:           filter,
-		consumer:         ConsumerName(cfg.Group),
-		deadPrefix:       deadPrefix,
-		redelivery:       policy,
-	}, nil
+	return nil
 }
 
 // subjectPrefix checks a template that ends with variable as its last

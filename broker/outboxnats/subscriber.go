@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,9 +14,6 @@ import (
 
 	"github.com/outbox-go/outbox"
 )
-
-// pullExpiry is how long one pull request waits on the server.
-const pullExpiry = 5 * time.Second
 
 // maxReasonLen bounds the handler error recorded in a dead letter, so that
 // the dead letter stays within the server's max_payload.
@@ -178,99 +173,26 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	open := func() (jetstream.MessagesContext, error) {
-		it, err := s.cons.Messages(
-			jetstream.PullMaxMessages(s.st.Prefetch),
-			// Short pull requests (heartbeat every 2.5s) let the client
-			// notice within seconds that a request got lost, e.g. one sent
-			// while JetStream was still starting after a restart, and send
-			// another.
-			jetstream.PullExpiry(pullExpiry),
-			jetstream.WithMessagesErrOnMissingHeartbeat(false),
-		)
-		if err != nil {
-			return nil, jsError("consume from consumer "+s.st.consumer, err)
-		}
-		return it, nil
-	}
-	it, err := open()
+	p, err := s.newPull()
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex // guards it, which an outage replaces
-	current := func() jetstream.MessagesContext {
-		mu.Lock()
-		defer mu.Unlock()
-		return it
-	}
-	defer func() { current().Stop() }()
+	defer func() { p.current().Stop() }()
 	// Drain stops fetching but still hands out the messages fetched already,
 	// which go back to the broker below.
-	stopDrain := context.AfterFunc(ctx, func() { current().Drain() })
+	stopDrain := context.AfterFunc(ctx, func() { p.current().Drain() })
 	defer stopDrain()
-
-	// During an outage the messages fetched ahead are taken out of the
-	// drained iterator and kept in progress (ahead), so that their AckWait
-	// does not run out and count deliveries; they are handled next, in
-	// order, and then a new iterator fetches on.
-	ahead := &heldMsgs{}
-	stopAhead := ahead.keepAlive(s.st.AckWait / 2)
+	stopAhead := p.ahead.keepAlive(s.st.AckWait / 2)
 	defer stopAhead()
-	drained := false
-	onOutage := func() {
-		if drained {
-			return
-		}
-		drained = true
-		cur := current()
-		cur.Drain()
-		for {
-			m, err := cur.Next(jetstream.NextMaxWait(s.st.Timeout))
-			if err != nil {
-				return
-			}
-			ahead.push(m)
-		}
-	}
 
 	hctx := context.WithoutCancel(ctx)
 	for {
-		msg, ok := ahead.pop()
-		if !ok && drained {
-			if ctx.Err() != nil {
-				return nil
-			}
-			nit, err := open()
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			it = nit
-			mu.Unlock()
-			drained = false
-			if ctx.Err() != nil {
-				nit.Drain() // ctx ended while the old iterator was current
-			}
-			continue
+		msg, done, err := p.next(ctx)
+		if done {
+			return err
 		}
-		if !ok {
-			cur := current()
-			if ctx.Err() != nil {
-				msg, err = cur.Next(jetstream.NextMaxWait(s.st.Timeout))
-			} else {
-				msg, err = cur.Next()
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-					errors.Is(err, jetstream.ErrBadRequest) || s.nc.IsClosed() {
-					return fmt.Errorf("outboxnats: consuming group %q from stream %s stopped: %w", s.st.Group, s.st.Stream, err)
-				}
-				s.log.Warn("outboxnats: consuming", "group", s.st.Group, "err", err)
-				continue
-			}
+		if msg == nil {
+			continue
 		}
 		if ctx.Err() != nil {
 			// Fetched ahead but not handled: hand it back for another
@@ -278,68 +200,7 @@ func (s *Subscriber) Run(ctx context.Context, h outbox.Handler) error {
 			_ = msg.Nak()
 			continue
 		}
-		s.handle(ctx, hctx, msg, h, onOutage)
-	}
-}
-
-// heldMsgs are messages fetched ahead and taken out of their iterator
-// during an outage, in order.
-type heldMsgs struct {
-	mu   sync.Mutex
-	msgs []jetstream.Msg
-}
-
-func (q *heldMsgs) push(m jetstream.Msg) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, m)
-}
-
-func (q *heldMsgs) pop() (jetstream.Msg, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.msgs) == 0 {
-		return nil, false
-	}
-	m := q.msgs[0]
-	q.msgs[0] = nil
-	q.msgs = q.msgs[1:]
-	return m, true
-}
-
-// keepAlive tells the broker every period that the held messages are in
-// progress, until stop.
-func (q *heldMsgs) keepAlive(period time.Duration) (stop func()) {
-	return inProgressEvery(period, func() []jetstream.Msg {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return slices.Clone(q.msgs)
-	})
-}
-
-// inProgressEvery sends InProgress for each message msgs returns, every
-// period, until stop; stop returns once the last round is over.
-func inProgressEvery(period time.Duration, msgs func() []jetstream.Msg) (stop func()) {
-	t := time.NewTicker(period)
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-t.C:
-				for _, m := range msgs() {
-					_ = m.InProgress()
-				}
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() {
-		t.Stop()
-		close(done)
-		<-finished
+		s.handle(ctx, hctx, msg, h, p.outage)
 	}
 }
 

@@ -248,10 +248,7 @@ func (s *pgStream) run(ctx context.Context) error {
 // loop reads the stream and hands on the messages of each run of
 // committed transactions.
 func (s *pgStream) loop(ctx context.Context) error {
-	var pending []outbox.Message // of the committed transactions not yet handed on
-	var pendingEnd pglogrepl.LSN
-	var tx []outbox.Message // of the transaction being read
-	inTx := false
+	var r txReader
 	nextStatus := time.Now().Add(statusInterval)
 	for {
 		if time.Now().After(nextStatus) {
@@ -261,7 +258,7 @@ func (s *pgStream) loop(ctx context.Context) error {
 			nextStatus = time.Now().Add(statusInterval)
 		}
 		deadline := nextStatus
-		if len(pending) > 0 {
+		if len(r.pending) > 0 {
 			deadline = time.Now().Add(streamLinger)
 		}
 		rctx, cancel := context.WithDeadline(ctx, deadline)
@@ -272,84 +269,122 @@ func (s *pgStream) loop(ctx context.Context) error {
 				return nil
 			}
 			if pgconn.Timeout(err) {
-				if len(pending) > 0 {
-					if err := s.hand(ctx, pending, pendingEnd); err != nil {
+				if len(r.pending) > 0 {
+					if err := s.handPending(ctx, &r); err != nil {
 						return err
 					}
-					pending = nil
 				}
 				continue
 			}
 			return fmt.Errorf("outboxpgx: stream: %w", err)
 		}
-		cd, ok := raw.(*pgproto3.CopyData)
-		if !ok {
-			if er, isErr := raw.(*pgproto3.ErrorResponse); isErr {
-				return fmt.Errorf("outboxpgx: stream: %w", pgconn.ErrorResponseToPgError(er))
-			}
-			continue
+		reply, err := s.receive(ctx, raw, &r)
+		if err != nil {
+			return err
 		}
-		if len(cd.Data) == 0 {
-			continue
-		}
-		switch cd.Data[0] {
-		case pglogrepl.PrimaryKeepaliveMessageByteID:
-			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
-			if err != nil {
-				return fmt.Errorf("outboxpgx: stream: %w", err)
-			}
-			s.mu.Lock()
-			s.walEnd = max(s.walEnd, ka.ServerWALEnd)
-			if !inTx && len(pending) == 0 {
-				// Caught up: the slot may move on past WAL of other tables.
-				s.confirmed = max(s.confirmed, ka.ServerWALEnd)
-			}
-			s.mu.Unlock()
-			if ka.ReplyRequested {
-				nextStatus = time.Time{}
-			}
-		case pglogrepl.XLogDataByteID:
-			xld, err := pglogrepl.ParseXLogData(cd.Data[1:])
-			if err != nil {
-				return fmt.Errorf("outboxpgx: stream: %w", err)
-			}
-			s.mu.Lock()
-			s.walEnd = max(s.walEnd, xld.ServerWALEnd)
-			s.mu.Unlock()
-			msg, err := pglogrepl.Parse(xld.WALData)
-			if err != nil {
-				return fmt.Errorf("outboxpgx: stream: decode: %w", err)
-			}
-			switch m := msg.(type) {
-			case *pglogrepl.RelationMessage:
-				s.rels[m.RelationID] = m
-			case *pglogrepl.BeginMessage:
-				inTx, tx = true, tx[:0]
-				s.noteOldest(m.CommitTime)
-			case *pglogrepl.InsertMessage:
-				om, ok, err := s.decode(m)
-				if err != nil {
-					return err
-				}
-				if ok {
-					tx = append(tx, om)
-				}
-			case *pglogrepl.CommitMessage:
-				inTx = false
-				pending = append(pending, tx...)
-				pendingEnd = m.TransactionEndLSN
-				if len(pending) == 0 {
-					s.confirm(pendingEnd)
-				}
-				if len(pending) >= streamBatch {
-					if err := s.hand(ctx, pending, pendingEnd); err != nil {
-						return err
-					}
-					pending = nil
-				}
-			}
+		if reply {
+			nextStatus = time.Time{}
 		}
 	}
+}
+
+// txReader is what loop has read of the stream and not handed on yet.
+type txReader struct {
+	pending    []outbox.Message // of the committed transactions not yet handed on
+	pendingEnd pglogrepl.LSN
+	tx         []outbox.Message // of the transaction being read
+	inTx       bool
+}
+
+// handPending hands the pending messages on.
+func (s *pgStream) handPending(ctx context.Context, r *txReader) error {
+	if err := s.hand(ctx, r.pending, r.pendingEnd); err != nil {
+		return err
+	}
+	r.pending = nil
+	return nil
+}
+
+// receive takes in one message of the replication protocol. reply reports
+// that the server asks for a status update at once.
+func (s *pgStream) receive(ctx context.Context, raw pgproto3.BackendMessage, r *txReader) (reply bool, err error) {
+	cd, ok := raw.(*pgproto3.CopyData)
+	if !ok {
+		if er, isErr := raw.(*pgproto3.ErrorResponse); isErr {
+			return false, fmt.Errorf("outboxpgx: stream: %w", pgconn.ErrorResponseToPgError(er))
+		}
+		return false, nil
+	}
+	if len(cd.Data) == 0 {
+		return false, nil
+	}
+	switch cd.Data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		return s.keepalive(cd.Data[1:], r)
+	case pglogrepl.XLogDataByteID:
+		return false, s.xlogData(ctx, cd.Data[1:], r)
+	}
+	return false, nil
+}
+
+// keepalive takes in a primary keepalive message. reply reports that the
+// server asks for a status update at once.
+func (s *pgStream) keepalive(data []byte, r *txReader) (reply bool, err error) {
+	ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data)
+	if err != nil {
+		return false, fmt.Errorf("outboxpgx: stream: %w", err)
+	}
+	s.mu.Lock()
+	s.walEnd = max(s.walEnd, ka.ServerWALEnd)
+	if !r.inTx && len(r.pending) == 0 {
+		// Caught up: the slot may move on past WAL of other tables.
+		s.confirmed = max(s.confirmed, ka.ServerWALEnd)
+	}
+	s.mu.Unlock()
+	return ka.ReplyRequested, nil
+}
+
+// xlogData takes in one logical replication message: it collects the
+// outbox rows a transaction inserts and, at its commit, adds them to the
+// pending messages, which are handed on once there are streamBatch.
+func (s *pgStream) xlogData(ctx context.Context, data []byte, r *txReader) error {
+	xld, err := pglogrepl.ParseXLogData(data)
+	if err != nil {
+		return fmt.Errorf("outboxpgx: stream: %w", err)
+	}
+	s.mu.Lock()
+	s.walEnd = max(s.walEnd, xld.ServerWALEnd)
+	s.mu.Unlock()
+	msg, err := pglogrepl.Parse(xld.WALData)
+	if err != nil {
+		return fmt.Errorf("outboxpgx: stream: decode: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		s.rels[m.RelationID] = m
+	case *pglogrepl.BeginMessage:
+		r.inTx, r.tx = true, r.tx[:0]
+		s.noteOldest(m.CommitTime)
+	case *pglogrepl.InsertMessage:
+		om, ok, err := s.decode(m)
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.tx = append(r.tx, om)
+		}
+	case *pglogrepl.CommitMessage:
+		r.inTx = false
+		r.pending = append(r.pending, r.tx...)
+		r.pendingEnd = m.TransactionEndLSN
+		if len(r.pending) == 0 {
+			s.confirm(r.pendingEnd)
+		}
+		if len(r.pending) >= streamBatch {
+			return s.handPending(ctx, r)
+		}
+	}
+	return nil
 }
 
 // noteOldest records the commit time of a transaction now read, when no
