@@ -34,16 +34,41 @@ type CleanerConfig struct {
 	// Logger gets a line for each round that deleted rows, and for failures.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
-	// Hooks are optional observers (see CleanupHook).
-	Hooks []any
+	// Hooks are called after every round of Run: the cleaner calls those
+	// that implement CleanupHook and passes over the others, so that one
+	// list can serve the writer, the relay and the cleaner (see Hook). A
+	// value that implements no hook interface is refused. Defaults to none.
+	Hooks []Hook
 }
 
-// CleanupHook is an optional hook, called after every round of a Cleaner's
-// Run with what the round deleted and the error that ended it, if any (nil
-// for a round cut short by the end of Run's context). plugin/outboxprom's
-// Metrics is one.
-type CleanupHook interface {
-	OnCleanup(ctx context.Context, report CleanerReport, err error)
+// WithDefaults returns cfg with zero fields defaulted.
+func (cfg CleanerConfig) WithDefaults() CleanerConfig {
+	if cfg.Interval == 0 {
+		cfg.Interval = 10 * time.Minute
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+func (cfg CleanerConfig) validate() error {
+	switch {
+	case cfg.OlderThan < 0 || cfg.InboxOlderThan < 0:
+		return fmt.Errorf("outbox: CleanerConfig.OlderThan %v or InboxOlderThan %v is negative", cfg.OlderThan, cfg.InboxOlderThan)
+	case cfg.OlderThan == 0 && cfg.InboxOlderThan == 0:
+		return errors.New("outbox: CleanerConfig: give OlderThan, the age past which SENT messages are deleted (such as 168h), InboxOlderThan, the same for inbox records, or both")
+	case cfg.Interval < 0:
+		return fmt.Errorf("outbox: CleanerConfig.Interval %v is negative", cfg.Interval)
+	case cfg.BatchSize < 1 || cfg.BatchSize > 100000:
+		return fmt.Errorf("outbox: CleanerConfig.BatchSize %d is out of range; use 1..100000 (0 for the default)", cfg.BatchSize)
+	case cfg.MaxBatches < 0:
+		return fmt.Errorf("outbox: CleanerConfig.MaxBatches %d is negative", cfg.MaxBatches)
+	}
+	return checkHooks("NewCleaner", cfg.Hooks)
 }
 
 // Cleaner deletes old SENT messages from an outbox table, and old records
@@ -59,37 +84,16 @@ type Cleaner struct {
 
 // NewCleaner returns a Cleaner of store's tables. It refuses a config it
 // cannot run: neither OlderThan nor InboxOlderThan, a negative age, Interval,
-// BatchSize or MaxBatches.
+// BatchSize or MaxBatches, a value in Hooks that is no hook.
 func NewCleaner(store Store, cfg CleanerConfig) (*Cleaner, error) {
 	if store == nil {
 		return nil, errors.New("outbox: NewCleaner: store is nil")
 	}
-	switch {
-	case cfg.OlderThan < 0 || cfg.InboxOlderThan < 0:
-		return nil, fmt.Errorf("outbox: CleanerConfig.OlderThan %v or InboxOlderThan %v is negative", cfg.OlderThan, cfg.InboxOlderThan)
-	case cfg.OlderThan == 0 && cfg.InboxOlderThan == 0:
-		return nil, errors.New("outbox: CleanerConfig: give OlderThan, the age past which SENT messages are deleted (such as 168h), InboxOlderThan, the same for inbox records, or both")
-	case cfg.Interval < 0:
-		return nil, fmt.Errorf("outbox: CleanerConfig.Interval %v is negative", cfg.Interval)
-	case cfg.BatchSize < 0 || cfg.BatchSize > 100000:
-		return nil, fmt.Errorf("outbox: CleanerConfig.BatchSize %d is out of range; use 1..100000 (0 for the default)", cfg.BatchSize)
-	case cfg.MaxBatches < 0:
-		return nil, fmt.Errorf("outbox: CleanerConfig.MaxBatches %d is negative", cfg.MaxBatches)
-	}
-	if cfg.Interval == 0 {
-		cfg.Interval = 10 * time.Minute
-	}
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 1000
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	hooks, err := hooksOf[CleanupHook]("NewCleaner", cfg.Hooks)
-	if err != nil {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Cleaner{store: store, cfg: cfg, hooks: hooks}, nil
+	return &Cleaner{store: store, cfg: cfg, hooks: hooksOf[CleanupHook](cfg.Hooks)}, nil
 }
 
 // Config returns the cleaner's configuration with its defaults filled in.

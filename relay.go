@@ -93,8 +93,11 @@ type RelayConfig struct {
 	// key is published only after every earlier message of its key is SENT
 	// or DEAD (see KeyOrderer). Defaults to false.
 	StopKeyAtDead bool
-	// Hooks are optional observers (see BatchHook).
-	Hooks []any
+	// Hooks are called after every finished batch: the relay calls those
+	// that implement BatchHook and passes over the others, so that one list
+	// can serve the writer, the relay and the cleaner (see Hook). A value
+	// that implements no hook interface is refused. Defaults to none.
+	Hooks []Hook
 	// CDC takes the messages from the store's change stream (Streamer), in
 	// commit order, instead of polling for them: see Relay.Run. The store
 	// must also implement IDClaimer. Defaults to false.
@@ -102,11 +105,6 @@ type RelayConfig struct {
 	// SweepInterval is the wait between the polling sweeps of a CDC relay
 	// while it streams or stands by. Defaults to 1s.
 	SweepInterval time.Duration
-}
-
-// BatchHook is an optional hook, called after every finished batch.
-type BatchHook interface {
-	OnBatch(ctx context.Context, report BatchReport)
 }
 
 // WithDefaults returns cfg with zero fields defaulted.
@@ -155,6 +153,9 @@ func (cfg RelayConfig) validate() error {
 		return fmt.Errorf("outbox: relay: PauseMax %s is below PauseBase %s", cfg.PauseMax, cfg.PauseBase)
 	case cfg.Lease <= cfg.PublishTimeout:
 		return fmt.Errorf("outbox: relay: Lease %s must exceed PublishTimeout %s, or a slow publish could be claimed twice", cfg.Lease, cfg.PublishTimeout)
+	}
+	if err := checkHooks("NewRelay", cfg.Hooks); err != nil {
+		return err
 	}
 	return cfg.validateWait()
 }
@@ -207,27 +208,8 @@ func NewRelay(store Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{store: store, pub: pub, cfg: cfg, wake: make(chan struct{}, 1), health: newHealth(cfg.BatchSize),
-		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
-	hooks, err := hooksOf[BatchHook]("NewRelay", cfg.Hooks)
-	if err != nil {
-		return nil, err
-	}
-	r.hooks = hooks
+		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), hooks: hooksOf[BatchHook](cfg.Hooks)}
 	return r, nil
-}
-
-// hooksOf returns hooks as T, the hook interface of what fn builds, and
-// refuses a value that is not one.
-func hooksOf[T any](fn string, hooks []any) ([]T, error) {
-	var out []T
-	for _, h := range hooks {
-		t, ok := h.(T)
-		if !ok {
-			return nil, fmt.Errorf("outbox: %s: hook %T implements no known hook interface", fn, h)
-		}
-		out = append(out, t)
-	}
-	return out, nil
 }
 
 // RelayStatus is what a relay knows of its broker and database at one

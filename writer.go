@@ -3,12 +3,35 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"maps"
 )
 
-// WriterConfig configures a Writer.
+// WriterConfig configures a Writer. Zero fields take their defaults.
 type WriterConfig struct {
-	// MaxPayloadBytes is the largest payload accepted. Defaults to 1 MiB.
+	// MaxPayloadBytes is the largest payload accepted. Defaults to 1 MiB
+	// (DefaultMaxBytes).
 	MaxPayloadBytes int
+	// Hooks are called by every write, before its messages are validated
+	// and stored: the writer calls those that implement WriteHook and
+	// passes over the others, so that one list can serve the writer, the
+	// relay and the cleaner (see Hook). A value that implements no hook
+	// interface is refused. Defaults to none.
+	Hooks []Hook
+}
+
+// WithDefaults returns cfg with zero fields defaulted.
+func (cfg WriterConfig) WithDefaults() WriterConfig {
+	if cfg.MaxPayloadBytes == 0 {
+		cfg.MaxPayloadBytes = DefaultMaxBytes
+	}
+	return cfg
+}
+
+func (cfg WriterConfig) validate() error {
+	if cfg.MaxPayloadBytes < 1 {
+		return fmt.Errorf("outbox: NewWriter: MaxPayloadBytes is %d; it must be positive (or 0 for the default)", cfg.MaxPayloadBytes)
+	}
+	return checkHooks("NewWriter", cfg.Hooks)
 }
 
 // Writer inserts messages inside the caller's own transaction, so that the
@@ -16,23 +39,25 @@ type WriterConfig struct {
 type Writer[TTx any] struct {
 	driver   Driver[TTx]
 	maxBytes int
+	hooks    []WriteHook
 }
 
-// NewWriter returns a Writer that inserts through driver.
+// NewWriter returns a Writer that inserts through driver. It refuses a
+// negative MaxPayloadBytes and a value in Hooks that is no hook.
 func NewWriter[TTx any](driver Driver[TTx], cfg WriterConfig) (*Writer[TTx], error) {
 	if driver == nil {
 		return nil, fmt.Errorf("outbox: NewWriter: driver is nil")
 	}
-	if cfg.MaxPayloadBytes < 0 {
-		return nil, fmt.Errorf("outbox: NewWriter: MaxPayloadBytes is %d; it must be positive (or 0 for the default)", cfg.MaxPayloadBytes)
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.MaxPayloadBytes == 0 {
-		cfg.MaxPayloadBytes = DefaultMaxBytes
-	}
-	return &Writer[TTx]{driver: driver, maxBytes: cfg.MaxPayloadBytes}, nil
+	return &Writer[TTx]{driver: driver, maxBytes: cfg.MaxPayloadBytes, hooks: hooksOf[WriteHook](cfg.Hooks)}, nil
 }
 
-// Write validates msgs and inserts them in tx, all or none.
+// Write runs the write hooks (WriteHook) over msgs, validates them and
+// inserts them in tx, all or none. An error of a hook comes back wrapped,
+// before any statement: nothing was inserted and tx is untouched.
 //
 // It returns a *ValidationError (errors.Is ErrInvalidMessage) for a message that
 // breaks a limit, and a *DuplicateError (errors.Is ErrDuplicate) when a msg_id
@@ -54,20 +79,51 @@ func NewWriter[TTx any](driver Driver[TTx], cfg WriterConfig) (*Writer[TTx], err
 // usable, and on PostgreSQL (which validation leaves nothing known of to
 // refuse) the error says that the transaction was aborted.
 func (w *Writer[TTx]) Write(ctx context.Context, tx TTx, msgs ...Message) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	if err := w.Validate(msgs...); err != nil {
+	msgs, err := w.Prepare(ctx, msgs...)
+	if err != nil || len(msgs) == 0 {
 		return err
 	}
 	return w.driver.InsertTx(ctx, tx, msgs)
 }
 
-// Validate checks msgs as Write does, without inserting them: a
-// *ValidationError for a message that breaks a limit, a *DuplicateError for a
-// msg_id repeated in msgs. Only the database can tell a msg_id already in the
-// table. Write calls it; a driver's own way of inserting (outboxpgx's
-// QueueWrite) does too.
+// Prepare is the part of Write before the insert: it runs the write hooks
+// (WriteHook) over a copy of msgs, validates the result (Validate) and
+// returns the messages to insert. msgs and their Headers maps are not
+// changed. With no hooks it returns msgs itself; with no messages it runs
+// no hook and returns nil.
+//
+// Write calls it. A driver's own write path (outboxpgx's QueueWrite and
+// WriteOnCommit) calls it in place of Write, so that no write skips the
+// hooks; an application has no need of it.
+func (w *Writer[TTx]) Prepare(ctx context.Context, msgs ...Message) ([]Message, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if len(w.hooks) > 0 {
+		own := make([]Message, len(msgs))
+		copy(own, msgs)
+		for i := range own {
+			if own[i].Headers != nil {
+				own[i].Headers = maps.Clone(own[i].Headers)
+			}
+		}
+		for _, h := range w.hooks {
+			if err := h.OnWrite(ctx, own); err != nil {
+				return nil, fmt.Errorf("outbox: write hook %T: %w", h, err)
+			}
+		}
+		msgs = own
+	}
+	if err := w.Validate(msgs...); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+// Validate checks msgs as Write does, without inserting them and without
+// the hooks: a *ValidationError for a message that breaks a limit, a
+// *DuplicateError for a msg_id repeated in msgs. Only the database can tell
+// a msg_id already in the table.
 func (w *Writer[TTx]) Validate(msgs ...Message) error {
 	var seen map[string]struct{}
 	if len(msgs) > 1 {

@@ -45,6 +45,32 @@ type Config struct {
 	MaxInFlight int
 }
 
+// WithDefaults returns cfg with zero fields defaulted.
+func (cfg Config) WithDefaults() Config {
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 2
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Store == nil:
+		return errors.New("admin: Config.Store is nil; give the store of the outbox table to serve")
+	case cfg.Timeout < 0:
+		return fmt.Errorf("admin: Config.Timeout %v is negative", cfg.Timeout)
+	case cfg.MaxInFlight < 0:
+		return fmt.Errorf("admin: Config.MaxInFlight %d is negative", cfg.MaxInFlight)
+	}
+	return nil
+}
+
 // Limits of a request.
 const (
 	// MaxListLimit is the largest page GET /messages serves.
@@ -69,23 +95,9 @@ type handler struct {
 // JSON (see the package documentation for the routes). Its routes start at
 // "/": mount it under a prefix with http.StripPrefix.
 func NewHandler(cfg Config) (http.Handler, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("admin: Config.Store is nil; give the store of the outbox table to serve")
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("admin: Config.Timeout %v is negative", cfg.Timeout)
-	}
-	if cfg.MaxInFlight < 0 {
-		return nil, fmt.Errorf("admin: Config.MaxInFlight %d is negative", cfg.MaxInFlight)
-	}
-	if cfg.MaxInFlight == 0 {
-		cfg.MaxInFlight = 2
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	h := &handler{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux(),
 		turns: make(chan struct{}, cfg.MaxInFlight)}

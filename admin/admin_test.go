@@ -109,6 +109,15 @@ func TestNewHandlerConfig(t *testing.T) {
 	if _, err := NewHandler(Config{Store: &fakeStore{}, Timeout: -time.Second}); err == nil {
 		t.Fatal("a negative timeout was taken")
 	}
+	if _, err := NewHandler(Config{Store: &fakeStore{}, MaxInFlight: -1}); err == nil {
+		t.Fatal("a negative MaxInFlight was taken")
+	}
+	if got := (Config{}).WithDefaults(); got.Timeout != 10*time.Second || got.MaxInFlight != 2 || got.Logger == nil {
+		t.Errorf("defaults: %+v", got)
+	}
+	if got := (Config{Timeout: time.Second, MaxInFlight: 5}).WithDefaults(); got.Timeout != time.Second || got.MaxInFlight != 5 {
+		t.Errorf("WithDefaults changed set fields: %+v", got)
+	}
 }
 
 func TestToken(t *testing.T) {

@@ -107,7 +107,8 @@ type Console struct {
 // New returns the console of cfg.Store. Its routes start at "/": mount it
 // under a prefix with http.StripPrefix. Call Run to sample the backlog.
 func New(cfg Config) (*Console, error) {
-	if err := cfg.defaults(); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), turns: make(chan struct{}, cfg.MaxInFlight),
@@ -143,21 +144,8 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-func (cfg *Config) defaults() error {
-	switch {
-	case cfg.Store == nil:
-		return errors.New("console: Config.Store is nil; give the store of the outbox table to serve")
-	case len(cfg.Tokens) == 0 && cfg.AuthHeader == "" && !cfg.Unauthenticated:
-		return errors.New("console: give Config.Tokens, or Config.AuthHeader behind an authenticating proxy, " +
-			"or set Config.Unauthenticated where only trusted callers reach the handler")
-	case cfg.Timeout < 0 || cfg.MaxInFlight < 0 || cfg.SampleEvery < 0 || cfg.Samples < 0 || cfg.SessionTTL < 0:
-		return errors.New("console: Timeout, MaxInFlight, SampleEvery, Samples and SessionTTL must not be negative")
-	}
-	for i, t := range cfg.Tokens {
-		if t.Name == "" || len(t.Secret) < 16 {
-			return fmt.Errorf("console: Config.Tokens[%d] needs a Name and a Secret of 16 characters or more", i)
-		}
-	}
+// WithDefaults returns cfg with zero fields defaulted.
+func (cfg Config) WithDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -174,6 +162,24 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Store == nil:
+		return errors.New("console: Config.Store is nil; give the store of the outbox table to serve")
+	case len(cfg.Tokens) == 0 && cfg.AuthHeader == "" && !cfg.Unauthenticated:
+		return errors.New("console: give Config.Tokens, or Config.AuthHeader behind an authenticating proxy, " +
+			"or set Config.Unauthenticated where only trusted callers reach the handler")
+	case cfg.Timeout < 0 || cfg.MaxInFlight < 0 || cfg.SampleEvery < 0 || cfg.Samples < 0 || cfg.SessionTTL < 0:
+		return errors.New("console: Timeout, MaxInFlight, SampleEvery, Samples and SessionTTL must not be negative")
+	}
+	for i, t := range cfg.Tokens {
+		if t.Name == "" || len(t.Secret) < 16 {
+			return fmt.Errorf("console: Config.Tokens[%d] needs a Name and a Secret of 16 characters or more", i)
+		}
 	}
 	return nil
 }

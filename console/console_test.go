@@ -223,3 +223,14 @@ func TestNewRefusesNoAuthentication(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigWithDefaults(t *testing.T) {
+	got := (Config{}).WithDefaults()
+	if got.Timeout != 10*time.Second || got.SampleEvery != 5*time.Second || got.SessionTTL != 12*time.Hour ||
+		got.MaxInFlight != 2 || got.Samples != 720 || got.Logger == nil {
+		t.Errorf("defaults: %+v", got)
+	}
+	if _, err := New(Config{Store: newFake(0), Unauthenticated: true, Samples: -1}); err == nil {
+		t.Error("a negative Samples was taken")
+	}
+}

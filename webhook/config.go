@@ -86,9 +86,9 @@ type Config struct {
 	Client *http.Client
 }
 
-// withDefaults returns cfg with zero fields defaulted. The client is built in
-// New, after validation, because it depends on Concurrency.
-func (cfg Config) withDefaults() Config {
+// WithDefaults returns cfg with zero fields defaulted, but for Client: New
+// builds its own client once cfg is valid, sized by Concurrency.
+func (cfg Config) WithDefaults() Config {
 	if cfg.Source == "" {
 		cfg.Source = DefaultSource
 	}

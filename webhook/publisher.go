@@ -51,7 +51,7 @@ var _ outbox.Publisher = (*Publisher)(nil)
 // New validates cfg, applies its defaults and returns a Publisher. The error
 // names the field to fix.
 func New(cfg Config) (*Publisher, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	u, err := cfg.validate()
 	if err != nil {
 		return nil, err

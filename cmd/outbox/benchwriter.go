@@ -292,7 +292,7 @@ func writerLoopBatched(ctx context.Context, d *outboxpgx.Driver, p int, n *atomi
 		b.Queue(transfer[1], from)
 		b.Queue(transfer[2], to)
 		if msg != nil {
-			if err := d.QueueWrite(w, &b, msg(p, i)); err != nil {
+			if err := d.QueueWrite(ctx, w, &b, msg(p, i)); err != nil {
 				return err
 			}
 		}

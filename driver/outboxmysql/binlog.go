@@ -32,6 +32,26 @@ type BinlogConfig struct {
 // defaultMaxBatch is BinlogConfig.MaxBatch's default.
 const defaultMaxBatch = 1000
 
+// WithDefaults returns cfg with zero fields defaulted.
+func (cfg BinlogConfig) WithDefaults() BinlogConfig {
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = defaultMaxBatch
+	}
+	return cfg
+}
+
+func (cfg BinlogConfig) validate() error {
+	switch {
+	case cfg.Conn == nil:
+		return errors.New("outboxmysql: binlog: Conn is nil: pass the reader's connection settings (mysql.ParseDSN)")
+	case cfg.Conn.Net != "tcp" && cfg.Conn.Net != "unix":
+		return fmt.Errorf("outboxmysql: binlog: Conn.Net is %q: the binary log is read over tcp or unix", cfg.Conn.Net)
+	case cfg.MaxBatch < 0:
+		return fmt.Errorf("outboxmysql: binlog: MaxBatch %d must not be negative", cfg.MaxBatch)
+	}
+	return nil
+}
+
 // BinlogPosition is a position in the server's binary log: a file and the
 // byte offset in it.
 type BinlogPosition struct {
@@ -81,17 +101,9 @@ var (
 // WithBinlog returns d reading the binary log as cfg says. Close releases
 // the connections it opens for its checks; d itself stays open.
 func (d *Driver) WithBinlog(cfg BinlogConfig) (*BinlogDriver, error) {
-	if cfg.Conn == nil {
-		return nil, errors.New("outboxmysql: binlog: Conn is nil: pass the reader's connection settings (mysql.ParseDSN)")
-	}
-	if cfg.Conn.Net != "tcp" && cfg.Conn.Net != "unix" {
-		return nil, fmt.Errorf("outboxmysql: binlog: Conn.Net is %q: the binary log is read over tcp or unix", cfg.Conn.Net)
-	}
-	if cfg.MaxBatch < 0 {
-		return nil, fmt.Errorf("outboxmysql: binlog: MaxBatch %d must not be negative", cfg.MaxBatch)
-	}
-	if cfg.MaxBatch == 0 {
-		cfg.MaxBatch = defaultMaxBatch
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	schema, table, _ := outbox.SplitTableName(d.Tables().Outbox)
 	if schema == "" {

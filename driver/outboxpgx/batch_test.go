@@ -31,7 +31,7 @@ func TestQueueWrite(t *testing.T) {
 		defer tx.Rollback(ctx)
 		var b pgx.Batch
 		b.Queue("UPDATE accounts SET balance = balance - 10 WHERE id = 1")
-		if err := d.QueueWrite(w, &b, m); err != nil {
+		if err := d.QueueWrite(ctx, w, &b, m); err != nil {
 			return err
 		}
 		if batchErr = tx.SendBatch(ctx, &b).Close(); batchErr != nil {
@@ -93,7 +93,7 @@ func TestQueueWrite(t *testing.T) {
 	defer tx.Rollback(ctx)
 	var b pgx.Batch
 	b.Queue("UPDATE accounts SET balance = balance - 10 WHERE id = 1 AND balance >= 10")
-	if err := d.QueueWrite(w, &b, accountMsg("m1")); err != nil {
+	if err := d.QueueWrite(ctx, w, &b, accountMsg("m1")); err != nil {
 		t.Fatal(err)
 	}
 	br := tx.SendBatch(ctx, &b)
@@ -115,7 +115,7 @@ func TestQueueWrite(t *testing.T) {
 	b = pgx.Batch{}
 	bad := accountMsg("m3")
 	bad.Topic = ""
-	if err := d.QueueWrite(w, &b, bad); !errors.Is(err, outbox.ErrInvalidMessage) || b.Len() != 0 {
+	if err := d.QueueWrite(ctx, w, &b, bad); !errors.Is(err, outbox.ErrInvalidMessage) || b.Len() != 0 {
 		t.Fatalf("an invalid message: %v, %d statements queued", err, b.Len())
 	}
 }

@@ -20,10 +20,12 @@ import (
 //
 // It is all or nothing: fn's changes and the messages commit together, or
 // neither does.
-//   - An error from fn, or messages that w refuses (w.Validate: a
-//     *outbox.ValidationError, or a *outbox.DuplicateError for a msg_id
-//     given twice), rolls the transaction back before anything is written,
-//     and is returned as it is.
+//   - An error from fn, an error of one of w's write hooks (run over the
+//     messages fn returns, by w.Prepare; see outbox.WriteHook), or messages
+//     that w refuses (a *outbox.ValidationError, or a
+//     *outbox.DuplicateError for a msg_id given twice), rolls the
+//     transaction back before anything is written, and is returned (fn's
+//     error as it is).
 //   - A msg_id already in the table rolls the whole transaction back and
 //     returns a *outbox.DuplicateError (errors.Is outbox.ErrDuplicate). This
 //     differs from w.Write, which leaves the transaction usable after a
@@ -59,7 +61,7 @@ func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn
 	}
 	msgs, err := fn(ctx, tx)
 	if err == nil {
-		err = w.Validate(msgs...)
+		msgs, err = w.Prepare(ctx, msgs...)
 	}
 	var b pgx.Batch
 	for i := 0; err == nil && i < len(msgs); i++ {

@@ -22,7 +22,8 @@
 // together with its COMMIT. With either, a duplicate msg_id fails the
 // transaction (with WriteOnCommit the duplicate is found only when the
 // COMMIT is already on its way; with QueueWrite it fails the batch, however
-// its results are read); with Write the transaction goes on.
+// its results are read); with Write the transaction goes on. Both run the
+// Writer's write hooks (outbox.WriteHook), as Write does.
 //
 // # Connecting
 //

@@ -253,10 +253,12 @@ func (r pgxRows) Close() error { r.Rows.Close(); return r.Err() }
 // (23505): for outbox.UniqueKey, the business-key idempotency strategy.
 func IsUniqueViolation(err error) bool { return classify(err) == sqlstore.ErrUnique }
 
-// QueueWrite validates m with w (w.Validate) and queues its insert in batch,
-// so that it travels with the caller's own statements in one round trip when
-// the caller sends the batch in its transaction (tx.SendBatch): the outbox
-// then costs the transaction no round trip of its own.
+// QueueWrite runs w's write hooks over m and validates it (w.Prepare), then
+// queues its insert in batch, so that it travels with the caller's own
+// statements in one round trip when the caller sends the batch in its
+// transaction (tx.SendBatch): the outbox then costs the transaction no round
+// trip of its own. A hook's error, or a message w refuses, comes back at
+// once, with nothing queued.
 //
 // A msg_id already in the table fails the queued insert, and with it the
 // transaction, as any failing statement of a batch does: the business change
@@ -267,10 +269,12 @@ func IsUniqueViolation(err error) bool { return classify(err) == sqlstore.ErrUni
 // unique_violation (IsUniqueViolation). Roll back; the event was already
 // recorded. (Write, by contrast, leaves the transaction usable after a
 // duplicate: it can afford the round trip that tells.)
-func (d *Driver) QueueWrite(w *outbox.Writer[pgx.Tx], batch *pgx.Batch, m outbox.Message) error {
-	if err := w.Validate(m); err != nil {
+func (d *Driver) QueueWrite(ctx context.Context, w *outbox.Writer[pgx.Tx], batch *pgx.Batch, m outbox.Message) error {
+	msgs, err := w.Prepare(ctx, m)
+	if err != nil {
 		return err
 	}
+	m = msgs[0]
 	// The strict insert has no ON CONFLICT: an insert that skipped a
 	// duplicate would report it only through its row count, which a caller
 	// reading the results with BatchResults.Exec never sees, and the

@@ -174,7 +174,7 @@ func ExampleDriver_QueueWrite() {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var b pgx.Batch
 		b.Queue("INSERT INTO orders (id, status) VALUES ($1, 'placed')", 42)
-		if err := drv.QueueWrite(w, &b, outbox.Message{
+		if err := drv.QueueWrite(ctx, w, &b, outbox.Message{
 			MsgID:   "order-42:OrderPlaced",
 			Topic:   "order.placed",
 			Payload: json.RawMessage(`{"order":42}`),

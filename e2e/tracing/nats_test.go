@@ -15,10 +15,12 @@ import (
 	"github.com/outbox-go/outbox/plugin/outboxotel"
 )
 
-// TestEndToEndPostgresNATS follows two messages from a business transaction
-// on PostgreSQL through a real Relay and NATS JetStream to a subscriber:
-// one written with Inject inside the producer's span, one with the Writer's
-// create span. The consumer's process span must be the child of the
+// TestEndToEndPostgresNATS follows three messages from business
+// transactions on PostgreSQL through a real Relay and NATS JetStream to a
+// subscriber: one written with Inject inside the producer's span, one with
+// the Writer's create span, and one written with its COMMIT
+// (WriteOnCommit) by a Writer whose hooks hold the relay's Hook, which
+// gives it its producer's context with no Inject. The consumer's process span must be the child of the
 // context the message carried, in the producer's trace, and the relay's
 // batch span must link to it.
 func TestEndToEndPostgresNATS(t *testing.T) {
@@ -40,6 +42,11 @@ func TestEndToEndPostgresNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := []outbox.Hook{outboxotel.NewHook(append(b.opts, outboxotel.WithSystem("nats"))...)}
+	hw, err := outbox.NewWriter(drv, outbox.WriterConfig{Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +92,23 @@ func TestEndToEndPostgresNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hctx, onCommit := b.tp.Tracer("shop").Start(ctx, "checkout on commit")
+	err = drv.WriteOnCommit(hctx, hw, func(ctx context.Context, tx pgx.Tx) ([]outbox.Message, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO orders VALUES (44, 'paid')`)
+		return []outbox.Message{{MsgID: "order-44:OrderPaid", Topic: "order.paid", Payload: []byte(`{"order":44}`)}}, err
+	})
+	onCommit.End()
+	if err != nil {
+		t.Fatal(err)
+	}
 	create := b.span(t, "create order.paid")
 	want := map[string]trace.SpanContext{
 		"order-42:OrderPaid": producer.SpanContext(),
 		"order-43:OrderPaid": create.SpanContext(),
+		"order-44:OrderPaid": onCommit.SpanContext(),
 	}
 
-	hook := outboxotel.NewHook(append(b.opts, outboxotel.WithSystem("nats"))...)
-	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Interval: 20 * time.Millisecond, Hooks: []any{hook}, Logger: quiet()})
+	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Interval: 20 * time.Millisecond, Hooks: hooks, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,12 +20,16 @@
 //
 // # The three sides
 //
-//   - Producer: Inject writes the span context of ctx into a message before
-//     outbox.Writer.Write; or NewWriter wraps the Writer and gives each
-//     message a "create" span of its own, whose context the message carries.
-//   - Relay: NewHook returns an outbox.BatchHook for outbox.RelayConfig.Hooks
-//     that records each batch as a "send" span linked to the producers'
-//     contexts (at most DefaultMaxLinks per batch; see WithMaxLinks).
+//   - Producer: NewHook's Hook, in outbox.WriterConfig.Hooks, writes the
+//     span context of each write's ctx into its messages, whichever write
+//     path the program takes (Writer.Write, outboxpgx's QueueWrite and
+//     WriteOnCommit). Or NewWriter wraps the Writer and gives each message
+//     a "create" span of its own, whose context the message carries; or
+//     Inject writes the span context of ctx into one message by hand.
+//   - Relay: the same Hook, in outbox.RelayConfig.Hooks, records each batch
+//     as a "send" span linked to the producers' contexts (at most
+//     DefaultMaxLinks per batch; see WithMaxLinks). One list of hooks can
+//     be given to the Writer and the Relay both.
 //   - Consumer: Handler wraps an outbox.Handler and runs it in a "process"
 //     span, the producer's child (or, WithLinkOnly, linked to it only).
 //
@@ -45,5 +49,6 @@
 // both sides ("X-B3-TraceId" is written and read as "xb3traceid").
 //
 // With no tracer provider set, or spans not sampled and no trace in ctx,
-// Inject and Writer.Write add nothing to a message and cost next to nothing.
+// Inject, Hook.OnWrite and Writer.Write add nothing to a message and cost
+// next to nothing.
 package outboxotel

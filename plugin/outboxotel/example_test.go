@@ -67,13 +67,18 @@ func ExampleHandler() {
 
 // NewHook records each batch the relay finishes as a span that links to
 // the producers' spans. The report here stands for one a Relay hands its
-// hooks; in a program, put the hook in RelayConfig.Hooks.
+// hooks.
 func ExampleNewHook() {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	opts := []outboxotel.Opt{outboxotel.WithTracerProvider(tp), outboxotel.WithPropagator(propagation.TraceContext{})}
 	hook := outboxotel.NewHook(append(opts, outboxotel.WithSystem("nats"), outboxotel.WithMaxLinks(100))...)
-	// relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Hooks: []any{hook}})
+	// In a program, the same list of hooks goes to the writer, whose
+	// messages then carry their writer's trace context, and to the relay:
+	//
+	//	hooks := []outbox.Hook{hook}
+	//	w, err := outbox.NewWriter(drv, outbox.WriterConfig{Hooks: hooks})
+	//	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Hooks: hooks})
 
 	rep := outbox.BatchReport{Duration: 3 * time.Millisecond, PublishDuration: 2 * time.Millisecond}
 	for i := range 3 {

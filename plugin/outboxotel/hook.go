@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -22,8 +23,11 @@ const (
 	AttrReleased = attribute.Key("outbox.batch.released")
 )
 
-// Hook is an outbox.BatchHook that records each batch the relay finished as
-// spans. Put it in outbox.RelayConfig.Hooks.
+// Hook is an outbox.WriteHook and an outbox.BatchHook: put it in
+// outbox.WriterConfig.Hooks and outbox.RelayConfig.Hooks (one list can
+// serve both). As a WriteHook it writes the trace context of each write
+// into the messages' headers (see OnWrite); as a BatchHook it records each
+// batch the relay finished as spans that link to those contexts.
 //
 // A batch becomes one span "send [topic]" (span kind client, a new trace),
 // from the claim's start to the mark's end, with three children: "claim",
@@ -44,13 +48,45 @@ type Hook struct {
 	tracer trace.Tracer
 }
 
-var _ outbox.BatchHook = (*Hook)(nil)
+var (
+	_ outbox.BatchHook = (*Hook)(nil)
+	_ outbox.WriteHook = (*Hook)(nil)
+)
 
 // NewHook returns a Hook. It takes WithTracerProvider, WithPropagator,
 // WithSystem and WithMaxLinks.
 func NewHook(opts ...Opt) *Hook {
 	c := newConfig(opts)
 	return &Hook{cfg: c, tracer: c.tracer()}
+}
+
+// OnWrite implements outbox.WriteHook: every write of a Writer whose
+// WriterConfig.Hooks holds h (Writer.Write, outboxpgx's QueueWrite and
+// WriteOnCommit) writes the trace context of its ctx into each message's
+// headers, as Inject does, so that no message has to be injected by hand.
+// A message whose headers already carry a trace context keeps it. When
+// ctx carries neither a valid span context nor baggage, OnWrite changes
+// nothing and allocates nothing. It never fails.
+//
+// The messages carry the context of the span ctx holds; for a "create"
+// span of each message's own, wrap the Writer in NewWriter instead.
+func (h *Hook) OnWrite(ctx context.Context, msgs []outbox.Message) error {
+	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
+		return nil
+	}
+	prop := h.cfg.propagator()
+	for i := range msgs {
+		m := &msgs[i]
+		if spanContext(prop, *m).IsValid() {
+			continue
+		}
+		// The Writer hands its hooks maps of their own: write into them.
+		if m.Headers == nil {
+			m.Headers = make(map[string]string, 2)
+		}
+		prop.Inject(ctx, headerCarrier(m.Headers))
+	}
+	return nil
 }
 
 // OnBatch records rep as spans.

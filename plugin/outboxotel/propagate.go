@@ -25,7 +25,8 @@ const (
 
 // Inject writes the trace context of ctx into m.Headers, with the
 // propagator of WithPropagator (see there for the default), so that the
-// consumers of m can continue the trace. Call it before Writer.Write.
+// consumers of m can continue the trace. Call it before Writer.Write, or
+// put a Hook in outbox.WriterConfig.Hooks, which does it for every write.
 //
 // Inject gives m a headers map of its own (a copy of the one it had, plus
 // the trace headers), so a map shared by several messages is never

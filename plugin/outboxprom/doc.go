@@ -8,7 +8,7 @@
 //	m, err := outboxprom.New(outboxprom.Backlog(drv)) // drv: an outbox driver
 //	if err != nil { ... }
 //	prometheus.MustRegister(m)
-//	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Hooks: []any{m}})
+//	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Hooks: []outbox.Hook{m}})
 //
 // The relay's series, counted by the hook after every batch that claimed at
 // least one message:

@@ -69,7 +69,7 @@ func Example_relay() {
 	prometheus.MustRegister(m)
 	go func() { log.Fatal(http.ListenAndServe(":9090", promhttp.Handler())) }()
 
-	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Hooks: []any{m}})
+	relay, err := outbox.NewRelay(drv, pub, outbox.RelayConfig{Hooks: []outbox.Hook{m}})
 	if err != nil {
 		log.Fatal(err)
 	}
