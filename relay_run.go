@@ -1,0 +1,277 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Run relays until ctx is cancelled, then finishes the batch in flight, records
+// its outcome and returns nil. Database errors and an unreachable broker pause
+// the relay with backoff; they do not end Run.
+//
+// Run overlaps the database and the broker: while one batch is with the
+// broker and being marked, the next is claimed, so that a relay waits for the
+// two at once instead of one after the other. Batches are still published
+// one after the other, in claim order. A store that implements
+// [ClaimOverlapper] may ask for less overlap (SQLite: the claim only beside
+// the publish). Run holds up to two claims.
+//
+// With RelayConfig.CDC, Run streams instead (see runCDC in relay_cdc.go):
+// one relay of the table reads the store's change stream and publishes the
+// messages in commit order, and every relay sweeps the table every
+// SweepInterval for the rows the stream did not settle. Where the server
+// cannot stream, Run says so once in its log and polls.
+func (r *Relay) Run(ctx context.Context) error {
+	if r.cfg.CDC {
+		return r.runCDC(ctx)
+	}
+	return r.runPolling(ctx, true)
+}
+
+// runPolling is Run's polling loop; watch runs the store's Watcher beside it.
+func (r *Relay) runPolling(ctx context.Context, watch bool) error {
+	p := &pipeline{batches: make(chan batch)}
+	if o, ok := r.store.(ClaimOverlapper); ok {
+		p.overlap = o.ClaimOverlap()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.publishLoop(ctx, p)
+	}()
+	defer func() {
+		close(p.batches)
+		<-done
+	}()
+	if watch {
+		defer r.startWatch(ctx)()
+	}
+	log := r.cfg.Logger
+	pause := time.Duration(0)
+	w := r.newWaiter()
+	for {
+		if until := p.pausedUntil(); !until.IsZero() {
+			if !r.sleep(ctx, time.Until(until)) {
+				return nil
+			}
+			// Rows the pause released lie below the cursor: look from the start.
+			r.moveCursor(0)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		b, err := p.claim(ctx, r)
+		looked := time.Now()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			pause = r.nextPause(pause)
+			log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
+			if !r.sleep(ctx, pause) {
+				return nil
+			}
+			continue
+		}
+		pause = 0
+		if len(b.msgs) > 0 {
+			if p.overlap == OverlapNone {
+				b.handled = make(chan struct{})
+			}
+			select {
+			case p.batches <- b:
+			case <-ctx.Done():
+				b.claim.Abort(context.WithoutCancel(ctx))
+				return nil
+			}
+			if b.handled != nil {
+				// Claim the next batch only once b is marked.
+				select {
+				case <-b.handled:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+		if len(b.msgs) >= b.limit || b.fromCursor {
+			continue // more may be due: a full batch, or rows below the cursor
+		}
+		if !r.idle(ctx, w, len(b.msgs) > 0, looked) {
+			return nil
+		}
+	}
+}
+
+// ClaimOverlap says how far Relay.Run may overlap the claim of the next batch
+// with the batch before it.
+type ClaimOverlap int
+
+const (
+	// OverlapAll: claim while the previous batch is published and marked.
+	// The store's claims never make another claim's Finish wait (PostgreSQL's
+	// chunk locks). The default for a store that does not say.
+	OverlapAll ClaimOverlap = iota
+	// OverlapPublish: claim while the previous batch is published, never
+	// while it is marked, for a store whose claims and marks take one write
+	// lock and hold no connection in between (SQLite): beside each other they
+	// would only wait for that lock.
+	OverlapPublish
+	// OverlapNone: claim only once the previous batch is marked, for a store
+	// whose open claim could make a mark wait (MySQL: InnoDB's row and gap
+	// locks), which with Run's claim held ahead would stall the relay.
+	OverlapNone
+)
+
+func (o ClaimOverlap) String() string {
+	switch o {
+	case OverlapAll:
+		return "OverlapAll"
+	case OverlapPublish:
+		return "OverlapPublish"
+	case OverlapNone:
+		return "OverlapNone"
+	}
+	return fmt.Sprintf("ClaimOverlap(%d)", int(o))
+}
+
+// ClaimOverlapper is implemented by a Store that needs Relay.Run to overlap
+// less than OverlapAll.
+type ClaimOverlapper interface {
+	ClaimOverlap() ClaimOverlap
+}
+
+// pipeline connects Run's claiming loop with its publishing goroutine.
+type pipeline struct {
+	batches chan batch
+	overlap ClaimOverlap
+	// db is held around claims and marks with OverlapPublish.
+	db sync.Mutex
+
+	// last is the claim of the batch handed to the publisher last, which it
+	// may still hold.
+	last Claim
+
+	mu    sync.Mutex
+	until time.Time // the broker or the database asked for a pause until then
+}
+
+// claim claims the next batch; an empty claim is ended at once.
+func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
+	defer p.dbTurn()()
+	b, err := r.claimBatch(ctx, p.last)
+	if err == nil && len(b.msgs) > 0 {
+		p.last = b.claim
+	}
+	if err == nil && len(b.msgs) == 0 {
+		if err = b.claim.Finish(context.WithoutCancel(ctx), nil); err != nil {
+			err = fmt.Errorf("ending an empty claim: %w", err)
+		}
+	}
+	return b, err
+}
+
+// dbTurn waits for the store's turn when claims and marks must not overlap
+// (OverlapPublish) and returns the function that ends it.
+func (p *pipeline) dbTurn() (done func()) {
+	if p.overlap != OverlapPublish {
+		return func() {}
+	}
+	p.db.Lock()
+	return p.db.Unlock
+}
+
+func (p *pipeline) pausedUntil() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !time.Now().Before(p.until) {
+		p.until = time.Time{}
+	}
+	return p.until
+}
+
+func (p *pipeline) pauseFor(d time.Duration) {
+	p.mu.Lock()
+	p.until = time.Now().Add(d)
+	p.mu.Unlock()
+}
+
+// publishLoop publishes and marks the batches Run claims, one at a time. A
+// batch that arrives during a pause or after ctx is cancelled is released
+// unpublished, and so is one that has waited so long that its publish
+// window (publishWindow) is less than half a PublishTimeout.
+func (r *Relay) publishLoop(ctx context.Context, p *pipeline) {
+	pause := time.Duration(0)
+	for b := range p.batches {
+		pause = r.publishOne(ctx, p, b, pause)
+		if b.handled != nil {
+			close(b.handled)
+		}
+	}
+}
+
+// publishOne publishes and marks one batch, or releases it, and returns the
+// pause now in force (0 when all went well).
+func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time.Duration) time.Duration {
+	log := r.cfg.Logger
+	if ctx.Err() != nil || !p.pausedUntil().IsZero() || r.publishWindow(b) < r.cfg.PublishTimeout/2 {
+		if err := b.claim.Abort(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("outbox relay: releasing a claimed batch failed", "error", err)
+		}
+		return pause
+	}
+	rep, outcomes, j := r.publishBatch(ctx, b)
+	endTurn := p.dbTurn()
+	rep, err := r.finishBatch(ctx, b, rep, outcomes)
+	endTurn()
+	// The broker's own word on when to come back (a Retry-After) may
+	// lengthen a pause, not the backoff: the next pause doubles from the
+	// relay's own.
+	asked := min(RetryAfter(j.reason), r.cfg.PauseMax)
+	switch {
+	case err != nil:
+		pause = r.nextPause(pause)
+		p.pauseFor(pause)
+		log.Warn("outbox relay: batch failed; pausing", "error", err, "pause", pause)
+	case j.verdict == outage:
+		pause = min(r.nextPause(pause), r.cfg.ProbeInterval)
+		p.pauseFor(max(pause, asked))
+		if j.opened {
+			log.Warn("outbox relay: broker outage; pausing without spending retries, probing one message every "+r.cfg.ProbeInterval.String(),
+				"released", rep.Released, "error", j.reason)
+		}
+	case j.verdict == narrow:
+		p.pauseFor(max(narrowPause, asked))
+		log.Info("outbox relay: a batch broke off as unavailable; trying fewer messages to find out whether one of them is the cause",
+			"released", rep.Released, "error", j.reason)
+		pause = 0
+	default:
+		pause = 0
+	}
+	if j.closed {
+		log.Info("outbox relay: broker is back; resuming", "down_for", j.downFor.Round(time.Millisecond), "probes", j.probes)
+	}
+	return pause
+}
+
+// sleep waits d, or less when the relay is woken; it reports false when ctx
+// is cancelled.
+func (r *Relay) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-r.wake:
+	case <-t.C:
+	}
+	return true
+}
+
+func (r *Relay) nextPause(prev time.Duration) time.Duration {
+	if prev == 0 {
+		return r.cfg.PauseBase
+	}
+	return min(prev*2, r.cfg.PauseMax)
+}
