@@ -23,8 +23,9 @@ import (
 // HOT claim, 3: the mark records the id sequence, 4: dead_at, 5: the DEAD
 // index. MariaDB/MySQL 2: dead_at, 3: msg_id and consumer_group compared NO
 // PAD. SQLite 2: dead_at, 3: the DEAD index. Then the key index of per-key
-// order: PostgreSQL 8, MariaDB/MySQL 5, SQLite 4.
-var latestSchema = map[string]int{"postgres": 8, "mysql": 5, "sqlite": 4}
+// order: PostgreSQL 8, MariaDB/MySQL 5, SQLite 4. PostgreSQL 9: a claim
+// records the claim it took its chunk over from.
+var latestSchema = map[string]int{"postgres": 9, "mysql": 5, "sqlite": 4}
 
 // deadAtSchema is the schema version that added dead_at, per dialect.
 var deadAtSchema = map[string]int{"postgres": 4, "mysql": 2, "sqlite": 2}
