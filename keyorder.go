@@ -7,9 +7,10 @@ import (
 
 // KeyOrderer is implemented by a Store that keeps the messages of one key in
 // id order across batches and relays. Relay calls HoldBack for every batch
-// that has a message with a key, after the batch before it is marked and
-// before it publishes this one. A Store that does not implement it keeps a
-// key's order only inside one batch.
+// that has a message with a key, before it publishes it: as soon as it is
+// claimed, while the batch before it may still be published
+// (HoldParams.InFlight), or after the batch before it is marked. A Store
+// that does not implement it keeps a key's order only inside one batch.
 //
 // This interface is for driver authors and is not stable.
 type KeyOrderer interface {
@@ -39,6 +40,10 @@ type HoldParams struct {
 	// backoff waits before it is looked at again. The store makes it due
 	// at once when its blocker is marked SENT or DEAD.
 	HeldWait time.Duration
+	// InFlight are the messages of the relay's previous claim, which it may
+	// still be publishing: they hold back none of msgs. The relay holds
+	// back, itself, the later messages of a key whose message there fails.
+	InFlight []Message
 }
 
 // RetriedHeader is the header a DEAD message carries once a person has
@@ -65,12 +70,14 @@ const heldWait = 10 * time.Second
 // message of their key. It returns nil when none must, when no message has a
 // key, or when the store keeps no order. When the store cannot tell, every
 // message with a key is held (left NEW, due as before) and err says why.
-func (r *Relay) holdBack(ctx context.Context, msgs []Message) (held []bool, err error) {
+// inflight are the messages of the claim before, which do not hold msgs back
+// (see heldBehind).
+func (r *Relay) holdBack(ctx context.Context, msgs, inflight []Message) (held []bool, err error) {
 	ko, ok := r.store.(KeyOrderer)
 	if !ok || !anyKey(msgs) {
 		return nil, nil
 	}
-	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait})
+	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait, InFlight: inflight})
 	if err == nil {
 		return held, nil
 	}
@@ -79,6 +86,62 @@ func (r *Relay) holdBack(ctx context.Context, msgs []Message) (held []bool, err 
 		held[i] = msgs[i].Key != ""
 	}
 	return held, err
+}
+
+// holdEarly works out the hold-back of a batch just claimed, while the batch
+// before it (inflight) may still be published, so that the publisher does
+// not wait for it. On an error the batch is left to publishBatch, which asks
+// again.
+func (r *Relay) holdEarly(ctx context.Context, b *batch, inflight []Message) {
+	if _, ok := r.store.(KeyOrderer); !ok || !anyKey(b.msgs) {
+		return
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(*b)/2, time.Millisecond))
+	held, err := r.holdBack(hctx, b.msgs, inflight)
+	cancel()
+	if err == nil {
+		b.early, b.held = true, held
+	}
+}
+
+// failedKeys returns, per key of b's messages that did not go (retried,
+// released, DEAD with StopKeyAtDead, or all of them when the mark failed),
+// the smallest such id: the batch claimed after b, whose hold-back did not
+// count b's messages, holds back its later messages of those keys.
+func (r *Relay) failedKeys(b batch, outcomes []Outcome, markErr error) map[string]int64 {
+	var failed map[string]int64
+	for i, m := range b.msgs {
+		if m.Key == "" {
+			continue
+		}
+		if markErr == nil && i < len(outcomes) {
+			switch k := outcomes[i].Kind; {
+			case k == OutcomeSent, k == OutcomeDead && !r.cfg.StopKeyAtDead:
+				continue
+			}
+		}
+		if failed == nil {
+			failed = map[string]int64{}
+		}
+		if f, ok := failed[m.Key]; !ok || m.ID < f {
+			failed[m.Key] = m.ID
+		}
+	}
+	return failed
+}
+
+// heldBehind adds to held (which may be nil) the messages behind a failed
+// message of their key in the batch before (failed, from failedKeys).
+func heldBehind(failed map[string]int64, msgs []Message, held []bool) []bool {
+	for i, m := range msgs {
+		if f, ok := failed[m.Key]; ok && m.Key != "" && f < m.ID {
+			if held == nil {
+				held = make([]bool, len(msgs))
+			}
+			held[i] = true
+		}
+	}
+	return held
 }
 
 func anyKey(msgs []Message) bool {
@@ -135,8 +198,14 @@ func (r *Relay) publishOrdered(ctx context.Context, b batch, held []bool) (Batch
 // publishBatch publishes a claimed batch, first holding back the messages
 // that must wait for an earlier message of their key (see KeyOrderer).
 func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outcome, judgement) {
+	if b.early {
+		if held := heldBehind(b.failedBefore, b.msgs, b.held); held != nil {
+			return r.publishOrdered(ctx, b, held)
+		}
+		return r.publishClaimed(ctx, b)
+	}
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(b)/2, time.Millisecond))
-	held, err := r.holdBack(hctx, b.msgs)
+	held, err := r.holdBack(hctx, b.msgs, nil)
 	cancel()
 	if err != nil {
 		r.noteDB(err)

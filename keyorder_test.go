@@ -75,3 +75,43 @@ func TestRelayHoldsBackWhatTheStoreSays(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedKeysHoldTheNextBatch: the keys of a batch whose messages did not
+// go (retried, released, DEAD under StopKeyAtDead, or all when the mark
+// failed) hold back the later messages of those keys in the batch claimed
+// next; a key whose message was sent, and the earlier ids, do not.
+func TestFailedKeysHoldTheNextBatch(t *testing.T) {
+	prev := batch{msgs: []Message{{ID: 1, Key: "a"}, {ID: 2, Key: "b"}, {ID: 3, Key: "c"}, {ID: 4, Key: "d"}, {ID: 5}}}
+	outs := []Outcome{{Kind: OutcomeSent}, {Kind: OutcomeRetry}, {Kind: OutcomeDead}, {Kind: OutcomeRelease}, {Kind: OutcomeRetry}}
+	next := []Message{{ID: 6, Key: "a"}, {ID: 7, Key: "b"}, {ID: 8, Key: "c"}, {ID: 9, Key: "d"}, {ID: 10}, {ID: 0, Key: "b"}}
+	for _, tc := range []struct {
+		name   string
+		stop   bool
+		err    error
+		wanted []bool
+	}{
+		{name: "dead passes", wanted: []bool{false, true, false, true, false, false}},
+		{name: "dead stops the key", stop: true, wanted: []bool{false, true, true, true, false, false}},
+		{name: "mark failed", err: errors.New("database down"), wanted: []bool{true, true, true, true, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Relay{cfg: RelayConfig{StopKeyAtDead: tc.stop}}
+			held := heldBehind(r.failedKeys(prev, outs, tc.err), next, nil)
+			if held == nil {
+				t.Fatal("nothing held")
+			}
+			for i := range next {
+				if held[i] != tc.wanted[i] {
+					t.Errorf("message %d (key %q): held %v, want %v", next[i].ID, next[i].Key, held[i], tc.wanted[i])
+				}
+			}
+		})
+	}
+	r := &Relay{}
+	if got := r.failedKeys(prev, []Outcome{{Kind: OutcomeSent}, {Kind: OutcomeSent}, {Kind: OutcomeSent}, {Kind: OutcomeSent}, {Kind: OutcomeRetry}}, nil); got != nil {
+		t.Errorf("all keyed sent: failed %v, want none", got)
+	}
+	if held := heldBehind(nil, next, nil); held != nil {
+		t.Errorf("no failed keys: held %v", held)
+	}
+}

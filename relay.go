@@ -339,6 +339,12 @@ type batch struct {
 	// handled, when set (OverlapNone), is closed once the batch is marked or
 	// released.
 	handled chan struct{}
+	// early: the hold-back was worked out when the batch was claimed (held),
+	// without the messages of the batch before it, whose failed keys
+	// (failedBefore) the publisher adds.
+	early        bool
+	held         []bool
+	failedBefore map[string]int64
 }
 
 // claimBatch claims the next batch, from the cursor or from the first id;

@@ -150,8 +150,12 @@ type pipeline struct {
 	db sync.Mutex
 
 	// last is the claim of the batch handed to the publisher last, which it
-	// may still hold.
-	last Claim
+	// may still hold, and lastMsgs its messages.
+	last     Claim
+	lastMsgs []Message
+	// failed: the keys of the batch the publisher handled last whose
+	// messages did not go (see Relay.failedKeys). The publisher's own.
+	failed map[string]int64
 
 	mu    sync.Mutex
 	until time.Time // the broker or the database asked for a pause until then
@@ -162,7 +166,8 @@ func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
 	defer p.dbTurn()()
 	b, err := r.claimBatch(ctx, p.last)
 	if err == nil && len(b.msgs) > 0 {
-		p.last = b.claim
+		r.holdEarly(ctx, &b, p.lastMsgs)
+		p.last, p.lastMsgs = b.claim, b.msgs
 	}
 	if err == nil && len(b.msgs) == 0 {
 		if err = b.claim.Finish(context.WithoutCancel(ctx), nil); err != nil {
@@ -219,12 +224,15 @@ func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time
 		if err := b.claim.Abort(context.WithoutCancel(ctx)); err != nil {
 			log.Warn("outbox relay: releasing a claimed batch failed", "error", err)
 		}
+		p.failed = r.failedKeys(b, nil, errNotAttempted)
 		return pause
 	}
+	b.failedBefore = p.failed
 	rep, outcomes, j := r.publishBatch(ctx, b)
 	endTurn := p.dbTurn()
 	rep, err := r.finishBatch(ctx, b, rep, outcomes)
 	endTurn()
+	p.failed = r.failedKeys(b, outcomes, err)
 	// The broker's own word on when to come back (a Retry-After) may
 	// lengthen a pause, not the backoff: the next pause doubles from the
 	// relay's own.

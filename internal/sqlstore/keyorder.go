@@ -93,6 +93,12 @@ func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.Ho
 	if len(order) == 0 {
 		return nil, nil
 	}
+	for _, m := range p.InFlight {
+		if k := keys[m.Key]; k != nil && m.ID < k.Hi && !inBatch[m.ID] {
+			inBatch[m.ID] = true
+			k.N++
+		}
+	}
 	first, err := s.blockers(ctx, order, inBatch, p.DeadBlocks)
 	if err != nil {
 		return nil, s.wrap("key order: blockers", err)
