@@ -1,0 +1,158 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/outbox-go/outbox"
+)
+
+// leaseClaim is a batch held by a lease, recorded under token (PostgreSQL:
+// the chunks of its rows; MySQL: its rows). Finish marks
+// in a transaction of its own. The SENT mark applies to rows still NEW
+// whether or not the lease still holds (the messages went out); the other
+// outcomes only to rows the lease still holds, so that a relay that
+// outlived its lease cannot undo or shorten another relay's claim.
+type leaseClaim struct {
+	s     *Store
+	msgs  []outbox.Message
+	ctids []string // PostgreSQL: each message's ctid, as the claim read it
+	token string
+	// prevToken and prevLast are the token and the last id of the claim
+	// whose chunks this one may take over (see holdChunks), or "" and 0.
+	prevToken string
+	prevLast  int64
+	done      bool
+}
+
+func (c *leaseClaim) Messages() []outbox.Message { return c.msgs }
+
+func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
+	if c.done {
+		return fmt.Errorf("outbox: claim already finished")
+	}
+	c.done = true
+	if len(c.msgs) == 0 {
+		return nil
+	}
+	s := c.s
+	sent, others, err := split(c.msgs, outcomes, false)
+	if err != nil {
+		return err
+	}
+	if len(others) == 0 {
+		if len(sent) == 0 {
+			return c.release(ctx, "finish: release claim")
+		}
+		// The common case: one statement, its own transaction, which on
+		// PostgreSQL also drops the lease.
+		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
+		if err := s.execMark(ctx, q, args); err != nil {
+			return s.wrap("mark sent", err)
+		}
+		s.releaseAfterMark(ctx, c.msgs, outcomes)
+		if s.c.mode == claimChunks {
+			return nil
+		}
+		return c.release(ctx, "finish: release claim")
+	}
+	begin := s.db.Begin
+	if setup := s.c.markSetup; setup != "" {
+		begin = s.beginWith(setup)
+	}
+	tx, err := begin(ctx)
+	if err != nil {
+		return s.wrap("finish: begin", err)
+	}
+	fail := func(op string, err error) error {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return s.wrap(op, err)
+	}
+	if s.c.markLock != "" {
+		if err := c.lockOthers(ctx, tx, others); err != nil {
+			return fail("mark failed: lock", err)
+		}
+	}
+	// The other outcomes first: they read the lease that the SENT mark
+	// (PostgreSQL) drops.
+	q, args := s.c.markOthersArgs(others, c.token)
+	if _, err := tx.Exec(ctx, q, args...); err != nil {
+		return fail("mark failed", err)
+	}
+	if len(sent) > 0 {
+		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return fail("mark sent", err)
+		}
+	}
+	if len(sent) == 0 || s.c.mode != claimChunks {
+		if _, err := tx.Exec(ctx, s.c.claimRelease, c.token); err != nil {
+			return fail("finish: release claim", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return s.wrap("finish: commit", err)
+	}
+	s.releaseAfterMark(ctx, c.msgs, outcomes)
+	return nil
+}
+
+// lockOthers locks the rows of others in tx (markLock).
+func (c *leaseClaim) lockOthers(ctx context.Context, tx Tx, others []outcomeRow) error {
+	ids := make([]int64, len(others))
+	for i, r := range others {
+		ids[i] = r.ID
+	}
+	q, args := c.s.c.withIDs(c.s.c.markLock, nil, ids)
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// sentCtids is the ctids of the messages whose outcome is SENT, in the
+// order split lists their ids.
+func (c *leaseClaim) sentCtids(outcomes []outbox.Outcome) []string {
+	if c.ctids == nil {
+		return nil
+	}
+	var out []string
+	for i, o := range outcomes {
+		if o.Kind == outbox.OutcomeSent {
+			out = append(out, c.ctids[i])
+		}
+	}
+	return out
+}
+
+// requeuedSent reports whether a message marked SENT had been requeued (its
+// next_retry_at, as claimed, is past its creation).
+func requeuedSent(msgs []outbox.Message, outcomes []outbox.Outcome) bool {
+	for i, o := range outcomes {
+		if o.Kind == outbox.OutcomeSent && msgs[i].NextRetryAt.After(msgs[i].CreatedAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// Abort gives the rows back unmarked: due again at once, for any relay.
+func (c *leaseClaim) Abort(ctx context.Context) error {
+	if c.done {
+		return nil
+	}
+	c.done = true
+	if len(c.msgs) == 0 {
+		return nil
+	}
+	return c.release(ctx, "abort claim")
+}
+
+func (c *leaseClaim) release(ctx context.Context, op string) error {
+	_, err := c.s.db.Exec(ctx, c.s.c.claimRelease, c.token)
+	return c.s.wrap(op, err)
+}

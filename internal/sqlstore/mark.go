@@ -1,0 +1,88 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/outbox-go/outbox"
+)
+
+// outcomeRow is one non-sent outcome as the markOthers statements read it.
+type outcomeRow struct {
+	ID    int64  `json:"id"`
+	Kind  int    `json:"k"`
+	Delay int64  `json:"d"`
+	Error string `json:"e"`
+}
+
+// split sorts outcomes into ids to mark SENT and rows for markOthers. Release
+// rows are included only when the dialect must write them.
+func split(msgs []outbox.Message, outcomes []outbox.Outcome, withRelease bool) (sent []int64, others []outcomeRow, err error) {
+	if len(outcomes) != len(msgs) {
+		return nil, nil, fmt.Errorf("outbox: finish: %d outcomes for %d messages", len(outcomes), len(msgs))
+	}
+	for i, o := range outcomes {
+		switch o.Kind {
+		case outbox.OutcomeSent:
+			sent = append(sent, msgs[i].ID)
+		case outbox.OutcomeRelease:
+			if withRelease {
+				others = append(others, outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind)})
+			}
+		default:
+			others = append(others, outcomeRow{ID: msgs[i].ID, Kind: int(o.Kind), Delay: o.Delay.Milliseconds(), Error: o.Error})
+		}
+	}
+	return sent, others, nil
+}
+
+func (c *compiled) markOthersArgs(rows []outcomeRow, token string) (string, []any) {
+	b, _ := json.Marshal(rows)
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return c.withIDs(c.markOthers, []any{string(b), token}, ids)
+}
+
+// markSentArgs: PostgreSQL's markSent takes a bigint array, the token whose
+// lease it drops and the rows' ctids; the others a JSON array, or {{ids}}.
+// requeued says that a row marked had been requeued (markSentRequeued).
+func (c *compiled) markSentArgs(ids []int64, token string, ctids []string, requeued bool) (string, []any) {
+	switch {
+	case c.idList:
+		return c.withIDs(c.markSent, nil, ids)
+	case c.mode == claimChunks:
+		if requeued && c.markSentRequeued != "" {
+			return c.markSentRequeued, []any{ids, token, ctids}
+		}
+		return c.markSent, []any{ids, token, ctids}
+	}
+	return c.markSent, []any{jsonArray(ids)}
+}
+
+// execMark runs the mark q as a transaction of its own, after the dialect's
+// markSetup where it has one, in one round trip where the DB is a
+// TxPipeliner.
+func (s *Store) execMark(ctx context.Context, q string, args []any) error {
+	if s.c.markSetup == "" {
+		_, err := s.db.Exec(ctx, q, args...)
+		return err
+	}
+	if pl, ok := s.db.(TxPipeliner); ok {
+		return pl.QueryCommitted(ctx, setupStatements(s.c.markSetup), q, args, func(rows Rows) error {
+			defer rows.Close()
+			return rows.Err()
+		})
+	}
+	tx, err := s.beginWith(s.c.markSetup)(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, q, args...); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return tx.Commit(context.WithoutCancel(ctx))
+}
