@@ -71,12 +71,16 @@ const heldWait = 10 * time.Second
 // key, or when the store keeps no order. When the store cannot tell, every
 // message with a key is held (left NEW, due as before) and err says why.
 // inflight are the messages of the claim before, which do not hold msgs back
-// (see heldBehind).
-func (r *Relay) holdBack(ctx context.Context, msgs, inflight []Message) (held []bool, err error) {
+// (see heldBehind). The check gets half of b's publish window, whether or
+// not ctx is cancelled.
+func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held []bool, err error) {
+	msgs := b.msgs
 	ko, ok := r.store.(KeyOrderer)
 	if !ok || !anyKey(msgs) {
 		return nil, nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(b)/2, time.Millisecond))
+	defer cancel()
 	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait, InFlight: inflight})
 	if err == nil {
 		return held, nil
@@ -96,10 +100,7 @@ func (r *Relay) holdEarly(ctx context.Context, b *batch, inflight []Message) {
 	if _, ok := r.store.(KeyOrderer); !ok || !anyKey(b.msgs) {
 		return
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(*b)/2, time.Millisecond))
-	held, err := r.holdBack(hctx, b.msgs, inflight)
-	cancel()
-	if err == nil {
+	if held, err := r.holdBack(ctx, *b, inflight); err == nil {
 		b.early, b.held = true, held
 	}
 }
@@ -204,9 +205,7 @@ func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outco
 		}
 		return r.publishClaimed(ctx, b)
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(b)/2, time.Millisecond))
-	held, err := r.holdBack(hctx, b.msgs, nil)
-	cancel()
+	held, err := r.holdBack(ctx, b, nil)
 	if err != nil {
 		r.noteDB(err)
 		r.cfg.Logger.Warn("outbox relay: could not check the order of the batch's keys; its messages with a key wait", "error", err)
