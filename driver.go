@@ -107,7 +107,10 @@ type Claim interface {
 	// Messages returns the claimed messages in id order.
 	Messages() []Message
 	// Finish records one outcome per message (same order as Messages) in one
-	// transaction and releases the claim.
+	// transaction and releases the claim. When it fails, nothing is
+	// recorded, and the store gives the claim up where it still can (as
+	// Abort), so that its messages are due again at once rather than when
+	// the lease runs out.
 	Finish(ctx context.Context, outcomes []Outcome) error
 	// Abort releases the claim with nothing recorded: every message stays NEW
 	// with its retry count unchanged.

@@ -72,6 +72,7 @@ func Run[TTx any](t *testing.T, setup Setup[TTx]) {
 	t.Run("CrashBetweenPublishAndMark", s.testCrash)
 	t.Run("IdleInTransactionTimeout", s.testIdleInTxTimeout)
 	t.Run("LeaseRunsOut", s.testLeaseRunsOut)
+	t.Run("FailedFinishGivesUp", s.testFailedFinishGivesUp)
 	t.Run("StatusSetBackByHand", s.testStatusSetBackByHand)
 	t.Run("Inbox", s.testInbox)
 	t.Run("InboxConcurrent", s.testInboxConcurrent)

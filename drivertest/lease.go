@@ -61,6 +61,46 @@ func (s suite[TTx]) testIdleInTxTimeout(t *testing.T) {
 	}
 }
 
+// testFailedFinishGivesUp: a Finish that fails (here its context is
+// cancelled) records nothing and gives the claim up, so that its rows are
+// due again at once, not when the minute's lease runs out.
+func (s suite[TTx]) testFailedFinishGivesUp(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	ctx := ctxT(t)
+	s.write(t, env, manyMsgs("giveup", 3)...)
+	c, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Messages()) != 3 {
+		t.Fatalf("claimed %d messages, want 3", len(c.Messages()))
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	sent := make([]outbox.Outcome, 3)
+	if err := c.Finish(cancelled, sent); err == nil {
+		t.Fatal("Finish with a cancelled context succeeded")
+	}
+	if n := s.count(t, env, "status = 0 AND retries = 0"); n != 3 {
+		t.Fatalf("%d rows NEW and untouched after the failed Finish, want 3", n)
+	}
+	again, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Messages()) != 3 {
+		again.Abort(context.WithoutCancel(ctx))
+		t.Fatalf("after the failed Finish a claim got %d rows at once, want 3: the lease still held them", len(again.Messages()))
+	}
+	if err := again.Finish(ctx, sent); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(t, env, "status = 1"); n != 3 {
+		t.Fatalf("SENT = %d, want 3", n)
+	}
+}
+
 // testLeaseRunsOut: a relay's lease runs out while the broker still has its
 // batch; another relay claims the rows, and the first relay's late Finish
 // then marks SENT what it sent (status moves forward only), but neither

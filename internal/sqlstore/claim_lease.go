@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/outbox-go/outbox"
 )
@@ -27,7 +28,7 @@ type leaseClaim struct {
 
 func (c *leaseClaim) Messages() []outbox.Message { return c.msgs }
 
-func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
+func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err error) {
 	if c.done {
 		return fmt.Errorf("outbox: claim already finished")
 	}
@@ -35,6 +36,11 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 	if len(c.msgs) == 0 {
 		return nil
 	}
+	defer func() {
+		if err != nil {
+			giveUp(ctx, c.release)
+		}
+	}()
 	s := c.s
 	sent, others, err := split(c.msgs, outcomes, false)
 	if err != nil {
@@ -151,6 +157,18 @@ func (c *leaseClaim) Abort(ctx context.Context) error {
 	}
 	return c.release(ctx, "abort claim")
 }
+
+// giveUp releases the claim of a Finish that failed, in a statement of its
+// own with a fresh timeout, so that its rows are due again at once rather
+// than when the lease runs out. Its error is dropped: the lease still ends.
+func giveUp(ctx context.Context, release func(context.Context, string) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpTimeout)
+	defer cancel()
+	release(ctx, "finish failed: release claim")
+}
+
+// giveUpTimeout bounds giveUp's statement.
+const giveUpTimeout = 5 * time.Second
 
 func (c *leaseClaim) release(ctx context.Context, op string) error {
 	_, err := c.s.db.Exec(ctx, c.s.c.claimRelease, c.token)

@@ -61,7 +61,7 @@ type rangeClaim struct {
 
 func (c *rangeClaim) Messages() []outbox.Message { return c.msgs }
 
-func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) error {
+func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err error) {
 	if c.done {
 		return fmt.Errorf("outbox: claim already finished")
 	}
@@ -69,6 +69,11 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) erro
 	if len(c.msgs) == 0 {
 		return nil
 	}
+	defer func() {
+		if err != nil && c.token != "" {
+			giveUp(ctx, c.release)
+		}
+	}()
 	sent, others, err := split(c.msgs, outcomes, false)
 	if err != nil {
 		return err
@@ -109,6 +114,10 @@ func (c *rangeClaim) Abort(ctx context.Context) error {
 		return nil
 	}
 	c.done = true
+	return c.release(ctx, "abort claim")
+}
+
+func (c *rangeClaim) release(ctx context.Context, op string) error {
 	_, err := c.s.db.Exec(ctx, c.s.c.claimRelease, c.token)
-	return c.s.wrap("abort claim", err)
+	return c.s.wrap(op, err)
 }
