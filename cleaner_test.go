@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ type deleteStore struct {
 	left  int64 // rows old enough
 	inbox int64 // inbox records old enough
 	fail  error
+	took  time.Duration // how long each DeleteSent takes
 }
 
 func (s *deleteStore) DeleteConsumed(_ context.Context, olderThan time.Duration, limit int) (int64, error) {
@@ -38,6 +40,7 @@ func (s *deleteStore) DeleteConsumed(_ context.Context, olderThan time.Duration,
 func (s *deleteStore) Tables() Tables { return Tables{}.WithDefaults() }
 
 func (s *deleteStore) DeleteSent(_ context.Context, olderThan time.Duration, limit int) (int64, error) {
+	time.Sleep(s.took)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -62,6 +65,9 @@ func TestNewCleanerConfig(t *testing.T) {
 		{CleanerConfig{OlderThan: time.Hour, BatchSize: -1}, "BatchSize"},
 		{CleanerConfig{OlderThan: time.Hour, BatchSize: 100001}, "BatchSize"},
 		{CleanerConfig{OlderThan: time.Hour, MaxBatches: -1}, "MaxBatches"},
+		{CleanerConfig{OlderThan: time.Hour, DutyCycle: -0.5}, "DutyCycle"},
+		{CleanerConfig{OlderThan: time.Hour, DutyCycle: 1.5}, "DutyCycle"},
+		{CleanerConfig{OlderThan: time.Hour, DutyCycle: math.NaN()}, "DutyCycle"},
 	} {
 		if _, err := NewCleaner(st, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error about %s", c.cfg, err, c.want)
@@ -74,7 +80,7 @@ func TestNewCleanerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Config(); got.Interval != 10*time.Minute || got.BatchSize != 1000 || got.MaxBatches != 0 || got.Logger == nil {
+	if got := c.Config(); got.Interval != 10*time.Minute || got.BatchSize != 1000 || got.MaxBatches != 0 || got.DutyCycle != 1 || got.Logger == nil {
 		t.Fatalf("defaults: %+v", got)
 	}
 }
@@ -112,6 +118,60 @@ func TestCleanerRounds(t *testing.T) {
 	c, _ = NewCleaner(st, CleanerConfig{OlderThan: time.Hour, InboxOlderThan: time.Hour})
 	if rep, err := c.RunOnce(context.Background()); rep != (CleanerReport{Sent: 10, Consumed: 20}) || err != nil {
 		t.Fatalf("both: %+v, %v", rep, err)
+	}
+}
+
+// TestCleanerDutyCycle: after each full batch the cleaner waits
+// took×(1−DutyCycle)/DutyCycle, and not after the last one; at the default
+// it does not wait.
+func TestCleanerDutyCycle(t *testing.T) {
+	for _, duty := range []float64{1, 0.25} {
+		st := &deleteStore{left: 3500, took: 5 * time.Millisecond}
+		c, err := NewCleaner(st, CleanerConfig{OlderThan: time.Hour, BatchSize: 1000, DutyCycle: duty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var waits []time.Duration
+		c.wait = func(_ context.Context, d time.Duration) bool { waits = append(waits, d); return true }
+		if rep, err := c.RunOnce(context.Background()); rep.Sent != 3500 || err != nil {
+			t.Fatalf("duty %v: %+v, %v", duty, rep, err)
+		}
+		if len(waits) != 3 {
+			t.Fatalf("duty %v: %d waits %v, want one after each of the 3 full batches", duty, len(waits), waits)
+		}
+		for _, w := range waits {
+			if duty == 1 && w != 0 {
+				t.Errorf("duty 1: waited %s, want no wait", w)
+			}
+			// Each statement took at least 5ms: the wait is at least 3 times that.
+			if duty == 0.25 && w < 15*time.Millisecond {
+				t.Errorf("duty 0.25: waited %s after a statement of at least 5ms, want at least 15ms", w)
+			}
+		}
+	}
+	if got := dutyWait(100*time.Millisecond, 0.2); got != 400*time.Millisecond {
+		t.Errorf("dutyWait(100ms, 0.2) = %s, want 400ms", got)
+	}
+}
+
+// TestCleanerDutyCycleCancel: a stop during a duty-cycle wait ends the round
+// at once with what it deleted.
+func TestCleanerDutyCycleCancel(t *testing.T) {
+	st := &deleteStore{left: 5000, took: 10 * time.Millisecond}
+	c, err := NewCleaner(st, CleanerConfig{OlderThan: time.Hour, BatchSize: 1000, DutyCycle: 0.001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	rep, err := c.RunOnce(ctx)
+	if rep.Sent != 1000 || err != nil {
+		t.Fatalf("cancelled round: %+v, %v; want the first batch of 1000", rep, err)
+	}
+	// The wait after the first statement is at least 10s.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the round ended %s after it began, not at the stop", took)
 	}
 }
 

@@ -156,6 +156,8 @@ func TestRelayAdminAndCleanupFlagErrors(t *testing.T) {
 			[]string{"--cleanup-inbox-older-than -1s is negative"}},
 		{"no cleanup interval", nil, append(relay, "--cleanup-interval", "0s"),
 			[]string{"--cleanup-interval 0s must be positive"}},
+		{"a cleanup duty cycle above 1", nil, append(relay, "--cleanup-duty-cycle", "1.5"),
+			[]string{"--cleanup-duty-cycle 1.5 is out of range"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -179,7 +181,7 @@ func TestRelayCleanup(t *testing.T) {
 		b.exec(t, "UPDATE consumed_msg SET consumed_at = "+b.tenDaysAgo+" WHERE msg_id = 'old'")
 		var stderr func() string
 		stop := startRelayLogged(t, &stderr, []string{"OUTBOX_CLEANUP_OLDER_THAN=1s"},
-			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms", "--cleanup-interval", "200ms", "--cleanup-inbox-older-than", "168h",
+			"--db", b.dsn, "--broker", "discard:", "--interval", "50ms", "--cleanup-interval", "200ms", "--cleanup-duty-cycle", "0.5", "--cleanup-inbox-older-than", "168h",
 			"--metrics-addr", "127.0.0.1:0")
 		metrics := urlInLog(t, stderr, metricsURL)
 		waitFor(t, "the SENT rows deleted", 30*time.Second, func() bool { return b.count(t, "1 = 1") == 1 })

@@ -523,7 +523,7 @@ func TestCleanup(t *testing.T) {
 		if r.stdout != "deleted 1 SENT message older than 168h0m0s from table \"outbox\"\n" {
 			t.Errorf("cleanup --max-batches 1: %s", r)
 		}
-		r = mustRun(t, append([]string{"cleanup", "--older-than", "168h", "--batch", "1"}, db...)...)
+		r = mustRun(t, append([]string{"cleanup", "--older-than", "168h", "--batch", "1", "--duty-cycle", "0.5"}, db...)...)
 		if !strings.HasPrefix(r.stdout, "deleted 2 SENT messages") {
 			t.Errorf("cleanup --batch 1: %s", r)
 		}

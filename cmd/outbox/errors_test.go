@@ -107,6 +107,8 @@ func TestUsageAndConfigurationErrors(t *testing.T) {
 		{"missing db, stats", nil, []string{"stats"}, 2, []string{"missing --db"}},
 		{"missing db, dead list", nil, []string{"dead", "list"}, 2, []string{"missing --db"}},
 		{"missing db, cleanup", nil, []string{"cleanup", "--older-than", "1h"}, 2, []string{"missing --db"}},
+		{"cleanup duty cycle 0", nil, []string{"cleanup", "--older-than", "1h", "--db", "sqlite:///nonexistent/x.db", "--duty-cycle", "0"}, 2, []string{"--duty-cycle 0 is out of range", "above 0 and at most 1"}},
+		{"cleanup duty cycle not a number", nil, []string{"cleanup", "--older-than", "1h", "--db", "sqlite:///nonexistent/x.db", "--duty-cycle", "x"}, 2, []string{"--duty-cycle", "use a number such as 0.2"}},
 		{"empty OUTBOX_DB counts as missing", []string{"OUTBOX_DB="}, []string{"stats"}, 2, []string{"missing --db"}},
 		{"bad OUTBOX_BATCH", []string{"OUTBOX_BATCH=abc"}, []string{"relay", "--db", sqlite, "--broker", "discard:"}, 2,
 			[]string{`invalid value "abc" in OUTBOX_BATCH`, "--batch", "whole number"}},

@@ -118,6 +118,12 @@ func (f *flagSet) int64Var(p *int64, name string, value int64, placeholder, usag
 	return f.doc(name, placeholder, usage, strconv.FormatInt(value, 10))
 }
 
+func (f *flagSet) float64Var(p *float64, name string, value float64, placeholder, usage string) *flagDoc {
+	f.fs.Float64Var(p, name, value, usage)
+	f.hintValue(name, "use a number such as 0.2")
+	return f.doc(name, placeholder, usage, strconv.FormatFloat(value, 'g', -1, 64))
+}
+
 func (f *flagSet) durationVar(p *time.Duration, name string, value time.Duration, usage string) *flagDoc {
 	f.fs.DurationVar(p, name, value, usage)
 	f.hintValue(name, "use a duration such as 500ms, 30s, 10m or 168h")

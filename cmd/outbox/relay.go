@@ -41,6 +41,7 @@ type relayOptions struct {
 	cleanupAge        time.Duration
 	cleanupInbox      time.Duration
 	cleanupEvery      time.Duration
+	cleanupDuty       float64
 	retryBudget       time.Duration
 	probeInterval     time.Duration
 	stopKeyAtDead     bool
@@ -110,6 +111,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"keep them longer than any redelivery; 0 (the default) leaves them")
 	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute,
 		"wait between two rounds of the cleanup flags; each round's last statement reads the whole table (outbox on PostgreSQL, inbox everywhere)")
+	f.float64Var(&o.cleanupDuty, "cleanup-duty-cycle", 1, "SHARE",
+		"share of a cleanup round's time spent in DELETE statements, above 0 and at most 1, as 'outbox cleanup --duty-cycle'; "+
+			"below 1 the cleanup waits between statements and takes less of the database from the relay")
 	f.note("The servers of --metrics-addr and --admin-addr also answer, without the admin token,\n" +
 		"GET " + livenessPath + " (200 while the process runs) and GET " + readinessPath + " (200 when the database answers,\n" +
 		"the tables are at the schema version this relay needs and no relay holds the broker or the\n" +
@@ -301,7 +305,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cleaned := make(chan struct{})
 	if o.cleanupAge > 0 || o.cleanupInbox > 0 {
 		c, err := outbox.NewCleaner(d.Store, outbox.CleanerConfig{OlderThan: o.cleanupAge, InboxOlderThan: o.cleanupInbox,
-			Interval: o.cleanupEvery, Logger: log, Hooks: cleanupHooks})
+			Interval: o.cleanupEvery, DutyCycle: o.cleanupDuty, Logger: log, Hooks: cleanupHooks})
 		if err != nil {
 			return err
 		}
@@ -381,6 +385,8 @@ func (o *relayOptions) validate(f *flagSet) error {
 		return bad("--cleanup-inbox-older-than %s is negative; give an age such as 720h, or 0 to leave inbox records", o.cleanupInbox)
 	case o.cleanupEvery <= 0:
 		return bad("--cleanup-interval %s must be positive", o.cleanupEvery)
+	case !(o.cleanupDuty > 0 && o.cleanupDuty <= 1):
+		return bad("--cleanup-duty-cycle %v is out of range; give a share of time above 0 and at most 1, such as 0.2", o.cleanupDuty)
 	case o.webhookLegacy && o.webhookSecret == "" && o.webhookSecretFile == "":
 		return bad("--webhook-legacy-signature needs --webhook-secret or --webhook-secret-file")
 	case o.admin.addr != "" && o.admin.addr == o.metricsAddr && !strings.HasSuffix(o.admin.addr, ":0"):

@@ -9,8 +9,11 @@ package main
 //	OUTBOX_VOLUME_DB=postgres://postgres@127.0.0.1:55432/vol \
 //	  go test -tags volume -run TestVolume -v -timeout 2h .
 //
-// OUTBOX_VOLUME_DAYS is the load's spread of created_at (default 7) and
-// OUTBOX_VOLUME_DRAIN the NEW rows added for each relay run (default 200000).
+// OUTBOX_VOLUME_DAYS is the load's spread of created_at (default 7),
+// OUTBOX_VOLUME_DRAIN the NEW rows added for each relay run (default 200000),
+// OUTBOX_VOLUME_DUTY the cleaner's CleanerConfig.DutyCycle beside the relay
+// (default 1), and OUTBOX_VOLUME_ONLY=cleaner runs only the relay beside the
+// cleaner.
 
 import (
 	"context"
@@ -36,7 +39,8 @@ type volume struct {
 	exec  func(ctx context.Context, stmt string) error
 	days  int
 	drain int
-	added int64 // rows added by addNew so far, for unique msg_ids
+	duty  float64 // the cleaner's DutyCycle beside the relay
+	added int64   // rows added by addNew so far, for unique msg_ids
 }
 
 func volumeEnv(t *testing.T, key string, def int) int {
@@ -62,7 +66,18 @@ func TestVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	v := &volume{t: t, d: d, days: volumeEnv(t, "OUTBOX_VOLUME_DAYS", 7), drain: volumeEnv(t, "OUTBOX_VOLUME_DRAIN", 200000)}
+	v := &volume{t: t, d: d, days: volumeEnv(t, "OUTBOX_VOLUME_DAYS", 7), drain: volumeEnv(t, "OUTBOX_VOLUME_DRAIN", 200000), duty: 1}
+	if s := os.Getenv("OUTBOX_VOLUME_DUTY"); s != "" {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			t.Fatalf("OUTBOX_VOLUME_DUTY=%q: want a share of time above 0 and at most 1", s)
+		}
+		v.duty = f
+	}
+	only := os.Getenv("OUTBOX_VOLUME_ONLY")
+	if only != "" && only != "cleaner" {
+		t.Fatalf("OUTBOX_VOLUME_ONLY=%q: want cleaner, or leave it unset", only)
+	}
 	switch {
 	case d.PG != nil:
 		pool := d.PG.Pool()
@@ -75,11 +90,13 @@ func TestVolume(t *testing.T) {
 	// along: PostgreSQL's low-water mark only moves while a relay runs.
 	took, _ := v.drainAll(ctx, 0)
 	fmt.Printf("volume relay: the load's backlog drained in %.2fs\n", took.Seconds())
-	v.addNew(ctx, 10000)
-	v.reads(ctx)
-	v.plans(ctx)
-	v.claims(ctx)
-	v.writer(ctx)
+	if only == "" {
+		v.addNew(ctx, 10000)
+		v.reads(ctx)
+		v.plans(ctx)
+		v.claims(ctx)
+		v.writer(ctx)
+	}
 	v.relayWithCleaner(ctx)
 }
 
@@ -243,7 +260,8 @@ FROM seq_1_to_%d ORDER BY seq`, first, n)
 
 // drainAll runs a relay with a publisher that drops every message until no
 // row is pending, and returns how long it took. With cleanOlder above 0 a
-// cleaner deletes SENT rows older than it, 1000 a statement, meanwhile.
+// Cleaner (DutyCycle v.duty) deletes SENT rows older than it, 1000 a
+// statement, meanwhile.
 func (v *volume) drainAll(ctx context.Context, cleanOlder time.Duration) (time.Duration, int64) {
 	v.t.Helper()
 	st := v.sql()
@@ -259,16 +277,15 @@ func (v *volume) drainAll(ctx context.Context, cleanOlder time.Duration) (time.D
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = r.Run(ctx) }()
 	if cleanOlder > 0 {
+		c, err := outbox.NewCleaner(v.d.Store, outbox.CleanerConfig{OlderThan: cleanOlder, DutyCycle: v.duty})
+		if err != nil {
+			v.t.Fatal(err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
-				n, err := v.d.Store.DeleteSent(ctx, cleanOlder, 1000)
-				deleted.Add(n)
-				if err != nil || n == 0 {
-					return
-				}
-			}
+			rep, _ := c.RunOnce(ctx)
+			deleted.Add(rep.Sent)
 		}()
 	}
 	for {
@@ -302,8 +319,8 @@ func (v *volume) relayWithCleaner(ctx context.Context) {
 		older := time.Duration(v.days-k) * 24 * time.Hour
 		took, deleted := v.drainAll(ctx, older)
 		cleaning = append(cleaning, float64(v.drain)/took.Seconds())
-		fmt.Printf("volume relay run %d: alone %.0f/s, with the cleaner %.0f/s (it deleted %d SENT rows older than %s, %.0f/s)\n",
-			k, alone[k-1], cleaning[k-1], deleted, older, float64(deleted)/took.Seconds())
+		fmt.Printf("volume relay run %d: alone %.0f/s, with the cleaner at duty cycle %g %.0f/s (it deleted %d SENT rows older than %s, %.0f/s)\n",
+			k, alone[k-1], v.duty, cleaning[k-1], deleted, older, float64(deleted)/took.Seconds())
 	}
 	fmt.Printf("volume relay: with/without the cleaner %.2f, %.2f\n", cleaning[0]/alone[0], cleaning[1]/alone[1])
 }
