@@ -30,6 +30,7 @@ var (
 	chaosDB         = flag.String("chaos.db", "postgres", "the producers' database and the relays': postgres, mysql (MariaDB) or sqlite")
 	chaosOutage     = flag.Duration("chaos.outage", 30*time.Second, "how long the broker stays down, once in the run: longer than the short-window relays' retries and their --retry-budget")
 	chaosDBDown     = flag.Duration("chaos.dbdown", 0, "how long the consumer's database stays away, once in the run (0: a third of the run, at most a minute)")
+	chaosLogs       = flag.String("chaos.logs", "", "keep the relays' logs in this folder (created if missing) instead of a temporary one")
 	chaosBrokerName = flag.String("chaos.broker", "nats", "the broker, a private instance: nats (SIGKILLed), amqp (a RabbitMQ node), redis (fsync always) or mqtt (mosquitto with persistence), the last three restarted")
 )
 
@@ -53,7 +54,14 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), *chaosDuration+8*time.Minute)
 	defer cancel()
 	h, st := newChaosStore(ctx, t, cb.Broker, *chaosDB)
-	r := &chaosRun{t: t, ctx: ctx, bin: bin, cb: cb, h: h, st: st, logs: t.TempDir(),
+	logs := t.TempDir()
+	if *chaosLogs != "" {
+		if err := os.MkdirAll(*chaosLogs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		logs = *chaosLogs
+	}
+	r := &chaosRun{t: t, ctx: ctx, bin: bin, cb: cb, h: h, st: st, logs: logs,
 		rnd:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), //nolint:gosec // chaos, not secrets
 		consumer: useProxiedConsumer(ctx, t, h), order: newKeyOrder(), dbOutage: consumerOutage()}
 	r.dieFirst = r.rnd.IntN(2) // the handlers die in every other crash
