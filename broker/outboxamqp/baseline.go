@@ -14,9 +14,16 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/benchbaseline"
 )
 
-// Baseline publishes n messages of payloadBytes bytes to the destination of
+// init registers baseline for `outbox bench` through amqp://, amqps:// URLs.
+func init() {
+	benchbaseline.Register("amqp", baseline)
+	benchbaseline.Register("amqps", baseline)
+}
+
+// baseline publishes n messages of payloadBytes bytes to the destination of
 // topic with the bare client, in windows of window messages (publish the
 // window, then wait for all its confirms), and returns how long that took. It
 // is RabbitMQ's own acked publish rate, against which the relay's rate is a
@@ -24,13 +31,13 @@ import (
 // brokerURL's parameters, confirms, mandatory, persistent, the same
 // message), so a queue must be bound to receive the messages: a returned
 // message fails the run.
-func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
+func baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
 	s, err := PublisherConfig{URL: brokerURL}.settings()
 	if err != nil {
 		return 0, err
 	}
 	if n <= 0 || payloadBytes < 2 || window <= 0 {
-		return 0, fmt.Errorf("%w: Baseline needs n > 0, payloadBytes >= 2 and window > 0 (got %d, %d, %d)", ErrConfig, n, payloadBytes, window)
+		return 0, fmt.Errorf("%w: baseline needs n > 0, payloadBytes >= 2 and window > 0 (got %d, %d, %d)", ErrConfig, n, payloadBytes, window)
 	}
 	conn, err := s.dial(ctx, "outbox baseline")
 	if err != nil {

@@ -36,8 +36,8 @@ const (
 	DefaultDeadLetterAfter    = redelivery.DefaultDeadLetterAfter
 )
 
-// ErrConfig marks every error of NewPublisher, NewSubscriber and Baseline that
-// comes from a bad URL or config field, as opposed to a broker that cannot be
+// ErrConfig marks every error of NewPublisher and NewSubscriber that comes
+// from a bad URL or config field, as opposed to a broker that cannot be
 // reached.
 var ErrConfig = errors.New("outboxamqp: bad configuration")
 

@@ -71,20 +71,3 @@ func dropExample(exchange, group string) {
 	ch.QueueDelete(group+".dead", false, false, false)
 	ch.ExchangeDelete(exchange, false, false)
 }
-
-// Baseline measures RabbitMQ's own confirmed publish rate, the figure the
-// relay's rate is compared with; a queue must be bound to the routing key.
-func ExampleBaseline() {
-	ctx := context.Background()
-	url := "amqp://guest:guest@127.0.0.1:5672/?exchange=example-bench"
-	defer dropExample("example-bench", "example-bench-sink")
-	sub, err := outboxamqp.NewSubscriber(ctx, outboxamqp.SubscriberConfig{URL: url, Group: "example-bench-sink"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer sub.Close()
-	took, err := outboxamqp.Baseline(ctx, url, "bench.event", 1000, 200, 500)
-	fmt.Println(err, took > 0)
-	// Output: <nil> true
-}

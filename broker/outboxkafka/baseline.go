@@ -12,9 +12,15 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/benchbaseline"
 )
 
-// Baseline publishes n messages of payloadBytes bytes to the destination of
+// init registers baseline for `outbox bench` through kafka:// URLs.
+func init() {
+	benchbaseline.Register("kafka", baseline)
+}
+
+// baseline publishes n messages of payloadBytes bytes to the destination of
 // topic with the bare client, in windows of `window` (async produce, then wait
 // for all acks), and returns how long that took. It is the broker's own acked
 // publish rate, against which the relay's rate is a ratio. The client is set
@@ -24,9 +30,9 @@ import (
 // ce_ headers and content-type, built once, each record only getting its own
 // ce_id, so that the loop measures the client and the broker, not the
 // encoding. The topic must exist, or the URL must allow auto_create.
-func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
+func baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
 	if n <= 0 || payloadBytes < 0 || window <= 0 {
-		return 0, configError("Baseline needs n > 0, payloadBytes >= 0 and window > 0; got %d, %d, %d", n, payloadBytes, window)
+		return 0, configError("baseline needs n > 0, payloadBytes >= 0 and window > 0; got %d, %d, %d", n, payloadBytes, window)
 	}
 	c, err := parseURL(brokerURL)
 	if err != nil {

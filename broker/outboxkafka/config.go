@@ -39,9 +39,9 @@ const (
 	DefaultPort             = "9092"
 )
 
-// ErrConfig marks every error of NewPublisher, NewSubscriber, DeadLetters,
-// ParseURL and Baseline that comes from a bad URL or config field, as opposed
-// to a broker that cannot be reached (errors.Is).
+// ErrConfig marks every error of NewPublisher, NewSubscriber, DeadLetters
+// and ParseURL that comes from a bad URL or config field, as opposed to a
+// broker that cannot be reached (errors.Is).
 var ErrConfig = errors.New("outboxkafka: bad configuration")
 
 var configError = brokerconf.Errorf("outboxkafka", ErrConfig)
@@ -200,8 +200,8 @@ func parseURL(raw string) (*connection, error) {
 		return nil, err
 	}
 	c.q.TLSFiles(&c.tlsFiles, nil)
-	// The subscriber's and Baseline's clients take auto_create from the URL;
-	// the publisher's from PublisherConfig.AutoCreateTopics.
+	// The subscriber's and the bench baseline's clients take auto_create
+	// from the URL; the publisher's from PublisherConfig.AutoCreateTopics.
 	return c, c.q.Bool(&c.autoCreate, "auto_create")
 }
 

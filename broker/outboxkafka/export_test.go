@@ -18,3 +18,7 @@ func Killable(cfg SubscriberConfig) (SubscriberConfig, func()) {
 	}
 	return cfg, k.Kill
 }
+
+// Baseline is the baseline that outbox bench looks up (benchbaseline), for
+// the tests of the package outboxkafka_test.
+var Baseline = baseline

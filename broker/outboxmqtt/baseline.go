@@ -15,9 +15,16 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/benchbaseline"
 )
 
-// Baseline publishes n messages of payloadBytes bytes to the destination of
+// init registers baseline for `outbox bench` through mqtt://, mqtts:// URLs.
+func init() {
+	benchbaseline.Register("mqtt", baseline)
+	benchbaseline.Register("mqtts", baseline)
+}
+
+// baseline publishes n messages of payloadBytes bytes to the destination of
 // topic with the bare paho client, QoS 1, with window publishes in flight at
 // once (each a blocking paho Publish in its own goroutine, since paho has no
 // asynchronous publish that reports its PUBACK), waiting for every PUBACK, and
@@ -28,18 +35,37 @@ import (
 // CloudEvents attributes as user properties, the Content Type property),
 // built once; each message only gets its own id, so that the loop measures
 // the client and the broker, not the encoding.
-func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
+func baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
 	s, err := PublisherConfig{URL: brokerURL}.settings()
 	if err != nil {
 		return 0, err
 	}
 	if n < 0 || payloadBytes < 0 || window < 1 {
-		return 0, fmt.Errorf("outboxmqtt: Baseline needs n >= 0, payloadBytes >= 0 and window >= 1 (got %d, %d, %d)", n, payloadBytes, window)
+		return 0, fmt.Errorf("outboxmqtt: baseline needs n >= 0, payloadBytes >= 0 and window >= 1 (got %d, %d, %d)", n, payloadBytes, window)
 	}
 	dest := destination(s.TopicTemplate, topic)
 	if reason := topicNameProblem(dest); reason != "" {
-		return 0, fmt.Errorf("outboxmqtt: Baseline: topic %q %s", dest, reason)
+		return 0, fmt.Errorf("outboxmqtt: baseline: topic %q %s", dest, reason)
 	}
+	cm, recvMax, err := dialBaseline(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	defer disconnect(cm)
+	window = min(window, int(recvMax))
+	payload := []byte(`{"pad":"` + strings.Repeat("x", max(payloadBytes-10, 0)) + `"}`)
+	template := newPublish(&outbox.Message{MsgID: "baseline", Topic: topic, Payload: payload, CreatedAt: time.Now()}, dest, s.Source, 1)
+	elapsed, err := publishWindowed(ctx, cm, template, n, window)
+	if err != nil {
+		return 0, fmt.Errorf("outboxmqtt: baseline: publish: %w", err)
+	}
+	return elapsed, nil
+}
+
+// dialBaseline connects as the Publisher does, with a clean session of its
+// own, and returns the connection and the broker's Receive Maximum (65535
+// when the CONNACK does not set it).
+func dialBaseline(ctx context.Context, s *publisherSettings) (*autopaho.ConnectionManager, uint16, error) {
 	var recvMax uint16 = 65535
 	var mu sync.Mutex
 	cm, err := dial(ctx, connOptions{
@@ -57,14 +83,18 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 		},
 	})
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	defer disconnect(cm)
 	mu.Lock()
-	window = min(window, int(recvMax))
-	mu.Unlock()
-	payload := []byte(`{"pad":"` + strings.Repeat("x", max(payloadBytes-10, 0)) + `"}`)
-	template := newPublish(&outbox.Message{MsgID: "baseline", Topic: topic, Payload: payload, CreatedAt: time.Now()}, dest, s.Source, 1)
+	defer mu.Unlock()
+	return cm, recvMax, nil
+}
+
+// publishWindowed publishes n copies of template, each with its own
+// CloudEvents id, from window goroutines at once, each waiting for its
+// PUBACK, and returns how long that took. It stops at the first failure,
+// or when ctx ends, and returns that error.
+func publishWindowed(ctx context.Context, cm *autopaho.ConnectionManager, template *paho.Publish, n, window int) (time.Duration, error) {
 	idAt := slices.IndexFunc(template.Properties.User, func(u paho.UserProperty) bool { return u.Key == cloudevents.ID })
 	var seq atomic.Int64
 
@@ -108,8 +138,5 @@ feed:
 	if sendErr == nil {
 		sendErr = <-errc
 	}
-	if sendErr != nil {
-		return 0, fmt.Errorf("outboxmqtt: Baseline: publish: %w", sendErr)
-	}
-	return elapsed, nil
+	return elapsed, sendErr
 }

@@ -41,7 +41,7 @@ func BenchmarkPublish(b *testing.B) {
 }
 
 // BenchmarkPublisherVsBaseline compares the Publisher (CloudEvents user
-// properties, a window per Publish call) with Baseline (the bare client, one
+// properties, a window per Publish call) with baseline (the bare client, one
 // window across all messages) on the shared broker, 200-byte payloads in
 // batches of 500:
 //
@@ -64,7 +64,7 @@ func BenchmarkPublisherVsBaseline(b *testing.B) {
 		b.ReportMetric(float64(b.N)/d.Seconds(), "msgs/s")
 	})
 	b.Run("baseline", func(b *testing.B) {
-		d, err := Baseline(ctx, u, "bench", b.N, 200, 500)
+		d, err := baseline(ctx, u, "bench", b.N, 200, 500)
 		if err != nil {
 			b.Fatal(err)
 		}

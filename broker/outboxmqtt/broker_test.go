@@ -372,16 +372,16 @@ func TestRunWaitsForBroker(t *testing.T) {
 	}
 }
 
-// TestBaselineSendsThePublishersMessage: Baseline's PUBLISHes are the
+// TestBaselineSendsThePublishersMessage: baseline's PUBLISHes are the
 // Publisher's (the CloudEvents user properties), each with its own id, so
 // that a subscriber reads them as messages of the topic and the relay's
-// ratio to Baseline compares the same messages.
+// ratio to baseline compares the same messages.
 func TestBaselineSendsThePublishersMessage(t *testing.T) {
 	t.Parallel()
 	requireBroker(t, "127.0.0.1:1883")
 	e := newEnv(t, sharedURL)
 	sub := e.subscriber(t, "g", 3)
-	if _, err := Baseline(testCtx(t, 10*time.Second), sharedURL, e.topic(), 20, 200, 10); err != nil {
+	if _, err := baseline(testCtx(t, 10*time.Second), sharedURL, e.topic(), 20, 200, 10); err != nil {
 		t.Fatal(err)
 	}
 	// The baseline numbers its messages from 1.

@@ -34,7 +34,7 @@ const (
 )
 
 // ErrConfig is what every configuration error of NewPublisher,
-// NewSubscriber, ParseURL and Baseline satisfies (errors.Is): a bad URL,
+// NewSubscriber and ParseURL satisfies (errors.Is): a bad URL,
 // query parameter or config field, as opposed to a broker that cannot be
 // reached.
 var ErrConfig = errors.New("outboxmqtt: bad configuration")

@@ -85,17 +85,6 @@ func ExampleNewSubscriber_invalidGroup() {
 	// outboxmqtt: SubscriberConfig.Group "billing/eu" is not a valid share name; use 1 to 64 characters without "/", "+", "#"
 }
 
-func ExampleBaseline() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// 1000 messages of 200 bytes, 20 in flight; no_subscribers does not
-	// matter here: a PUBACK 0x10 counts as acked.
-	took, err := outboxmqtt.Baseline(ctx, "mqtt://127.0.0.1:1883", "example.baseline", 1000, 200, 20)
-	fmt.Println(err, took > 0)
-	// Output:
-	// <nil> true
-}
-
 func randomHex() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)

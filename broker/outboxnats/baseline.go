@@ -13,17 +13,24 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/benchbaseline"
 )
 
-// Baseline publishes n messages of payloadBytes bytes to the destination of
+// init registers baseline for `outbox bench` through nats://, tls:// URLs.
+func init() {
+	benchbaseline.Register("nats", baseline)
+	benchbaseline.Register("tls", baseline)
+}
+
+// baseline publishes n messages of payloadBytes bytes to the destination of
 // topic with the bare client, in windows of `window` (PublishMsgAsync with
 // the Publisher's headers, each message with its own Nats-Msg-Id, then wait
 // for every PubAck of the window), and returns how long that took. It is the broker's own acked publish rate, against
 // which the relay's rate is a ratio. brokerURL is read as for a Publisher,
 // and the stream is created the same way when it is missing.
-func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
+func baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
 	if n <= 0 || payloadBytes < 2 || window <= 0 {
-		return 0, fmt.Errorf("outboxnats: Baseline needs n > 0, payloadBytes >= 2 and window > 0; got %d, %d, %d", n, payloadBytes, window)
+		return 0, fmt.Errorf("outboxnats: baseline needs n > 0, payloadBytes >= 2 and window > 0; got %d, %d, %d", n, payloadBytes, window)
 	}
 	st, err := PublisherConfig{URL: brokerURL}.settings()
 	if err != nil {

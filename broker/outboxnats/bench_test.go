@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkPublish compares the Publisher, which sends each message with its
-// CloudEvents headers, with Baseline (the bare client, Nats-Msg-Id only), in
+// CloudEvents headers, with baseline (the bare client, Nats-Msg-Id only), in
 // batches of 500 messages of 200 bytes on the shared server, alternating
 // rounds so that both see the same load:
 //
@@ -40,7 +40,7 @@ func BenchmarkPublish(b *testing.B) {
 		b.ReportMetric(float64(b.N)/d.Seconds(), "msgs/s")
 	})
 	b.Run("baseline", func(b *testing.B) {
-		d, err := Baseline(ctx, u, "bench", b.N, 200, 500)
+		d, err := baseline(ctx, u, "bench", b.N, 200, 500)
 		if err != nil {
 			b.Fatal(err)
 		}

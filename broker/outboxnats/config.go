@@ -37,7 +37,7 @@ const (
 )
 
 // ErrConfig is what every configuration error of NewPublisher,
-// NewSubscriber, ParseURL and Baseline satisfies (errors.Is): a bad URL,
+// NewSubscriber and ParseURL satisfies (errors.Is): a bad URL,
 // query parameter or config field, as opposed to a server that cannot be
 // reached.
 var ErrConfig = errors.New("outboxnats: bad configuration")

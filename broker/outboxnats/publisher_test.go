@@ -294,9 +294,9 @@ func TestBaseline(t *testing.T) {
 	u, id := testURL(t, sharedURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := Baseline(ctx, u, "bench", 2000, 200, 500)
+	d, err := baseline(ctx, u, "bench", 2000, 200, 500)
 	if err != nil || d <= 0 {
-		t.Fatalf("Baseline: %s, %v", d, err)
+		t.Fatalf("baseline: %s, %v", d, err)
 	}
 	t.Logf("baseline: 2000 messages of 200 bytes in %s (%.0f msgs/s)", d, 2000/d.Seconds())
 	// The messages are the Publisher's: its CloudEvents headers, each
@@ -324,8 +324,8 @@ func TestBaseline(t *testing.T) {
 		attrs["datacontenttype"] != "application/json" || attrs["id"] == "" || last.Header.Get(headerMsgID) != attrs["id"] || len(last.Data) != 200 {
 		t.Errorf("the last baseline message: %v, %d bytes", last.Header, len(last.Data))
 	}
-	if _, err := Baseline(ctx, u, "bench", 0, 200, 500); err == nil {
-		t.Error("Baseline with n = 0: no error")
+	if _, err := baseline(ctx, u, "bench", 0, 200, 500); err == nil {
+		t.Error("baseline with n = 0: no error")
 	}
 }
 

@@ -13,18 +13,25 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/internal/benchbaseline"
 )
 
-// Baseline publishes n messages of payloadBytes bytes to the stream of topic
+// init registers baseline for `outbox bench` through redis://, rediss:// URLs.
+func init() {
+	benchbaseline.Register("redis", baseline)
+	benchbaseline.Register("rediss", baseline)
+}
+
+// baseline publishes n messages of payloadBytes bytes to the stream of topic
 // with the bare go-redis client, in windows of window (one pipeline of XADD
 // commands, then all the replies), and returns how long that took. It is
 // Redis's own acked publish rate, against which the relay's rate is a ratio.
 // The entries have the same fields as the Publisher's (see the package
 // documentation), so the two rates differ only by the adapter's own work.
 // The entries stay in the stream: point it at a topic nobody consumes.
-func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
+func baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, window int) (time.Duration, error) {
 	if n < 0 || payloadBytes < 2 || window < 1 {
-		return 0, fmt.Errorf("outboxredis: Baseline: n=%d payloadBytes=%d window=%d; want n >= 0, payloadBytes >= 2 (a JSON string), window >= 1", n, payloadBytes, window)
+		return 0, fmt.Errorf("outboxredis: baseline: n=%d payloadBytes=%d window=%d; want n >= 0, payloadBytes >= 2 (a JSON string), window >= 1", n, payloadBytes, window)
 	}
 	cfg, conn, err := PublisherConfig{URL: brokerURL}.resolve()
 	if err != nil {
@@ -67,7 +74,7 @@ func Baseline(ctx context.Context, brokerURL, topic string, n, payloadBytes, win
 			if unavailable(err) {
 				err = outbox.Unavailable(err)
 			}
-			return time.Since(start), errors.Join(fmt.Errorf("outboxredis: Baseline: XADD %s after %d acked messages", stream, sent), err)
+			return time.Since(start), errors.Join(fmt.Errorf("outboxredis: baseline: XADD %s after %d acked messages", stream, sent), err)
 		}
 		sent += size
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkPublish publishes batches of 500 messages of 200 bytes, as the
-// relay does, and reports the rate beside Baseline's over the same number of
+// relay does, and reports the rate beside baseline's over the same number of
 // messages. Run it briefly: go test -run X -bench Publish -benchtime 20000x.
 func BenchmarkPublish(b *testing.B) {
 	rdb := sharedClient(b)
@@ -32,7 +32,7 @@ func BenchmarkPublish(b *testing.B) {
 	ctx := context.Background()
 	elapsed := brokertest.PublishBatches(ctx, b, pub, msgs, nil)
 	b.StopTimer()
-	base, err := Baseline(ctx, sharedURL+"?stream="+prefix+":{topic}", "baseline", b.N, 200, batch)
+	base, err := baseline(ctx, sharedURL+"?stream="+prefix+":{topic}", "baseline", b.N, 200, batch)
 	if err != nil {
 		b.Fatal(err)
 	}

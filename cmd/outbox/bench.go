@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -51,6 +49,8 @@ type benchOptions struct {
 	meter      *cpuMeter
 	pub        publisherOptions
 	rateOpts   *rateOptions
+	// hint points usage errors at the usage text.
+	hint string
 }
 
 // runBench runs `outbox bench`: it fills (or, with --producers, concurrently
@@ -58,6 +58,67 @@ type benchOptions struct {
 // message is acked, and prints throughput and latency. Its last line is
 // `result msgs_per_s=<n> p50_ms=<n> p99_ms=<n>` (medians over --runs).
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseBenchFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	var closers closeStack
+	defer closers.close()
+	db, err := prepareBench(ctx, o, &closers)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.rateOpts.active():
+		return benchRate(ctx, db, o, stdout)
+	case o.writer && o.keys > 0:
+		return benchWriterKeys(ctx, db, o, stdout)
+	case o.writer:
+		return benchWriter(ctx, db, o, stdout)
+	case o.cdc:
+		o.meter = newCPUMeter(db.Dialect, "discard")
+		return benchCDC(ctx, db, o, stdout)
+	case o.poisonRun:
+		o.meter = newCPUMeter(db.Dialect, "http")
+		return benchPoison(ctx, db, o, stdout)
+	}
+	bb, pubs, err := openBenchPublishers(ctx, db, o, stdout, &closers)
+	if err != nil {
+		return err
+	}
+	if o.keys > 0 {
+		return benchKeys(ctx, db, pubs, o, stdout)
+	}
+	return benchRelayRuns(ctx, db, bb, pubs, o, stdout)
+}
+
+// parseBenchFlags reads the command line of outbox bench. It returns a
+// usage error for a bad flag or a combination that measures nothing.
+func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
+	f, o := newBenchFlags(stdout)
+	pos, err := f.parse(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := noArgs(f, pos); err != nil {
+		return nil, err
+	}
+	o.hint = f.hint()
+	if err := o.validate(o.hint); err != nil {
+		return nil, err
+	}
+	if o.writer && o.producers == 0 {
+		o.producers = 8
+	}
+	if o.rateOpts.active() && o.producers == 0 {
+		o.producers = 16
+	}
+	return o, nil
+}
+
+// newBenchFlags is the flag set of outbox bench, filling the options it
+// returns.
+func newBenchFlags(stdout io.Writer) (*flagSet, *benchOptions) {
 	f := newFlagSet("outbox bench", "--db DSN --broker URL [flags]",
 		"measure the relay's throughput and latency on a table of its own", stdout)
 	o := &benchOptions{db: addDBFlags(f)}
@@ -96,119 +157,112 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --broker discard: --messages 100000 --batch 500 --runs 3")
 	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --cdc --messages 100000 --runs 3")
 	f.example("outbox bench --db sqlite:/tmp/bench.db --messages 200000 --relays 1")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(f, pos); err != nil {
-		return err
-	}
+	return f, o
+}
+
+// validate refuses flags out of range and combinations that measure
+// nothing, with usage errors that point at hint.
+func (o *benchOptions) validate(hint string) error {
 	switch {
 	case o.messages < 1:
-		return usagef(f.hint(), "--messages must be at least 1")
+		return usagef(hint, "--messages must be at least 1")
 	case o.batch < 1 || o.batch > 10000:
-		return usagef(f.hint(), "--batch must be 1..10000")
+		return usagef(hint, "--batch must be 1..10000")
 	case o.relays < 1 || o.relays > 64:
-		return usagef(f.hint(), "--relays must be 1..64")
+		return usagef(hint, "--relays must be 1..64")
 	case o.producers < 0 || o.producers > 256:
-		return usagef(f.hint(), "--producers must be 0..256")
+		return usagef(hint, "--producers must be 0..256")
 	case o.payloadBytes < 16 || o.payloadBytes > outbox.DefaultMaxBytes:
-		return usagef(f.hint(), "--payload-bytes must be 16..%d", outbox.DefaultMaxBytes)
+		return usagef(hint, "--payload-bytes must be 16..%d", outbox.DefaultMaxBytes)
 	case o.runs < 1:
-		return usagef(f.hint(), "--runs must be at least 1")
+		return usagef(hint, "--runs must be at least 1")
 	case o.round < 10*time.Millisecond:
-		return usagef(f.hint(), "--round must be at least 10ms")
+		return usagef(hint, "--round must be at least 10ms")
 	case o.scaling && o.relays < 2:
-		return usagef(f.hint(), "--scaling compares --relays N with one relay: give --relays 2 or more")
+		return usagef(hint, "--scaling compares --relays N with one relay: give --relays 2 or more")
 	case o.poisonRun && (o.writer || o.scaling || o.baseline || o.producers > 0):
-		return usagef(f.hint(), "--poison fills the table first and compares two relay runs: drop --writer, --scaling, --baseline and --producers")
+		return usagef(hint, "--poison fills the table first and compares two relay runs: drop --writer, --scaling, --baseline and --producers")
 	case o.keys < 0 || o.keys > o.messages:
-		return usagef(f.hint(), "--keys must be 0..--messages")
+		return usagef(hint, "--keys must be 0..--messages")
 	case o.blocked && o.keys == 0:
-		return usagef(f.hint(), "--blocked blocks one key of --keys N: give --keys")
+		return usagef(hint, "--blocked blocks one key of --keys N: give --keys")
 	case o.keys > 0 && (o.scaling || o.baseline || o.poisonRun || o.producers > 0 && !o.writer):
-		return usagef(f.hint(), "--keys compares keyed and unkeyed runs: drop --scaling, --baseline, --poison and --producers")
+		return usagef(hint, "--keys compares keyed and unkeyed runs: drop --scaling, --baseline, --poison and --producers")
 	case o.cdc && (o.writer || o.scaling || o.baseline || o.poisonRun || o.keys > 0 || o.producers > 0 || o.relays > 1 || o.rateOpts.active()):
-		return usagef(f.hint(), "--cdc compares one CDC relay with one polling relay: drop --writer, --scaling, --baseline, --poison, --keys, --producers, --relays and the rate flags")
+		return usagef(hint, "--cdc compares one CDC relay with one polling relay: drop --writer, --scaling, --baseline, --poison, --keys, --producers, --relays and the rate flags")
 	case o.cdc && !strings.HasPrefix(strings.ToLower(o.broker), "discard:"):
-		return usagef(f.hint(), "--cdc publishes to discard:: drop --broker")
+		return usagef(hint, "--cdc publishes to discard:: drop --broker")
 	case o.scaling && o.writer:
-		return usagef(f.hint(), "--scaling measures relays; --writer measures the writer: give one of them")
+		return usagef(hint, "--scaling measures relays; --writer measures the writer: give one of them")
 	}
-	if o.writer && o.producers == 0 {
-		o.producers = 8
-	}
-	if o.rateOpts.active() && o.producers == 0 {
-		o.producers = 16
-	}
+	return nil
+}
+
+// prepareBench opens the database with a pool for every relay and
+// producer, checks, creates and empties the bench's tables, and starts the
+// CPU profile of --cpuprofile. It pushes on closers what is to be undone
+// after the figures are out: the profile, the rows (unless --keep) and the
+// database.
+func prepareBench(ctx context.Context, o *benchOptions, closers *closeStack) (*database, error) {
 	conns := 2*o.relays + o.producers + 4 // each relay may hold a claim ahead
 	o.db.dsn = withPoolSize(o.db.dsn, conns)
 	db, err := o.db.open(ctx, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
+	closers.push(db.Close)
 	if o.cdc {
 		if err := cdcPreflight(ctx, db); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if !o.force {
-		if err := checkBenchTables(ctx, db, f.hint()); err != nil {
-			return err
+		if err := checkBenchTables(ctx, db, o.hint); err != nil {
+			return nil, err
 		}
 	}
 	if err := db.Store.Migrate(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	st := rawStore(db)
 	if err := st.Truncate(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	if !o.keep {
-		defer st.Truncate(context.WithoutCancel(ctx)) //nolint:errcheck // best-effort cleanup after the figures are out
+		cleanupCtx := context.WithoutCancel(ctx)
+		closers.push(func() { _ = st.Truncate(cleanupCtx) }) // best-effort cleanup after the figures are out
 	}
 	if o.cpuProfile != "" {
 		pf, err := os.Create(o.cpuProfile)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer pf.Close() //nolint:errcheck // a developer's profile; pprof.StopCPUProfile has written it
+		closers.push(func() { _ = pf.Close() }) // a developer's profile; pprof.StopCPUProfile has written it
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
+			return nil, err
 		}
-		defer pprof.StopCPUProfile()
+		closers.push(pprof.StopCPUProfile)
 	}
-	if o.rateOpts.active() {
-		return benchRate(ctx, db, o, stdout)
-	}
-	if o.writer && o.keys > 0 {
-		return benchWriterKeys(ctx, db, o, stdout)
-	}
-	if o.writer {
-		return benchWriter(ctx, db, o, stdout)
-	}
-	if o.cdc {
-		o.meter = newCPUMeter(db.Dialect, "discard")
-		return benchCDC(ctx, db, o, stdout)
-	}
-	if o.poisonRun {
-		o.meter = newCPUMeter(db.Dialect, "http")
-		return benchPoison(ctx, db, o, stdout)
-	}
+	return db, nil
+}
+
+// openBenchPublishers prepares the broker of --broker (nil for discard:
+// and webhooks) and opens the relays' publishers through it, pushing on
+// closers what is to be closed.
+func openBenchPublishers(ctx context.Context, db *database, o *benchOptions, stdout io.Writer, closers *closeStack) (*brokerBench, []outbox.Publisher, error) {
 	bb, err := newBrokerBench(ctx, o.broker, stdout)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	scheme, _, _ := strings.Cut(strings.ToLower(o.broker), ":")
 	o.meter = newCPUMeter(db.Dialect, scheme)
 	brokerURL := o.broker
 	if bb != nil && o.baseline {
 		bb.close()
-		return usagef(f.hint(), "--baseline is the bare PostgreSQL loop, for --broker discard:; with a broker, each run measures the broker's own rate and the relay with discard: anyway")
+		return nil, nil, usagef(o.hint, "--baseline is the bare PostgreSQL loop, for --broker discard:; with a broker, each run measures the broker's own rate and the relay with discard: anyway")
 	}
 	if bb != nil {
-		defer bb.close()
+		closers.push(bb.close)
 		brokerURL = bb.url
 	}
 	// Through a broker each relay gets a publisher (a connection) of its
@@ -217,139 +271,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	pubs := make([]outbox.Publisher, 1, o.relays)
 	pub, closePub, err := openPublisher(ctx, brokerURL, o.pub)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer closePub()
+	closers.push(closePub)
 	pubs[0] = pub
 	for bb != nil && len(pubs) < o.relays {
 		p, closeP, err := openPublisher(ctx, brokerURL, o.pub)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		defer closeP()
+		closers.push(closeP)
 		pubs = append(pubs, p)
 	}
-
-	if o.keys > 0 {
-		return benchKeys(ctx, db, pubs, o, stdout)
-	}
-	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
-		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
-	prefix := benchMsgIDPrefix + randomPrefix()
-	var rates, p50s, p99s, ratios, cpuCaps, scales, scaleCaps []float64
-	for run := 1; run <= o.runs; run++ {
-		base := 0.0
-		if o.baseline {
-			if base, err = benchBaseline(ctx, db, o, fmt.Sprintf("%s-b%d", prefix, run)); err != nil {
-				return err
-			}
-		}
-		var brokerRate, discardRate float64
-		var brokerCPU, discardCPU cpuUse
-		if bb != nil {
-			if brokerRate, brokerCPU, err = bb.baselineRate(ctx, o); err != nil {
-				return err
-			}
-			d, err := benchRun(ctx, db, []outbox.Publisher{outbox.Discard}, o, fmt.Sprintf("%s-d%d", prefix, run))
-			if err != nil {
-				return err
-			}
-			discardRate, discardCPU = d.rate(), d.cpu
-		}
-		var one benchResult
-		if o.scaling {
-			o1 := *o
-			o1.relays = 1
-			if one, err = benchRun(ctx, db, pubs[:1], &o1, fmt.Sprintf("%s-s%d", prefix, run)); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "run %d one relay: %d msgs in %s = %.0f msgs/s%s\n",
-				run, one.done, one.elapsed.Round(time.Millisecond), one.rate(), one.extra())
-		}
-		res, err := benchRun(ctx, db, pubs, o, fmt.Sprintf("%s-%d", prefix, run))
-		if err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return errors.New("bench interrupted")
-		}
-		kind := "batch latency"
-		if o.producers > 0 {
-			kind = "commit-to-mark latency"
-		}
-		fmt.Fprintf(stdout, "run %d: %d msgs in %s = %.0f msgs/s; %s p50=%.2fms p99=%.2fms%s\n",
-			run, res.done, res.elapsed.Round(time.Millisecond), res.rate(), kind, res.p50, res.p99, res.extra())
-		rates, p50s, p99s = append(rates, res.rate()), append(p50s, res.p50), append(p99s, res.p99)
-		if bb != nil {
-			// The target: at least 0.8 of the slower of the broker's own
-			// acked rate and the relay's rate with discard:, both measured
-			// in this run (BROKERS.md).
-			ceiling := min(brokerRate, discardRate)
-			ratios = append(ratios, res.rate()/ceiling)
-			fmt.Fprintf(stdout, "run %d baselines: %s bare client %.0f msgs/s, relay with discard: %.0f msgs/s; relay/min(both) = %.2f\n",
-				run, bb.adapter.name, brokerRate, discardRate, res.rate()/ceiling)
-			if brokerCPU.ok && discardCPU.ok && res.cpu.ok {
-				// The database, the broker and the relay share this
-				// machine: relaying costs at least the CPU of both halves,
-				// which caps the rate when the cores are the limit.
-				capRate := float64(runtime.NumCPU()) / (brokerCPU.perMsg + discardCPU.perMsg).Seconds()
-				cpuCaps = append(cpuCaps, capRate/ceiling)
-				fmt.Fprintf(stdout, "run %d machine CPU per message (%d cores): broker alone %s (%.0f%% busy), relay with discard: %s (%.0f%%), relay through the broker %s (%.0f%%); "+
-					"the first two together cap the relay at %.0f msgs/s = %.2f of min(both)\n",
-					run, runtime.NumCPU(), micros(brokerCPU.perMsg), 100*brokerCPU.util, micros(discardCPU.perMsg), 100*discardCPU.util,
-					micros(res.cpu.perMsg), 100*res.cpu.util, capRate, capRate/ceiling)
-				if brokerCPU.byProcess() != "" {
-					fmt.Fprintf(stdout, "run %d CPU per message by process: broker alone: %s; relay with discard: %s; relay through the broker: %s\n",
-						run, brokerCPU.byProcess(), discardCPU.byProcess(), res.cpu.byProcess())
-				}
-			}
-		}
-		if o.scaling {
-			scale := res.rate() / one.rate()
-			scales = append(scales, scale)
-			line := fmt.Sprintf("run %d scaling: %d relays / one relay = %.2f", run, o.relays, scale)
-			if one.cpu.ok && res.cpu.ok && one.cpu.util > 0 {
-				// At one relay's CPU per message, all cores busy would give
-				// 1/util times one relay's rate, and no more.
-				c := scalingCap(o.relays, one.cpu.util)
-				scaleCaps = append(scaleCaps, c)
-				line += fmt.Sprintf("; one relay kept the cores %.0f%% busy at %s/msg, so at that CPU per message the cores allow at most %.2f (%d relays: %.0f%% busy at %s/msg)",
-					100*one.cpu.util, micros(one.cpu.perMsg), c, o.relays, 100*res.cpu.util, micros(res.cpu.perMsg))
-			}
-			fmt.Fprintln(stdout, line)
-		}
-		if base > 0 {
-			ratios = append(ratios, res.rate()/base)
-			fmt.Fprintf(stdout, "run %d baseline (bare pgx claim/mark loop): %.0f msgs/s; relay/baseline = %.2f\n", run, base, res.rate()/base)
-		}
-	}
-	switch {
-	case len(ratios) > 0 && bb != nil:
-		fmt.Fprintf(stdout, "median relay/min(broker baseline, relay with discard:) = %.2f\n", median(ratios))
-		if len(cpuCaps) > 0 {
-			fmt.Fprintf(stdout, "median CPU cap of that ratio on this machine = %.2f\n", median(cpuCaps))
-		}
-	case len(ratios) > 0:
-		fmt.Fprintf(stdout, "median relay/baseline = %.2f\n", median(ratios))
-	}
-	if len(scales) > 0 {
-		fmt.Fprintf(stdout, "median %d relays / one relay = %.2f\n", o.relays, median(scales))
-		if len(scaleCaps) > 0 {
-			fmt.Fprintf(stdout, "median CPU cap of that ratio on this machine = %.2f\n", median(scaleCaps))
-		}
-	}
-	if o.runs > 1 {
-		fmt.Fprintf(stdout, "median of %d runs: %.0f msgs/s; last run / first run = %.2f\n", o.runs, median(rates), rates[len(rates)-1]/rates[0])
-	}
-	if o.runs >= 6 {
-		// Ageing: the table keeps every SENT row, so the last runs see
-		// (runs-3)*messages rows of history that the first ones did not.
-		first, last := median(rates[:3]), median(rates[len(rates)-3:])
-		fmt.Fprintf(stdout, "ageing: median of the last 3 runs / median of the first 3 = %.0f / %.0f = %.2f, after %d messages\n",
-			last, first, last/first, (o.runs-3)*o.messages)
-	}
-	fmt.Fprintf(stdout, "result msgs_per_s=%.0f p50_ms=%.2f p99_ms=%.2f\n", median(rates), median(p50s), median(p99s))
-	return nil
+	return bb, pubs, nil
 }
 
 // scalingCap is the most that relays can gain over one relay that kept the

@@ -33,35 +33,12 @@ const poisonMarker = "outbox-bench-poison"
 // msgs_per_s=<healthy> poisoned_msgs_per_s=<n> poison_ratio=<n>` (medians
 // over --runs).
 func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.Writer) error {
-	var pubURL, where string
-	var poison func(msgID string) *outbox.Message
-	scheme, _, _ := strings.Cut(strings.ToLower(o.broker), ":")
-	switch scheme {
-	case "discard":
-		recv, err := startPoisonReceiver()
-		if err != nil {
-			return err
-		}
-		defer recv.close()
-		pubURL, where = recv.url, "a webhook to a local receiver at "+recv.url+" that drops the connection on the poison"
-		poison = func(msgID string) *outbox.Message {
-			return &outbox.Message{MsgID: msgID, Topic: benchTopic, Payload: json.RawMessage(`{"poison":"` + poisonMarker + `"}`)}
-		}
-	case "amqp", "amqps":
-		bb, err := newBrokerBench(ctx, o.broker, stdout)
-		if err != nil {
-			return err
-		}
-		defer bb.close()
-		pubURL, where = bb.url, "RabbitMQ at "+redactDSN(o.broker)+", the poison with a header of 200 KB"
-		poison = func(msgID string) *outbox.Message {
-			return &outbox.Message{MsgID: msgID, Topic: benchTopic, Payload: json.RawMessage(`{"poison":true}`),
-				Headers: map[string]string{"big": strings.Repeat("x", 200<<10)}}
-		}
-	default:
-		return fmt.Errorf("--poison publishes to a local webhook receiver (--broker discard:, the default) or to RabbitMQ (--broker amqp://...), not %s:", scheme)
+	target, err := newPoisonTarget(ctx, o, stdout)
+	if err != nil {
+		return err
 	}
-	pub, closePub, err := openPublisher(ctx, pubURL, o.pub)
+	defer target.close()
+	pub, closePub, err := openPublisher(ctx, target.url, o.pub)
 	if err != nil {
 		return err
 	}
@@ -69,7 +46,7 @@ func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	pubs := []outbox.Publisher{pub}
 	st := rawStore(db)
 	fmt.Fprintf(stdout, "bench: %s, %s: messages=%d batch=%d relays=%d payload=%dB runs=%d\n",
-		db.where, where, o.messages, o.batch, o.relays, o.payloadBytes, o.runs)
+		db.where, target.where, o.messages, o.batch, o.relays, o.payloadBytes, o.runs)
 	prefix := benchMsgIDPrefix + randomPrefix()
 	var healthy, poisoned, ratios []float64
 	for run := 1; run <= o.runs; run++ {
@@ -85,7 +62,7 @@ func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.W
 			name := fmt.Sprintf("%s-h%d", prefix, run)
 			if withPoison {
 				name = fmt.Sprintf("%s-p%d", prefix, run)
-				ro.poison = poison(name + "-poison")
+				ro.poison = target.poison(name + "-poison")
 			}
 			res, err := benchRun(ctx, db, pubs, &ro, name)
 			if err != nil {
@@ -116,6 +93,43 @@ func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	}
 	fmt.Fprintf(stdout, "result msgs_per_s=%.0f poisoned_msgs_per_s=%.0f poison_ratio=%.2f\n", median(healthy), median(poisoned), median(ratios))
 	return nil
+}
+
+// poisonTarget is where `outbox bench --poison` publishes, and the poison
+// that its transport cannot carry.
+type poisonTarget struct {
+	url    string // the --broker URL of the publisher
+	where  string // for the first line
+	poison func(msgID string) *outbox.Message
+	close  func()
+}
+
+// newPoisonTarget starts the local webhook receiver (--broker discard:) or
+// prepares RabbitMQ (--broker amqp://...) for benchPoison.
+func newPoisonTarget(ctx context.Context, o *benchOptions, stdout io.Writer) (*poisonTarget, error) {
+	scheme, _, _ := strings.Cut(strings.ToLower(o.broker), ":")
+	switch scheme {
+	case "discard":
+		recv, err := startPoisonReceiver()
+		if err != nil {
+			return nil, err
+		}
+		return &poisonTarget{url: recv.url, where: "a webhook to a local receiver at " + recv.url + " that drops the connection on the poison",
+			poison: func(msgID string) *outbox.Message {
+				return &outbox.Message{MsgID: msgID, Topic: benchTopic, Payload: json.RawMessage(`{"poison":"` + poisonMarker + `"}`)}
+			}, close: recv.close}, nil
+	case "amqp", "amqps":
+		bb, err := newBrokerBench(ctx, o.broker, stdout)
+		if err != nil {
+			return nil, err
+		}
+		return &poisonTarget{url: bb.url, where: "RabbitMQ at " + redactDSN(o.broker) + ", the poison with a header of 200 KB",
+			poison: func(msgID string) *outbox.Message {
+				return &outbox.Message{MsgID: msgID, Topic: benchTopic, Payload: json.RawMessage(`{"poison":true}`),
+					Headers: map[string]string{"big": strings.Repeat("x", 200<<10)}}
+			}, close: bb.close}, nil
+	}
+	return nil, fmt.Errorf("--poison publishes to a local webhook receiver (--broker discard:, the default) or to RabbitMQ (--broker amqp://...), not %s:", scheme)
 }
 
 // poisonReceiver is a webhook receiver on 127.0.0.1 that answers 204 to

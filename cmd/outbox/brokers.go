@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/outbox-go/outbox/broker/outboxmqtt"
 	"github.com/outbox-go/outbox/broker/outboxnats"
 	"github.com/outbox-go/outbox/broker/outboxredis"
+	"github.com/outbox-go/outbox/internal/benchbaseline"
 )
 
 // closingPublisher is what every broker adapter's Publisher is.
@@ -30,7 +30,7 @@ type closingPublisher interface {
 type brokerAdapter struct {
 	name     string
 	open     func(ctx context.Context, url, source string) (closingPublisher, error)
-	baseline func(ctx context.Context, url, topic string, n, payloadBytes, window int) (time.Duration, error)
+	baseline benchbaseline.Func
 }
 
 // brokers maps a --broker URL scheme to its adapter (DESIGN §3).
@@ -100,6 +100,16 @@ func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	slog.DebugContext(ctx, "redis client: "+oneLine(fmt.Sprintf(format, v...)))
 }
 
+// mustBaseline is the bench baseline that the adapter of scheme registered
+// when its package was initialised; it panics when there is none.
+func mustBaseline(scheme string) benchbaseline.Func {
+	fn, ok := benchbaseline.Lookup(scheme)
+	if !ok {
+		panic("outbox: no bench baseline registered for " + scheme + ":")
+	}
+	return fn
+}
+
 func init() {
 	redis.SetLogger(redisLogger{})
 	for _, b := range []struct {
@@ -109,23 +119,23 @@ func init() {
 		{[]string{"nats", "tls"}, brokerAdapter{"NATS JetStream",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: url, Source: source})
-			}, outboxnats.Baseline}},
+			}, mustBaseline("nats")}},
 		{[]string{"amqp", "amqps"}, brokerAdapter{"RabbitMQ",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: url, Source: source})
-			}, outboxamqp.Baseline}},
+			}, mustBaseline("amqp")}},
 		{[]string{"kafka"}, brokerAdapter{"Kafka",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxkafka.NewPublisher(ctx, outboxkafka.PublisherConfig{URL: url, Source: source})
-			}, outboxkafka.Baseline}},
+			}, mustBaseline("kafka")}},
 		{[]string{"redis", "rediss"}, brokerAdapter{"Redis Streams",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxredis.NewPublisher(ctx, outboxredis.PublisherConfig{URL: url, Source: source})
-			}, outboxredis.Baseline}},
+			}, mustBaseline("redis")}},
 		{[]string{"mqtt", "mqtts"}, brokerAdapter{"MQTT",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxmqtt.NewPublisher(ctx, outboxmqtt.PublisherConfig{URL: url, Source: source})
-			}, outboxmqtt.Baseline}},
+			}, mustBaseline("mqtt")}},
 	} {
 		for _, s := range b.schemes {
 			brokers[s] = b.adapter

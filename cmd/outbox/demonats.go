@@ -79,24 +79,49 @@ func (d *demo) runNATS(ctx context.Context, out io.Writer, natsURL string, keep 
 	defer sub.Close() //nolint:errcheck // the demo is over; its figures are printed
 
 	// The relay's publisher: the first two attempts time out, as in the seed.
-	failLeft := 2
-	pub := outbox.BatchPublishFunc(func(ctx context.Context, msgs []outbox.Message) []error {
-		if failLeft > 0 {
-			failLeft--
-			errs := make([]error, len(msgs))
-			for i := range errs {
-				errs[i] = errors.New(t["timeout"])
-			}
-			return errs
-		}
-		return real.Publish(ctx, msgs)
-	})
+	pub := failingFirst(2, errors.New(t["timeout"]), real)
 	if err := d.relayRounds(ctx, out, pub); err != nil {
 		return err
 	}
 
 	fmt.Fprintln(out)
 	say("consume")
+	if err := d.consumeTwice(ctx, out, sub); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	if err := d.show(ctx, out); err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintf(out, "\n"+t["kept"]+"\n", dir)
+	}
+	return nil
+}
+
+// failingFirst publishes through pub, except that the first n batches fail,
+// each message with err.
+func failingFirst(n int, err error, pub outbox.Publisher) outbox.Publisher {
+	return outbox.BatchPublishFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+		if n > 0 {
+			n--
+			errs := make([]error, len(msgs))
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+		return pub.Publish(ctx, msgs)
+	})
+}
+
+// consumeTwice runs sub until it has delivered the message twice, or 30s
+// have passed: the handler applies the message through the inbox, then
+// fails the first delivery as a lost ack would, so that JetStream delivers
+// the message again and the inbox discards it.
+func (d *demo) consumeTwice(ctx context.Context, out io.Writer, sub *outboxnats.Subscriber) error {
+	t := d.text
+	say := func(key string, args ...any) { fmt.Fprintf(out, t[key]+"\n", args...) }
 	inbox := outbox.NewInbox(d.points)
 	var mu sync.Mutex
 	deliveries := 0
@@ -143,13 +168,6 @@ func (d *demo) runNATS(ctx context.Context, out io.Writer, natsURL string, keep 
 	}
 	if deliveries < 2 {
 		return errors.New("demo: JetStream did not deliver the message twice within 30s")
-	}
-	fmt.Fprintln(out)
-	if err := d.show(ctx, out); err != nil {
-		return err
-	}
-	if keep {
-		fmt.Fprintf(out, "\n"+t["kept"]+"\n", dir)
 	}
 	return nil
 }

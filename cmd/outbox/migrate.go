@@ -22,7 +22,47 @@ type migrateOptions struct {
 	roles       sqlstore.Roles
 }
 
+// runMigrate runs `outbox migrate`: --print, --print-grants, --check, or
+// the migration of --db.
 func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	f, o := newMigrateFlags(stdout)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(f, pos); err != nil {
+		return err
+	}
+	modes := 0
+	for _, on := range []bool{o.print, o.check, o.printGrants} {
+		if on {
+			modes++
+		}
+	}
+	switch {
+	case modes > 1:
+		return usagef(f.hint(), "migrate: --print, --check and --print-grants go one at a time")
+	case o.from != 0 && !o.print:
+		return usagef(f.hint(), "migrate: --from goes with --print")
+	case !o.printGrants && (o.roles != sqlstore.Roles{}):
+		return usagef(f.hint(), "migrate: --writer, --relay, --migrator and --cleanup go with --print-grants")
+	case o.print:
+		return o.runPrint(f, stdout)
+	case o.printGrants:
+		return o.runPrintGrants(f, stdout)
+	case o.db.dsn == "":
+		return usagef(f.hint(), "migrate: missing --db (or OUTBOX_DB): %s", "the database to migrate")
+	case o.dialect != "":
+		return usagef(f.hint(), "migrate: --dialect goes with --print or --print-grants; --db names the database")
+	case o.check:
+		return o.runCheck(ctx, stdout)
+	}
+	return o.migrate(ctx, stdout)
+}
+
+// newMigrateFlags is the flag set of outbox migrate, filling the options it
+// returns.
+func newMigrateFlags(stdout io.Writer) (*flagSet, *migrateOptions) {
 	f := newFlagSet("outbox migrate", "--db DSN [flags]",
 		"Create or upgrade the outbox and inbox tables to the latest version. Safe to run again,\n"+
 			"and from several processes at once. --print writes the migrations' SQL instead, --check\n"+
@@ -56,37 +96,11 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	f.example("outbox migrate --print --dialect postgres --table events.outbox > 0001_outbox.sql")
 	f.example("outbox migrate --check --table events.outbox    # the database from OUTBOX_DB")
 	f.example("outbox migrate --print-grants --dialect postgres --table events.outbox --writer app_writer --relay outbox_relay --cleanup")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(f, pos); err != nil {
-		return err
-	}
-	modes := 0
-	for _, on := range []bool{o.print, o.check, o.printGrants} {
-		if on {
-			modes++
-		}
-	}
-	switch {
-	case modes > 1:
-		return usagef(f.hint(), "migrate: --print, --check and --print-grants go one at a time")
-	case o.from != 0 && !o.print:
-		return usagef(f.hint(), "migrate: --from goes with --print")
-	case !o.printGrants && (o.roles != sqlstore.Roles{}):
-		return usagef(f.hint(), "migrate: --writer, --relay, --migrator and --cleanup go with --print-grants")
-	case o.print:
-		return o.runPrint(f, stdout)
-	case o.printGrants:
-		return o.runPrintGrants(f, stdout)
-	case o.db.dsn == "":
-		return usagef(f.hint(), "migrate: missing --db (or OUTBOX_DB): %s", "the database to migrate")
-	case o.dialect != "":
-		return usagef(f.hint(), "migrate: --dialect goes with --print or --print-grants; --db names the database")
-	case o.check:
-		return o.runCheck(ctx, stdout)
-	}
+	return f, o
+}
+
+// migrate creates or upgrades the tables of --db and says to which version.
+func (o *migrateOptions) migrate(ctx context.Context, stdout io.Writer) error {
 	d, err := o.db.open(ctx, false)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 )
 
 type relayOptions struct {
+	db                *dbOptions
 	broker            string
 	batch             int
 	interval          time.Duration
@@ -49,18 +50,61 @@ type relayOptions struct {
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, log, err := parseRelayFlags(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	p := &relayProcess{o: o, log: log}
+	defer p.closers.close()
+	started, err := p.build(ctx)
+	if err != nil || !started {
+		return err
+	}
+	return p.run(ctx)
+}
+
+// parseRelayFlags reads the command line of outbox relay and the variables
+// of its flags. It returns a usage error for a bad flag, and the logger of
+// --log-format and --log-level, writing to stderr.
+func parseRelayFlags(args []string, stdout, stderr io.Writer) (*relayOptions, *slog.Logger, error) {
 	f := newFlagSet("outbox relay", "--db DSN --broker URL [flags]",
 		"Move messages from the outbox table to a broker: claim a batch of NEW messages that are due,\n"+
 			"publish it, and mark each message SENT, for retry, or DEAD after its last retry. Runs until\n"+
 			"SIGTERM or SIGINT, then finishes the batch in flight and exits 0. Several relays may run\n"+
 			"against one table. Logs go to stderr.", stdout)
-	db := addDBFlags(f)
-	var o relayOptions
+	o := &relayOptions{db: addDBFlags(f)}
 	f.stringVar(&o.broker, "broker", "", "URL",
 		"where to publish: nats://host:4222, amqp://user:pass@host:5672/vhost, kafka://host:9092[,host2:9092], "+
 			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
 			"query parameters set each broker's options (README, Brokers)").required = true
 	brokerTLS := addBrokerTLSFlags(f)
+	o.addDeliveryFlags(f)
+	o.addWebhookFlags(f)
+	o.addProcessFlags(f)
+	o.addCleanupFlags(f)
+	addRelayNotes(f)
+	pos, err := f.parse(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := noArgs(f, pos); err != nil {
+		return nil, nil, err
+	}
+	if err := o.validate(f); err != nil {
+		return nil, nil, err
+	}
+	o.broker = brokerTLS.apply(o.broker)
+	addSecret(o.admin.token)
+	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
+	if err != nil {
+		return nil, nil, usagef(f.hint(), "%v", err)
+	}
+	return o, log, nil
+}
+
+// addDeliveryFlags adds the flags of claiming, publishing and retrying.
+func (o *relayOptions) addDeliveryFlags(f *flagSet) {
 	f.intVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
 	f.durationVar(&o.interval, "interval", 500*time.Millisecond,
 		"longest wait between two looks while no message comes; the wait starts at --min-interval after a look that found messages and doubles with each that finds none")
@@ -79,6 +123,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.boolVar(&o.stopKeyAtDead, "stop-key-at-dead",
 		"keep a key stopped at a DEAD message: its later messages wait until 'outbox dead retry' or 'outbox dead drop' "+
 			"(without it they flow on past the DEAD message; either way a key's messages go in id order)")
+}
+
+// addWebhookFlags adds the flags of the CloudEvents source and the webhook.
+func (o *relayOptions) addWebhookFlags(f *flagSet) {
 	f.stringVar(&o.source, "source", "", "URI", "CloudEvents source attribute of every message (default: the broker URL's source parameter, where the broker takes one, else \""+webhook.DefaultSource+"\")")
 	f.stringVar(&o.webhookSecret, "webhook-secret", "", "SECRET",
 		"sign each webhook request as Standard Webhooks do (headers webhook-id, webhook-timestamp, webhook-signature: "+
@@ -91,6 +139,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			": sha256=<hex HMAC-SHA256 of the body> under the first secret (no timestamp: no protection against replays)")
 	f.durationVar(&o.webhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook request")
 	f.intVar(&o.concurrency, "concurrency", webhook.DefaultConcurrency, "N", "most webhook requests in flight at once")
+}
+
+// addProcessFlags adds the flags of the logs, the workers and the servers
+// of the metrics and the console.
+func (o *relayOptions) addProcessFlags(f *flagSet) {
 	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
 	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
 	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead, when a batch ran since the last line; 0 turns it off")
@@ -104,6 +157,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"backlog, DEAD messages, failure groups, and with --admin-writable retry and drop (docs/console.md); "+
 			"an address that is not loopback needs a token, --admin-auth-header or --admin-insecure")
 	addAdminFlags(f, &o.admin)
+}
+
+// addCleanupFlags adds the flags of the cleanup that runs beside the relays.
+func (o *relayOptions) addCleanupFlags(f *flagSet) {
 	f.durationVar(&o.cleanupAge, "cleanup-older-than", 0,
 		"delete SENT messages older than this while the relay runs, as 'outbox cleanup' does, e.g. 168h; 0 (the default) leaves them")
 	f.durationVar(&o.cleanupInbox, "cleanup-inbox-older-than", 0,
@@ -114,6 +171,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.float64Var(&o.cleanupDuty, "cleanup-duty-cycle", 1, "SHARE",
 		"share of a cleanup round's time spent in DELETE statements, above 0 and at most 1, as 'outbox cleanup --duty-cycle'; "+
 			"below 1 the cleanup waits between statements and takes less of the database from the relay")
+}
+
+// addRelayNotes adds the notes and examples of the usage text.
+func addRelayNotes(f *flagSet) {
 	f.note("The servers of --metrics-addr and --admin-addr also answer, without the admin token,\n" +
 		"GET " + livenessPath + " (200 while the process runs) and GET " + readinessPath + " (200 when the database answers,\n" +
 		"the tables are at the schema version this relay needs and no relay holds the broker or the\n" +
@@ -131,213 +192,6 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
 	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://127.0.0.1:5672/?exchange=events'")
 	f.example("OUTBOX_DB=sqlite:app.db OUTBOX_BROKER=discard: outbox relay --log-level debug")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(f, pos); err != nil {
-		return err
-	}
-	if err := o.validate(f); err != nil {
-		return err
-	}
-	o.broker = brokerTLS.apply(o.broker)
-	addSecret(o.admin.token)
-	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
-	if err != nil {
-		return usagef(f.hint(), "%v", err)
-	}
-	slog.SetDefault(log)
-	scheme, _, _ := strings.Cut(o.broker, ":")
-	tr, err := startTracing(ctx, os.Getenv, log, scheme)
-	if err != nil {
-		return err
-	}
-	defer tr.shutdown() // after the relays: it sends the last batches' spans
-	var metrics, adminSrv *httpServer
-	if o.metricsAddr != "" {
-		if metrics, err = listenHTTP(ctx, "metrics-addr", o.metricsAddr); err != nil {
-			return err
-		}
-		defer metrics.close()
-	}
-	if o.admin.addr != "" {
-		if adminSrv, err = listenHTTP(ctx, "admin-addr", o.admin.addr); err != nil {
-			return err
-		}
-		defer adminSrv.close()
-	}
-	// The health endpoints answer from here on: /readyz says which step
-	// start-up waits on.
-	ready := newReadiness()
-	for _, srv := range []*httpServer{metrics, adminSrv} {
-		if srv != nil {
-			srv.serve(log, ready)
-		}
-	}
-
-	secrets, err := o.webhookSecrets()
-	if err != nil {
-		return err
-	}
-	popts := publisherOptions{
-		Source: o.source, WebhookSecrets: secrets, LegacySignature: o.webhookLegacy,
-		WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
-	}
-	ready.setStarting("connecting to the broker")
-	pub, closePub, err := openPublisherWaiting(ctx, log, ready, o.broker, popts)
-	if err != nil {
-		return startUpFailed(ctx, log, err)
-	}
-	defer closePub()
-	// Each worker publishes to a broker over a connection of its own, so
-	// that one connection's window of unacknowledged messages does not cap
-	// them all; the webhook's client is shared (it has a pool).
-	pubs := []outbox.Publisher{pub}
-	for isBrokerURL(o.broker) && len(pubs) < o.workers {
-		p, closeP, err := openPublisherWaiting(ctx, log, ready, o.broker, popts)
-		if err != nil {
-			return startUpFailed(ctx, log, err)
-		}
-		defer closeP()
-		pubs = append(pubs, p)
-	}
-	// Each relay may hold a claim ahead (two connections), with two to
-	// spare; the admin API and the cleaner get their own on top, so that
-	// neither makes a relay wait for a connection.
-	conns := 2*o.workers + 2
-	if o.admin.addr != "" {
-		conns += adminInFlight
-	}
-	if o.cleanupAge > 0 || o.cleanupInbox > 0 {
-		conns++
-	}
-	db.dsn = withPoolSize(db.dsn, conns)
-	ready.setStarting("connecting to the database")
-	d, err := db.open(ctx, true)
-	if err != nil {
-		return startUpFailed(ctx, log, err)
-	}
-	defer d.Close()
-	if v, err := d.Store.SchemaVersion(ctx); err == nil {
-		if latest, ok := latestVersion(d.Store); ok && v > latest {
-			log.Warn("the outbox tables are newer than this binary; upgrade outbox", "schema_version", v, "known_version", latest)
-		} else if ok && v < latest {
-			return fmt.Errorf("the outbox tables in %s are at schema version %d and this relay needs version %d; run 'outbox migrate' with the same --db and --table first",
-				d.where, v, latest)
-		}
-	}
-
-	totals := &relayTotals{}
-	hooks := []any{&batchLogger{log: log, totals: totals}}
-	if tr != nil {
-		hooks = append(hooks, tr.hook)
-	}
-	var cleanupHooks []any
-	if metrics != nil {
-		m, err := serveMetrics(metrics, d.Store, log)
-		if err != nil {
-			return err
-		}
-		hooks = append(hooks, m)
-		cleanupHooks = append(cleanupHooks, m)
-	}
-	if adminSrv != nil {
-		con, err := serveAdmin(adminSrv, d.Store, &o.admin, log)
-		if err != nil {
-			return err
-		}
-		hooks = append(hooks, con)
-		runConsoleSampler(ctx, con)
-	}
-	relays := make([]*outbox.Relay, o.workers)
-	for i := range relays {
-		r, err := outbox.NewRelay(d.Store, pubs[i%len(pubs)], outbox.RelayConfig{
-			BatchSize:      o.batch,
-			Interval:       o.interval,
-			MinInterval:    min(o.minInterval, o.interval),
-			MaxBatchSize:   min(max(o.maxBatch, o.batch), 10000),
-			NoWatch:        o.noWatch,
-			MaxRetries:     o.maxRetries,
-			RetryBase:      o.retryBase,
-			RetryMax:       o.retryMax,
-			RetryBudget:    budget(o.retryBudget),
-			ProbeInterval:  o.probeInterval,
-			PublishTimeout: o.publishTimeout,
-			StopKeyAtDead:  o.stopKeyAtDead,
-			CDC:            o.cdc.on,
-			SweepInterval:  o.cdc.sweep,
-			Logger:         log,
-			Hooks:          hooks,
-		})
-		if err != nil {
-			return err
-		}
-		relays[i] = r
-	}
-	ready.running(d.Store, relays)
-	t := d.Store.Tables()
-	log.Info("relay started", "db", d.where, "table", t.Outbox, "broker", redactDSN(o.broker),
-		"batch", o.batch, "max_retries", o.maxRetries, "retry_budget", o.retryBudget, "workers", o.workers)
-
-	done := make(chan struct{})
-	if o.statsInterval > 0 {
-		go func() {
-			tick := time.NewTicker(o.statsInterval)
-			defer tick.Stop()
-			var last int64 = -1
-			for {
-				select {
-				case <-done:
-					return
-				case <-tick.C:
-					// An idle relay stays quiet: a line only when a
-					// batch ran since the last one.
-					if b := totals.batches.Load(); b != last {
-						last = b
-						log.Info("relay totals", totals.attrs()...)
-					}
-				}
-			}
-		}()
-	}
-	// The cleaner stops with the relays, before the database closes.
-	cleaned := make(chan struct{})
-	if o.cleanupAge > 0 || o.cleanupInbox > 0 {
-		c, err := outbox.NewCleaner(d.Store, outbox.CleanerConfig{OlderThan: o.cleanupAge, InboxOlderThan: o.cleanupInbox,
-			Interval: o.cleanupEvery, DutyCycle: o.cleanupDuty, Logger: log, Hooks: cleanupHooks})
-		if err != nil {
-			return err
-		}
-		go func() {
-			defer close(cleaned)
-			_ = c.Run(ctx) // it logs its failures and returns nil when ctx ends
-		}()
-	} else {
-		close(cleaned)
-	}
-	// Each worker finishes and marks its batch in flight when ctx ends.
-	errs := make(chan error, len(relays))
-	for _, r := range relays {
-		go func() { errs <- r.Run(ctx) }()
-	}
-	for range relays {
-		if e := <-errs; e != nil && err == nil {
-			err = e
-		}
-	}
-	close(done)
-	<-cleaned
-	for _, srv := range []*httpServer{metrics, adminSrv} {
-		if srv != nil {
-			srv.close()
-		}
-	}
-	if err != nil {
-		return err
-	}
-	log.Info("relay stopped", totals.attrs()...)
-	return nil
 }
 
 // startUpFailed returns err, the failure of a start-up step, unless SIGTERM

@@ -1,0 +1,17 @@
+package outboxkafka
+
+import (
+	"testing"
+
+	"github.com/outbox-go/outbox/internal/benchbaseline"
+)
+
+// TestBaselineRegistered: the baseline is registered for outbox bench under
+// every scheme the Publisher takes.
+func TestBaselineRegistered(t *testing.T) {
+	for _, scheme := range []string{"kafka"} {
+		if _, ok := benchbaseline.Lookup(scheme); !ok {
+			t.Errorf("no baseline registered for %s:", scheme)
+		}
+	}
+}
