@@ -102,6 +102,24 @@ func (r *Relay) holdEarly(ctx context.Context, b *batch, inflight []Message) {
 	}
 	if held, err := r.holdBack(ctx, *b, inflight); err == nil {
 		b.early, b.held = true, held
+		r.noteHeld(held)
+	}
+}
+
+// noteHeld makes the relay claim from the first id next when at least half
+// of a batch is held back (held, one entry per message), instead of past
+// the batch: the rows after it are most likely held behind the same
+// blockers, which another relay's claim holds, while the held rows come due
+// as soon as those are marked.
+func (r *Relay) noteHeld(held []bool) {
+	n := 0
+	for _, h := range held {
+		if h {
+			n++
+		}
+	}
+	if n > 0 && 2*n >= len(held) {
+		r.moveCursor(0)
 	}
 }
 
@@ -201,6 +219,7 @@ func (r *Relay) publishOrdered(ctx context.Context, b batch, held []bool) (Batch
 func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outcome, judgement) {
 	if b.early {
 		if held := heldBehind(b.failedBefore, b.msgs, b.held); held != nil {
+			r.noteHeld(held)
 			return r.publishOrdered(ctx, b, held)
 		}
 		return r.publishClaimed(ctx, b)
@@ -213,5 +232,6 @@ func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outco
 	if held == nil {
 		return r.publishClaimed(ctx, b)
 	}
+	r.noteHeld(held)
 	return r.publishOrdered(ctx, b, held)
 }

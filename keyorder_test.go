@@ -115,3 +115,19 @@ func TestFailedKeysHoldTheNextBatch(t *testing.T) {
 		t.Errorf("no failed keys: held %v", held)
 	}
 }
+
+// TestNoteHeldRescans: a batch at least half held back sends the next claim
+// back to the first id; one mostly published leaves the cursor past it.
+func TestNoteHeldRescans(t *testing.T) {
+	r := &Relay{}
+	r.moveCursor(100)
+	r.noteHeld([]bool{true, false, true, false})
+	if r.cursor != 0 {
+		t.Fatalf("half the batch held: cursor %d, want 0 (claim from the first id)", r.cursor)
+	}
+	r.moveCursor(100)
+	r.noteHeld([]bool{true, false, false})
+	if r.cursor != 100 {
+		t.Fatalf("a third held: cursor %d, want 100", r.cursor)
+	}
+}
