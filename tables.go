@@ -66,7 +66,7 @@ func (t Tables) Validate() error {
 // inbox table of one of these names would clash: a migration's CREATE ...
 // IF NOT EXISTS would skip it, or create one in the other's place.
 var derivedSuffixes = []string{"_migrations", "_claims", "_horizon", "_msg_id_key", "_pending_idx",
-	"_requeued_idx", "_dead_idx", "_status_check", "_msg_id_check", "_pkey", "_id_seq"}
+	"_requeued_idx", "_dead_idx", "_key_idx", "_requeued_key_idx", "_status_check", "_msg_id_check", "_pkey", "_id_seq"}
 
 // maxSchemaName is PostgreSQL's identifier limit (MySQL's is 64).
 const maxSchemaName = 63

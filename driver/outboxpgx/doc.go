@@ -70,9 +70,8 @@
 // delivery.
 //
 // Chunks replace FOR UPDATE SKIP LOCKED, which locks, and writes a WAL
-// record for, every row: measured on a 2-core machine, two relays with row
-// locks were slower than one (0.8×), with chunk locks they were not (1.2 to
-// 1.5×). The locks share PostgreSQL's 64-bit advisory lock space with the
+// record for, every row: with row locks two relays were slower than one,
+// with chunk locks they are not (docs/performance.md). The locks share PostgreSQL's 64-bit advisory lock space with the
 // application's own pg_advisory_lock(bigint) calls; the keys are the table's
 // oid shifted left by 31 bits, so a collision would need an application key
 // of that shape, and would only delay a chunk.
@@ -82,9 +81,8 @@
 // Since schema version 2 no index mentions status, so the SENT update is a
 // HOT update: PostgreSQL writes the new row version on the same page (the
 // table's fillfactor of 50 leaves room for it) and inserts no index entry,
-// and the writer maintains one index fewer. Measured on a 2-core machine this
-// took one relay from 71,000-93,000 to 102,000-139,000 msgs/s, and
-// PostgreSQL's CPU per message from 10-13 to 6-9 µs. The relay finds rows:
+// and the writer maintains one index fewer (docs/performance.md gives the
+// gain). The relay finds rows:
 //
 //   - past its cursor, by walking the primary key;
 //   - that were put back after a claim (a retry, a release, an operator's

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox"
 )
@@ -74,4 +75,43 @@ func buffers(t *testing.T, plan string) int {
 	hit, _ := strconv.Atoi(m[1])
 	read, _ := strconv.Atoi(m[2])
 	return hit + read
+}
+
+// TestHoldBackReadsOnlyItsKeysRequeued: after an outage most of the backlog
+// below the low-water mark is requeued (waiting out a backoff, or held
+// behind its key). The check of one key reads that key's requeued rows
+// through their own key index, not every requeued row of the table.
+func TestHoldBackReadsOnlyItsKeysRequeued(t *testing.T) {
+	t.Parallel()
+	e := newHorizonEnv(t)
+	// 20,000 requeued rows of 500 other keys, and one of the key checked.
+	if _, err := e.pool.Exec(e.ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload, next_retry_at)
+SELECT 'rq-' || g, 't', CASE WHEN g = 7 THEN 'hot' ELSE 'other-' || (g % 500) END, '{}', now() + interval '1 hour'
+FROM generate_series(1, 20000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	var top int64
+	if err := e.pool.QueryRow(e.ctx, `SELECT max(id) FROM outbox`).Scan(&top); err != nil {
+		t.Fatal(err)
+	}
+	e.advancePast(top, "after")
+	if _, err := e.pool.Exec(e.ctx, `ANALYZE outbox`); err != nil {
+		t.Fatal(err)
+	}
+	e.write("batch", 1)
+	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
+	plan, err := e.d.ExplainHoldBack(e.ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := buffers(t, plan); n > 200 {
+		t.Errorf("the check read %d buffers, want a handful:\n%s", n, plan)
+	}
+	if !strings.Contains(plan, "outbox_requeued_key_idx") {
+		t.Errorf("the check does not walk the requeued rows' key index:\n%s", plan)
+	}
+	held, err := e.d.HoldBack(e.ctx, batch, outbox.HoldParams{HeldWait: time.Second, DeadWait: time.Second})
+	if err != nil || len(held) != 1 || !held[0] {
+		t.Fatalf("HoldBack = %v, %v; want the batch's message held behind the requeued row of its key", held, err)
+	}
 }

@@ -256,6 +256,7 @@ func (d dialect) names(t outbox.Tables) []string {
 		"{{outbox_requeued_idx}}", bare("_requeued_idx"),
 		"{{outbox_dead_idx}}", bare("_dead_idx"),
 		"{{outbox_key_idx}}", bare("_key_idx"),
+		"{{outbox_requeued_key_idx}}", bare("_requeued_key_idx"),
 		"{{outbox_dead_at}}", bare("_dead_at"),
 		"{{outbox_requeue}}", bare("_requeue"),
 		"{{outbox_status_check}}", bare("_status_check"),

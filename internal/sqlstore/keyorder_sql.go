@@ -6,7 +6,8 @@ package sqlstore
 // below the mark is in the requeued index, so a key's blockers are its NEW
 // rows between the mark and the batch (the index walk reads the key's rows
 // of that window, SENT ones included, and stops after n+1 NEW ones: at most
-// n are the batch's own) and its requeued rows at or below the mark (few).
+// n are the batch's own) and its requeued rows at or below the mark,
+// walked the same way through the requeued rows' key index (version 10).
 // The window is written as two row comparisons on (msg_key, id), which
 // together say msg_key = k and mark < id < hi, and which only the key's
 // index can use, as the bounds of its walk: a plain "id > mark AND id < hi"
@@ -17,10 +18,9 @@ package sqlstore
 // (msg_key, id), the key index's order, which the primary key cannot give:
 // "ORDER BY id LIMIT n" made the planner walk the primary key instead, the
 // whole table once per key.
-// DEAD rows come from the DEAD index. The requeued and DEAD branches are
-// fenced (OFFSET 0) so that each walks its own small index and is joined to
-// the batch's keys by hash, never walking a key's history through the key
-// index. Args: a JSON array of {k, hi, n}; 2 when DEAD rows block (else 3).
+// DEAD rows come from the DEAD index, in a branch fenced (OFFSET 0) so that
+// it walks its own small index and is joined to the batch's keys by hash,
+// never walking a key's history through the key index. Args: a JSON array of {k, hi, n}; 2 when DEAD rows block (else 3).
 //
 // hold sets a held row's next_retry_at to its blocker's, but past its
 // created_at, so that the row enters the requeued index and rescans still
@@ -44,10 +44,11 @@ SELECT b.k, x.id FROM b CROSS JOIN LATERAL (
     AND (o.msg_key, o.id) > (b.k, (SELECT lwm FROM m)) AND (o.msg_key, o.id) < (b.k, b.hi)
   ORDER BY o.msg_key, o.id LIMIT b.n + 1) AS x
 UNION ALL
-SELECT r.msg_key, r.id FROM (
-  SELECT o.msg_key, o.id FROM {{outbox}} AS o
-  WHERE o.next_retry_at > o.created_at AND o.id <= (SELECT lwm FROM m) AND o.status = 0 AND o.msg_key IS NOT NULL
-  OFFSET 0) AS r JOIN b ON b.k = r.msg_key
+SELECT b.k, r.id FROM b CROSS JOIN LATERAL (
+  SELECT o.id FROM {{outbox}} AS o
+  WHERE o.next_retry_at > o.created_at AND o.msg_key IS NOT NULL AND o.status = 0
+    AND (o.msg_key, o.id) > (b.k, 0) AND (o.msg_key, o.id) <= (b.k, (SELECT lwm FROM m)) AND (o.msg_key, o.id) < (b.k, b.hi)
+  ORDER BY o.msg_key, o.id LIMIT b.n + 1) AS r
 UNION ALL
 SELECT d.msg_key, d.id FROM (
   SELECT o.msg_key, o.id FROM {{outbox}} AS o

@@ -44,7 +44,7 @@ var schemaSpecs = map[string][]tableSpec{
 			col("msg_key", "character varying(128)"), col("payload", "jsonb"), col("headers", "jsonb"),
 			col("status", "smallint"), col("retries", "integer"), col("next_retry_at", pgTime), col("created_at", pgTime),
 			col("sent_at", pgTime), col("last_error", "text"), col("dead_at", pgTime),
-		}, indexes: []string{"_pkey", "_msg_id_key", "_requeued_idx", "_dead_idx", "_key_idx"}, triggers: []string{"_dead_at", "_requeue"}},
+		}, indexes: []string{"_pkey", "_msg_id_key", "_requeued_idx", "_dead_idx", "_key_idx", "_requeued_key_idx"}, triggers: []string{"_dead_at", "_requeue"}},
 		{table: "inbox", columns: []columnSpec{
 			col("consumer_group", "character varying(64)"), col("msg_id", "character varying(64)"), col("consumed_at", pgTime),
 		}, indexes: []string{"_pkey"}},
