@@ -51,7 +51,7 @@ var (
 func TestChaos(t *testing.T) {
 	bin := outboxBinary(t)
 	cb := newChaosBroker(t, *chaosBrokerName)
-	ctx, cancel := context.WithTimeout(context.Background(), *chaosDuration+8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), *chaosDuration+15*time.Minute)
 	defer cancel()
 	h, st := newChaosStore(ctx, t, cb.Broker, *chaosDB)
 	logs := t.TempDir()
