@@ -25,7 +25,7 @@ import (
 // PAD. SQLite 2: dead_at, 3: the DEAD index. Then the key index of per-key
 // order: PostgreSQL 8, MariaDB/MySQL 5, SQLite 4. PostgreSQL 9: a claim
 // records the claim it took its chunk over from.
-var latestSchema = map[string]int{"postgres": 9, "mysql": 5, "sqlite": 4}
+var latestSchema = map[string]int{"postgres": 10, "mysql": 5, "sqlite": 4}
 
 // deadAtSchema is the schema version that added dead_at, per dialect.
 var deadAtSchema = map[string]int{"postgres": 4, "mysql": 2, "sqlite": 2}
