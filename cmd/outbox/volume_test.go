@@ -41,6 +41,7 @@ type volume struct {
 	drain int
 	duty  float64 // the cleaner's DutyCycle beside the relay
 	added int64   // rows added by addNew so far, for unique msg_ids
+	run   string  // this run's part of addNew's msg_ids
 }
 
 func volumeEnv(t *testing.T, key string, def int) int {
@@ -245,13 +246,17 @@ func (v *volume) addNew(ctx context.Context, n int) {
 	v.t.Helper()
 	first := v.added
 	v.added += int64(n)
+	if v.run == "" {
+		// msg_ids of their own, so that the test can run again on the same load.
+		v.run = strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
 	stmt := fmt.Sprintf(`INSERT INTO outbox (msg_id, topic, msg_key, payload)
-SELECT 'vol-new-' || (%d + i), 'topic-' || (i %% 8), 'key-' || (i %% 1000), jsonb_build_object('order', i, 'note', repeat('x', 120))
-FROM generate_series(1, %d) AS i ORDER BY i`, first, n)
+SELECT 'vol-new-%s-' || (%d + i), 'topic-' || (i %% 8), 'key-' || (i %% 1000), jsonb_build_object('order', i, 'note', repeat('x', 120))
+FROM generate_series(1, %d) AS i ORDER BY i`, v.run, first, n)
 	if v.d.Dialect == "mysql" {
 		stmt = fmt.Sprintf(`INSERT INTO outbox (msg_id, topic, msg_key, payload)
-SELECT CONCAT('vol-new-', %d + seq), CONCAT('topic-', seq %% 8), CONCAT('key-', seq %% 1000), JSON_OBJECT('order', seq, 'note', REPEAT('x', 120))
-FROM seq_1_to_%d ORDER BY seq`, first, n)
+SELECT CONCAT('vol-new-%s-', %d + seq), CONCAT('topic-', seq %% 8), CONCAT('key-', seq %% 1000), JSON_OBJECT('order', seq, 'note', REPEAT('x', 120))
+FROM seq_1_to_%d ORDER BY seq`, v.run, first, n)
 	}
 	if err := v.exec(ctx, stmt); err != nil {
 		v.t.Fatal(err)
