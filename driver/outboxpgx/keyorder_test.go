@@ -20,18 +20,8 @@ import (
 func TestHoldBackReadsNoSentHistory(t *testing.T) {
 	t.Parallel()
 	e := newHorizonEnv(t)
-	if _, err := e.pool.Exec(e.ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload, status, sent_at)
-SELECT 'hist-' || g, 't', 'hot', '{}', 1, now() FROM generate_series(1, 100000) AS g`); err != nil {
-		t.Fatal(err)
-	}
-	var top int64
-	if err := e.pool.QueryRow(e.ctx, `SELECT max(id) FROM outbox`).Scan(&top); err != nil {
-		t.Fatal(err)
-	}
-	e.advancePast(top, "after")
-	if _, err := e.pool.Exec(e.ctx, `ANALYZE outbox`); err != nil {
-		t.Fatal(err)
-	}
+	belowTheMark(t, e, `INSERT INTO outbox (msg_id, topic, msg_key, payload, status, sent_at)
+SELECT 'hist-' || g, 't', 'hot', '{}', 1, now() FROM generate_series(1, 100000) AS g`)
 	// Rows of other keys between the mark and the batch: a walk of the
 	// primary key over that window would read them all.
 	if _, err := e.pool.Exec(e.ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload)
@@ -45,12 +35,7 @@ SELECT 'other-' || g, 't', 'other-' || (g % 500), '{}' FROM generate_series(1, 2
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := buffers(t, plan); n > 200 {
-		t.Errorf("the check read %d buffers, want a handful:\n%s", n, plan)
-	}
-	if !strings.Contains(plan, "outbox_key_idx") {
-		t.Errorf("the check does not walk the key's index:\n%s", plan)
-	}
+	checkPlan(t, plan, "outbox_key_idx")
 	if _, err := e.pool.Exec(e.ctx, `UPDATE outbox_horizon SET lwm = 0`); err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +45,34 @@ SELECT 'other-' || g, 't', 'other-' || (g % 500), '{}' FROM generate_series(1, 2
 	}
 	if n := buffers(t, full); n < 1000 {
 		t.Errorf("with the mark at 0 the check read only %d buffers; the test cannot tell a bounded walk:\n%s", n, full)
+	}
+}
+
+// belowTheMark runs insert, then moves the low-water mark past its rows and
+// analyzes the table.
+func belowTheMark(t *testing.T, e *horizonEnv, insert string) {
+	t.Helper()
+	if _, err := e.pool.Exec(e.ctx, insert); err != nil {
+		t.Fatal(err)
+	}
+	var top int64
+	if err := e.pool.QueryRow(e.ctx, `SELECT max(id) FROM outbox`).Scan(&top); err != nil {
+		t.Fatal(err)
+	}
+	e.advancePast(top, "after")
+	if _, err := e.pool.Exec(e.ctx, `ANALYZE outbox`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkPlan fails t unless plan reads at most 200 buffers through index.
+func checkPlan(t *testing.T, plan, index string) {
+	t.Helper()
+	if n := buffers(t, plan); n > 200 {
+		t.Errorf("the check read %d buffers, want a handful:\n%s", n, plan)
+	}
+	if !strings.Contains(plan, index) {
+		t.Errorf("the check does not walk %s:\n%s", index, plan)
 	}
 }
 
@@ -85,31 +98,16 @@ func TestHoldBackReadsOnlyItsKeysRequeued(t *testing.T) {
 	t.Parallel()
 	e := newHorizonEnv(t)
 	// 20,000 requeued rows of 500 other keys, and one of the key checked.
-	if _, err := e.pool.Exec(e.ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload, next_retry_at)
+	belowTheMark(t, e, `INSERT INTO outbox (msg_id, topic, msg_key, payload, next_retry_at)
 SELECT 'rq-' || g, 't', CASE WHEN g = 7 THEN 'hot' ELSE 'other-' || (g % 500) END, '{}', now() + interval '1 hour'
-FROM generate_series(1, 20000) AS g`); err != nil {
-		t.Fatal(err)
-	}
-	var top int64
-	if err := e.pool.QueryRow(e.ctx, `SELECT max(id) FROM outbox`).Scan(&top); err != nil {
-		t.Fatal(err)
-	}
-	e.advancePast(top, "after")
-	if _, err := e.pool.Exec(e.ctx, `ANALYZE outbox`); err != nil {
-		t.Fatal(err)
-	}
+FROM generate_series(1, 20000) AS g`)
 	e.write("batch", 1)
 	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
 	plan, err := e.d.ExplainHoldBack(e.ctx, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := buffers(t, plan); n > 200 {
-		t.Errorf("the check read %d buffers, want a handful:\n%s", n, plan)
-	}
-	if !strings.Contains(plan, "outbox_requeued_key_idx") {
-		t.Errorf("the check does not walk the requeued rows' key index:\n%s", plan)
-	}
+	checkPlan(t, plan, "outbox_requeued_key_idx")
 	held, err := e.d.HoldBack(e.ctx, batch, outbox.HoldParams{HeldWait: time.Second, DeadWait: time.Second})
 	if err != nil || len(held) != 1 || !held[0] {
 		t.Fatalf("HoldBack = %v, %v; want the batch's message held behind the requeued row of its key", held, err)
