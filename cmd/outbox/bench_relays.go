@@ -173,7 +173,7 @@ func (b *relayBench) summary() {
 	case len(b.ratios) > 0 && b.bb != nil:
 		fmt.Fprintf(out, "median relay/min(broker baseline, relay with discard:) = %.2f\n", median(b.ratios))
 		if len(b.cpuCaps) > 0 {
-			fmt.Fprintf(out, "median CPU cap of that ratio on this machine = %.2f\n", median(b.cpuCaps))
+			fmt.Fprintf(out, "median CPU cap of that ratio, from the cores the run had = %.2f\n", median(b.cpuCaps))
 		}
 	case len(b.ratios) > 0:
 		fmt.Fprintf(out, "median relay/baseline = %.2f\n", median(b.ratios))
@@ -181,7 +181,7 @@ func (b *relayBench) summary() {
 	if len(b.scales) > 0 {
 		fmt.Fprintf(out, "median %d relays / one relay = %.2f\n", o.relays, median(b.scales))
 		if len(b.scaleCaps) > 0 {
-			fmt.Fprintf(out, "median CPU cap of that ratio on this machine = %.2f\n", median(b.scaleCaps))
+			fmt.Fprintf(out, "median CPU cap of that ratio, from the cores the run had = %.2f\n", median(b.scaleCaps))
 		}
 	}
 	if o.runs > 1 {
