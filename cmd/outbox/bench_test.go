@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox"
 )
 
 var resultLine = regexp.MustCompile(`^result msgs_per_s=[0-9]+ p50_ms=[0-9.]+ p99_ms=[0-9.]+$`)
@@ -95,5 +98,41 @@ func TestScalingCap(t *testing.T) {
 		if got := scalingCap(tc.relays, tc.util); got != tc.want {
 			t.Errorf("scalingCap(%d, %v) = %v, want %v", tc.relays, tc.util, got, tc.want)
 		}
+	}
+}
+
+// A round that commits nothing in its length runs on until its first commit,
+// and its rate counts the whole time it ran.
+func TestWriterRoundWaitsForFirstCommit(t *testing.T) {
+	t.Parallel()
+	b := newPostgres(t)
+	ctx := context.Background()
+	d, err := openDatabase(ctx, b.dsn, dbTLS{}, outbox.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := execScript(ctx, d, benchBusinessSQL["postgres"][0]); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec("LOCK TABLE outbox_bench_orders IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	const held = 1500 * time.Millisecond
+	go func() {
+		time.Sleep(held)
+		_ = lock.Rollback()
+	}()
+	start := time.Now()
+	rate, err := writerRound(ctx, d, "order", 2, 100*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); rate <= 0 || took < held {
+		t.Fatalf("round behind a lock of %s: %.1f tx/s after %s; want a positive rate after the lock", held, rate, took)
 	}
 }

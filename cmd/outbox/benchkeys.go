@@ -156,7 +156,7 @@ func benchWriterKeys(ctx context.Context, db *database, o *benchOptions, stdout 
 				return err
 			}
 			if u == 0 || k == 0 {
-				return fmt.Errorf("writer bench: a round of %s committed no transaction; give it a longer --round", o.round)
+				return fmt.Errorf("writer bench: a round of %s, run on for %s, committed no transaction; is the database stalled?", o.round, writerRoundLimit)
 			}
 			rr = append(rr, k/u)
 			fmt.Fprintf(stdout, "%s round %d: unkeyed %.0f tx/s, keyed %.0f tx/s, keyed/unkeyed %.2f\n", shape, r, u, k, k/u)

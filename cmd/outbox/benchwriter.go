@@ -122,7 +122,7 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 				return err
 			}
 			if b == 0 || w == 0 {
-				return fmt.Errorf("writer bench: a round of %s committed no transaction; give it a longer --round", round)
+				return fmt.Errorf("writer bench: a round of %s, run on for %s, committed no transaction; is the database stalled?", round, writerRoundLimit)
 			}
 			base, with, rr = append(base, b), append(with, w), append(rr, w/b)
 			fmt.Fprintf(stdout, "%s round %d: business tx alone %.0f tx/s, with outbox insert %.0f tx/s, ratio %.2f\n", shape, r, b, w, w/b)
@@ -210,12 +210,37 @@ var sqlOps = txOps[*sql.Tx]{
 	},
 }
 
-// writerRound runs producers for d and returns committed transactions per
-// second; with msg nil the transactions write no outbox row.
+// writerRoundLimit bounds how far a round runs past its length while it
+// waits for its first commit.
+const writerRoundLimit = 30 * time.Second
+
+// writerRound runs producers for d, or past d until the first transaction
+// commits (at most writerRoundLimit more), and returns committed transactions
+// per second of the time it ran; with msg nil the transactions write no
+// outbox row.
 func writerRound(ctx context.Context, db *database, shape string, producers int, d time.Duration, msg func(p int, i int64) outbox.Message) (float64, error) {
-	rctx, cancel := context.WithTimeout(ctx, d)
+	rctx, cancel := context.WithTimeout(ctx, d+writerRoundLimit)
 	defer cancel()
 	var n atomic.Int64
+	go func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-rctx.Done():
+			return
+		case <-t.C:
+		}
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for n.Load() == 0 {
+			select {
+			case <-rctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		cancel()
+	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, producers)
 	start := time.Now()
