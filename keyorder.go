@@ -44,6 +44,12 @@ type HoldParams struct {
 	// still be publishing: they hold back none of msgs. The relay holds
 	// back, itself, the later messages of a key whose message there fails.
 	InFlight []Message
+	// Done gives, for some keys of msgs, an id below which the key has no
+	// NEW message other than one that went back to NEW through a retry or
+	// a requeue (next_retry_at past created_at): the relay published that
+	// id after its own check and saw it SENT or DEAD. The store need not
+	// look below it for any other NEW row of the key. Nil for none.
+	Done map[string]int64
 }
 
 // RetriedHeader is the header a DEAD message carries once a person has
@@ -81,7 +87,8 @@ func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(b)/2, time.Millisecond))
 	defer cancel()
-	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait, InFlight: inflight})
+	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait,
+		InFlight: inflight, Done: r.keysDoneFor(msgs)})
 	if err == nil {
 		return held, nil
 	}
@@ -119,8 +126,55 @@ func (r *Relay) noteHeld(held []bool) {
 		}
 	}
 	if n > 0 && 2*n >= len(held) {
-		r.moveCursor(0)
+		r.rescanNext()
 	}
+}
+
+// maxKeysDone bounds how many keys' done ids (Relay.keysDone) a relay keeps;
+// past it, it forgets them all and starts again.
+const maxKeysDone = 1 << 16
+
+// noteKeysDone records, for each key of msgs, the highest id that went SENT
+// or DEAD (outcomes, one per message, of a batch whose mark succeeded).
+// Every message the relay publishes passed its key's check (publishBatch),
+// so no other message of the key below that id was NEW then, and one that
+// goes back to NEW later does so through a retry or a requeue.
+func (r *Relay) noteKeysDone(msgs []Message, outcomes []Outcome) {
+	if _, ok := r.store.(KeyOrderer); !ok || !anyKey(msgs) {
+		return
+	}
+	r.keysMu.Lock()
+	defer r.keysMu.Unlock()
+	if r.keysDone == nil || len(r.keysDone) > maxKeysDone {
+		r.keysDone = make(map[string]int64)
+	}
+	for i, m := range msgs {
+		if m.Key == "" || i >= len(outcomes) {
+			continue
+		}
+		if k := outcomes[i].Kind; (k == OutcomeSent || k == OutcomeDead) && m.ID > r.keysDone[m.Key] {
+			r.keysDone[m.Key] = m.ID
+		}
+	}
+}
+
+// keysDoneFor returns the done ids of msgs' keys (HoldParams.Done), or nil.
+func (r *Relay) keysDoneFor(msgs []Message) map[string]int64 {
+	r.keysMu.Lock()
+	defer r.keysMu.Unlock()
+	if len(r.keysDone) == 0 {
+		return nil
+	}
+	var done map[string]int64
+	for i := range msgs {
+		if id, ok := r.keysDone[msgs[i].Key]; ok && msgs[i].Key != "" {
+			if done == nil {
+				done = make(map[string]int64)
+			}
+			done[msgs[i].Key] = id
+		}
+	}
+	return done
 }
 
 // failedKeys returns, per key of b's messages that did not go (retried,

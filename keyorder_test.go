@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // holdingStore is a fakeStore that keeps key order by holding back the
@@ -117,17 +118,46 @@ func TestFailedKeysHoldTheNextBatch(t *testing.T) {
 }
 
 // TestNoteHeldRescans: a batch at least half held back sends the next claim
-// back to the first id; one mostly published leaves the cursor past it.
+// back to the first id, even when a claim under way moves the cursor after
+// it; one mostly published leaves the cursor past it.
 func TestNoteHeldRescans(t *testing.T) {
-	r := &Relay{}
+	r := &Relay{cfg: RelayConfig{RescanInterval: time.Hour}}
+	now := time.Now()
+	r.moveCursor(100)
+	if got := r.claimFrom(now); got != 0 {
+		t.Fatalf("first claim from %d, want 0", got) // a fresh relay rescans first
+	}
 	r.moveCursor(100)
 	r.noteHeld([]bool{true, false, true, false})
-	if r.cursor != 0 {
-		t.Fatalf("half the batch held: cursor %d, want 0 (claim from the first id)", r.cursor)
+	r.moveCursor(200) // a claim that was under way ends
+	if got := r.claimFrom(now); got != 0 {
+		t.Fatalf("half the batch held: next claim from %d, want 0 (the first id)", got)
 	}
 	r.moveCursor(100)
 	r.noteHeld([]bool{true, false, false})
-	if r.cursor != 100 {
-		t.Fatalf("a third held: cursor %d, want 100", r.cursor)
+	if got := r.claimFrom(now); got != 100 {
+		t.Fatalf("a third held: next claim from %d, want 100", got)
+	}
+}
+
+// TestKeysDone: the relay remembers, per key, the highest id it saw SENT or
+// DEAD, and passes the batch's keys' ids to the check; a retried or released
+// message is not done, and a store that keeps no key order gets nothing.
+func TestKeysDone(t *testing.T) {
+	r := &Relay{store: &holdingStore{}}
+	msgs := []Message{{ID: 1, Key: "a"}, {ID: 2, Key: "b"}, {ID: 3, Key: "a"}, {ID: 4, Key: "c"}, {ID: 5, Key: "d"}, {ID: 6}}
+	r.noteKeysDone(msgs, []Outcome{{Kind: OutcomeSent}, {Kind: OutcomeDead}, {Kind: OutcomeSent}, {Kind: OutcomeRetry}, {Kind: OutcomeRelease}, {Kind: OutcomeSent}})
+	got := r.keysDoneFor([]Message{{ID: 7, Key: "a"}, {ID: 8, Key: "b"}, {ID: 9, Key: "c"}, {ID: 10, Key: "d"}, {ID: 11}})
+	if len(got) != 2 || got["a"] != 3 || got["b"] != 2 {
+		t.Fatalf("done ids %v, want a:3 b:2", got)
+	}
+	r.noteKeysDone([]Message{{ID: 2, Key: "a"}}, []Outcome{{Kind: OutcomeSent}})
+	if got := r.keysDoneFor([]Message{{ID: 7, Key: "a"}}); got["a"] != 3 {
+		t.Fatalf("a lower id moved a's done id to %d, want 3", got["a"])
+	}
+	plain := &Relay{store: newFakeStore(0)}
+	plain.noteKeysDone(msgs[:1], []Outcome{{Kind: OutcomeSent}})
+	if got := plain.keysDoneFor(msgs[:1]); got != nil {
+		t.Fatalf("a store without key order: done ids %v, want none", got)
 	}
 }

@@ -43,10 +43,17 @@ type Relay struct {
 	dbSince  time.Time
 
 	// cursor is the last id of the previous full batch: the next claim starts
-	// after it, until rescanAt, or until a batch comes back short.
+	// after it, until rescanAt, or until a batch comes back short. rescan
+	// asks the next claim to start from the first id (rescanNext).
 	cursorMu sync.Mutex
 	cursor   int64
+	rescan   bool
 	rescanAt time.Time
+
+	// keysDone holds, per key, the highest id of the key the relay saw SENT
+	// or DEAD (noteKeysDone).
+	keysMu   sync.Mutex
+	keysDone map[string]int64
 }
 
 // NewRelay returns a Relay that moves messages from store to pub.
@@ -364,6 +371,7 @@ func (r *Relay) finishBatch(ctx context.Context, b batch, rep BatchReport, outco
 	}
 	rep.MarkDuration = time.Since(mstart)
 	rep.Duration = time.Since(b.start)
+	r.noteKeysDone(b.msgs, outcomes)
 	for _, res := range rep.Results {
 		if res.Outcome.Kind == OutcomeDead {
 			r.cfg.Logger.Error("outbox relay: message is DEAD after its last retry; inspect with `outbox dead show`",
@@ -381,11 +389,19 @@ func (r *Relay) finishBatch(ctx context.Context, b batch, rep BatchReport, outco
 func (r *Relay) claimFrom(now time.Time) int64 {
 	r.cursorMu.Lock()
 	defer r.cursorMu.Unlock()
-	if r.cursor == 0 || !now.Before(r.rescanAt) {
-		r.cursor = 0
+	if r.cursor == 0 || r.rescan || !now.Before(r.rescanAt) {
+		r.cursor, r.rescan = 0, false
 		r.rescanAt = now.Add(r.cfg.RescanInterval)
 	}
 	return r.cursor
+}
+
+// rescanNext makes the next claim start from the first id, even if a claim
+// under way moves the cursor before it.
+func (r *Relay) rescanNext() {
+	r.cursorMu.Lock()
+	r.cursor, r.rescan = 0, true
+	r.cursorMu.Unlock()
 }
 
 func (r *Relay) moveCursor(id int64) {

@@ -102,6 +102,12 @@ func keyNames(prefix string, n int) []string {
 // runRelays runs n relays with Run until total rows are SENT.
 func (s suite[TTx]) runRelays(t *testing.T, env *Env[TTx], n int, pub outbox.Publisher, cfg outbox.RelayConfig, total int64) {
 	t.Helper()
+	s.runRelaysUntil(t, env, n, pub, cfg, total, 0)
+}
+
+// runRelaysUntil is runRelays that also waits for dead rows to be DEAD.
+func (s suite[TTx]) runRelaysUntil(t *testing.T, env *Env[TTx], n int, pub outbox.Publisher, cfg outbox.RelayConfig, total, dead int64) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctxT(t))
 	var wg sync.WaitGroup
 	for range n {
@@ -116,12 +122,12 @@ func (s suite[TTx]) runRelays(t *testing.T, env *Env[TTx], n int, pub outbox.Pub
 	defer cancel()
 	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {
-		if s.count(t, env, "status = 1") >= total {
+		if s.count(t, env, "status = 1") >= total && (dead == 0 || s.count(t, env, "status = 2") >= dead) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Errorf("after 45s, %d of %d rows SENT", s.count(t, env, "status = 1"), total)
+	t.Errorf("after 45s, %d of %d rows SENT, %d of %d DEAD", s.count(t, env, "status = 1"), total, s.count(t, env, "status = 2"), dead)
 }
 
 // testKeyOrder: the messages of one key are published in id order across
@@ -202,7 +208,7 @@ func (s suite[TTx]) testKeyOrderDead(t *testing.T) {
 			cfg := outbox.RelayConfig{BatchSize: 3, MaxRetries: 2, RetryBase: time.Millisecond, RetryMax: time.Millisecond,
 				Interval: 5 * time.Millisecond, RescanInterval: 5 * time.Millisecond, StopKeyAtDead: stop}
 			if stop {
-				s.runRelays(t, env, 1, sink.publisher(), cfg, 6) // a's first and every b
+				s.runRelaysUntil(t, env, 1, sink.publisher(), cfg, 6, 1) // a's first and every b; a's second DEAD
 				if n := s.count(t, env, "status = 0"); n != 3 {
 					t.Fatalf("%d rows NEW behind the DEAD one, want 3", n)
 				}

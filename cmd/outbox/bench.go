@@ -332,6 +332,9 @@ type benchResult struct {
 	busy [3]float64
 	// poisonFailed counts the attempts of the run's poison that failed.
 	poisonFailed int64
+	// heldBack counts the messages claimed and held back behind an earlier
+	// message of their key (each time it happened).
+	heldBack int64
 }
 
 // micros formats a per-message duration in microseconds.
@@ -365,6 +368,7 @@ type benchHook struct {
 	mu        sync.Mutex
 	lat       []float64
 	batches   int
+	heldBack  int64
 	end       time.Time
 	// stages sums the batches' claim, publish and mark durations.
 	stages [3]time.Duration
@@ -378,6 +382,7 @@ func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 	now := time.Now()
 	h.mu.Lock()
 	h.batches++
+	h.heldBack += int64(rep.HeldBack)
 	h.stages[0] += rep.ClaimDuration
 	h.stages[1] += rep.PublishDuration
 	h.stages[2] += rep.MarkDuration
@@ -462,7 +467,7 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 		return benchResult{}, err
 	}
 	res := benchResult{done: hook.done.Load(), dead: hook.dead.Load(), elapsed: hook.end.Sub(start), batches: hook.batches, cpu: use,
-		poisonFailed: hook.poisonFailed.Load()}
+		poisonFailed: hook.poisonFailed.Load(), heldBack: hook.heldBack}
 	if hook.end.IsZero() {
 		res.elapsed = time.Since(start)
 	}

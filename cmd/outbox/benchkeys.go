@@ -43,8 +43,8 @@ func benchKeys(ctx context.Context, db *database, pubs []outbox.Publisher, o *be
 		}
 		u, k := res[&unkeyed], res[&keyed]
 		keyedRatios, rates = append(keyedRatios, k.rate()/u.rate()), append(rates, k.rate())
-		fmt.Fprintf(stdout, "run %d: unkeyed %d msgs in %s = %.0f msgs/s; keyed %d msgs in %s = %.0f msgs/s; keyed/unkeyed = %.2f\n",
-			run, u.done, u.elapsed.Round(time.Millisecond), u.rate(), k.done, k.elapsed.Round(time.Millisecond), k.rate(), k.rate()/u.rate())
+		fmt.Fprintf(stdout, "run %d: unkeyed %d msgs in %s = %.0f msgs/s; keyed %d msgs in %s = %.0f msgs/s (%d held back); keyed/unkeyed = %.2f\n",
+			run, u.done, u.elapsed.Round(time.Millisecond), u.rate(), k.done, k.elapsed.Round(time.Millisecond), k.rate(), k.heldBack, k.rate()/u.rate())
 		if !o.blocked {
 			continue
 		}

@@ -31,7 +31,7 @@ SELECT 'other-' || g, 't', 'other-' || (g % 500), '{}' FROM generate_series(1, 2
 	e.write("batch", 1)
 	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
 
-	plan, err := e.d.ExplainHoldBack(e.ctx, batch)
+	plan, err := e.d.ExplainHoldBack(e.ctx, batch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +39,43 @@ SELECT 'other-' || g, 't', 'other-' || (g % 500), '{}' FROM generate_series(1, 2
 	if _, err := e.pool.Exec(e.ctx, `UPDATE outbox_horizon SET lwm = 0`); err != nil {
 		t.Fatal(err)
 	}
-	full, err := e.d.ExplainHoldBack(e.ctx, batch)
+	full, err := e.d.ExplainHoldBack(e.ctx, batch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := buffers(t, full); n < 1000 {
 		t.Errorf("with the mark at 0 the check read only %d buffers; the test cannot tell a bounded walk:\n%s", n, full)
 	}
+}
+
+// TestHoldBackFromTheKeysDoneID: with the low-water mark held far back (a
+// long transaction stops the sweep), a hot key's SENT rows since the mark
+// lie in the check's window; the key's done id (HoldParams.Done, the last
+// id the relay saw SENT) bounds the walk instead.
+func TestHoldBackFromTheKeysDoneID(t *testing.T) {
+	t.Parallel()
+	e := newHorizonEnv(t)
+	if _, err := e.pool.Exec(e.ctx, `INSERT INTO outbox (msg_id, topic, msg_key, payload, status, sent_at)
+SELECT 'since-' || g, 't', 'hot', '{}', 1, now() FROM generate_series(1, 100000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(e.ctx, `ANALYZE outbox`); err != nil {
+		t.Fatal(err)
+	}
+	e.write("batch", 1)
+	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
+	full, err := e.d.ExplainHoldBack(e.ctx, batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := buffers(t, full); n < 1000 {
+		t.Fatalf("from the mark the check read only %d buffers; the test cannot tell a bounded walk:\n%s", n, full)
+	}
+	plan, err := e.d.ExplainHoldBack(e.ctx, batch, map[string]int64{"hot": e.id("since-100000")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlan(t, plan, "outbox_key_idx")
 }
 
 // belowTheMark runs insert, then moves the low-water mark past its rows and
@@ -103,7 +133,7 @@ SELECT 'rq-' || g, 't', CASE WHEN g = 7 THEN 'hot' ELSE 'other-' || (g % 500) EN
 FROM generate_series(1, 20000) AS g`)
 	e.write("batch", 1)
 	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
-	plan, err := e.d.ExplainHoldBack(e.ctx, batch)
+	plan, err := e.d.ExplainHoldBack(e.ctx, batch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,8 @@ type batchKey struct {
 	Key string `json:"k"`
 	Hi  int64  `json:"hi"`
 	N   int    `json:"n"`
+	// Lo is the key's done id (outbox.HoldParams.Done) when below Hi, else 0.
+	Lo int64 `json:"lo"`
 }
 
 // HoldBack implements outbox.KeyOrderer. One statement reads the blockers of
@@ -92,6 +94,11 @@ func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.Ho
 	}
 	if len(order) == 0 {
 		return nil, nil
+	}
+	for _, k := range order {
+		if lo, ok := p.Done[k.Key]; ok && lo < k.Hi {
+			k.Lo = lo
+		}
 	}
 	for _, m := range p.InFlight {
 		if k := keys[m.Key]; k != nil && m.ID < k.Hi && !inBatch[m.ID] {
@@ -313,9 +320,10 @@ func (s *Store) releaseAfterMark(ctx context.Context, msgs []outbox.Message, out
 var _ outbox.KeyOrderer = (*Store)(nil)
 
 // ExplainHoldBack returns the database's plan of HoldBack's blockers
-// statement for msgs, one line per plan line; on PostgreSQL it runs the
-// statement (it only reads) and the plan carries its timings and buffers.
-func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message) (string, error) {
+// statement for msgs and the keys' done ids (outbox.HoldParams.Done, nil for
+// none), one line per plan line; on PostgreSQL it runs the statement (it
+// only reads) and the plan carries its timings and buffers.
+func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message, done map[string]int64) (string, error) {
 	var keys []*batchKey
 	byKey := map[string]*batchKey{}
 	for _, m := range msgs {
@@ -327,6 +335,11 @@ func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message) (str
 			keys = append(keys, byKey[m.Key])
 		}
 		byKey[m.Key].Hi, byKey[m.Key].N = max(byKey[m.Key].Hi, m.ID), byKey[m.Key].N+1
+	}
+	for _, k := range keys {
+		if lo, ok := done[k.Key]; ok && lo < k.Hi {
+			k.Lo = lo
+		}
 	}
 	b, _ := json.Marshal(keys)
 	args := []any{string(b), 2}
