@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,6 +219,12 @@ func newMySQLChaosStore(ctx context.Context, t *testing.T, b Broker) (*harness, 
 // accounts.
 func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, drv outbox.Driver[*sql.Tx], relayDSN string) *chaosStore {
 	t.Helper()
+	var busy atomic.Int64
+	t.Cleanup(func() {
+		if n := busy.Load(); n > 0 {
+			t.Logf("chaos: %d producer transactions found SQLite locked past the busy timeout and did not commit", n)
+		}
+	})
 	if err := drv.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +266,7 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 			return id, err == nil, err
 		},
 		tx: func(ctx context.Context, m outbox.Message, acct string, amount int, rollback bool) error {
-			return drv.RunInTx(context.WithoutCancel(ctx), func(_ context.Context, tx *sql.Tx) error {
+			err := drv.RunInTx(context.WithoutCancel(ctx), func(_ context.Context, tx *sql.Tx) error {
 				if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ?`, amount, acct); err != nil {
 					return err
 				}
@@ -271,8 +278,22 @@ func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, dr
 				}
 				return nil
 			})
+			if err != nil && sqliteRefused(relayDSN, err) {
+				busy.Add(1)
+				return errRollback
+			}
+			return err
 		},
 	}
+}
+
+// sqliteRefused reports whether a SQLite producer's transaction failed
+// because the database stayed locked past the busy timeout: a relay process
+// frozen inside a claim or a mark keeps SQLite's one write lock while it is
+// stopped. A SQLite transaction that returns an error has not committed
+// (RunInTx rolls it back), so the run counts it as rolled back.
+func sqliteRefused(relayDSN string, err error) bool {
+	return strings.HasPrefix(relayDSN, "sqlite:") && outbox.IsUnavailable(err) && strings.Contains(err.Error(), "SQLITE_BUSY")
 }
 
 // chaosBroker is the run's private broker.
