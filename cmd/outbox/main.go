@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/demo"
 	"io"
 	"os"
 	"os/signal"
@@ -33,7 +34,7 @@ var commands = []command{
 	{"dead", "list, show, retry or drop messages that ran out of retries", runDead},
 	{"cleanup", "delete SENT messages and inbox records older than a given age", runCleanup},
 	{"console", "serve the operator's web console: backlog, DEAD messages, failure groups", runConsole},
-	{"demo", "run the transfer scenario end to end on embedded services, no set-up", runDemo},
+	{"demo", "run the transfer scenario end to end on embedded services, no set-up", demo.Run},
 	{"bench", "measure the relay's throughput", runBench},
 	{"version", "print the version of this binary", runVersion},
 	{"completion", "print a shell completion script: outbox completion bash|zsh|fish", runCompletion},

@@ -1,4 +1,6 @@
-package main
+// Package demo runs "outbox demo": a money transfer end to end through the
+// real writer, relay and inbox on embedded SQLite, optionally through NATS.
+package demo
 
 import (
 	"context"
@@ -63,11 +65,11 @@ var demoText = map[string]map[string]string{
 	},
 }
 
-// runDemo runs `outbox demo`: a money transfer, end to end through the real
+// Run runs `outbox demo`: a money transfer, end to end through the real
 // writer, relay and inbox on two embedded SQLite databases (the bank's, with
 // its outbox, and the points service's, with its inbox). The publisher fails
 // twice, the broker delivers the message twice, the effect happens once.
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := cli.NewFlagSet("outbox demo", "[flags]",
 		"run a money transfer end to end on embedded SQLite, no set-up", stdout)
 	var dir, lang, broker string
