@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,17 +41,17 @@ type adminOptions struct {
 }
 
 // addAdminFlags adds the flags of the admin server but its address.
-func addAdminFlags(f *flagSet, o *adminOptions) {
-	f.stringVar(&o.token, "admin-token", "", "TOKEN",
+func addAdminFlags(f *cli.FlagSet, o *adminOptions) {
+	f.StringVar(&o.token, "admin-token", "", "TOKEN",
 		"a token that opens the console and the admin API (browser: log in once; scripts: 'Authorization: Bearer TOKEN'), "+
 			"16 characters or more; give it in the variable or --admin-token-file, which ps does not show")
-	f.stringVar(&o.tokenFile, "admin-token-file", "", "FILE",
+	f.StringVar(&o.tokenFile, "admin-token-file", "", "FILE",
 		"read the admin tokens from FILE, one a line, each optionally after a name and a space ('alice 9f2c...'): "+
 			"the log names who retried or dropped by the token's name")
-	f.boolVar(&o.writable, "admin-writable", "let the console and the admin API retry and drop DEAD messages; needs a token or --admin-auth-header")
-	f.boolVar(&o.insecure, "admin-insecure",
+	f.BoolVar(&o.writable, "admin-writable", "let the console and the admin API retry and drop DEAD messages; needs a token or --admin-auth-header")
+	f.BoolVar(&o.insecure, "admin-insecure",
 		"serve message payloads without a token on an address that is not loopback; only where the network lets trusted callers alone reach it")
-	f.stringVar(&o.authHeader, "admin-auth-header", "", "HEADER",
+	f.StringVar(&o.authHeader, "admin-auth-header", "", "HEADER",
 		"trust an authenticating reverse proxy: HEADER (such as X-Forwarded-User) names the user, and no token is asked for; "+
 			"only when nothing but the proxy can reach the address")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"log/slog"
 	"net/url"
@@ -96,14 +97,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // usage error for a bad flag or a combination that measures nothing.
 func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	f, o := newBenchFlags(stdout)
-	pos, err := f.parse(args)
+	pos, err := f.Parse(args)
 	if err != nil {
 		return nil, err
 	}
-	if err := noArgs(f, pos); err != nil {
+	if err := cli.NoArgs(f, pos); err != nil {
 		return nil, err
 	}
-	o.hint = f.hint()
+	o.hint = f.Hint()
 	if err := o.validate(o.hint); err != nil {
 		return nil, err
 	}
@@ -118,45 +119,45 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 
 // newBenchFlags is the flag set of outbox bench, filling the options it
 // returns.
-func newBenchFlags(stdout io.Writer) (*flagSet, *benchOptions) {
-	f := newFlagSet("outbox bench", "--db DSN --broker URL [flags]",
+func newBenchFlags(stdout io.Writer) (*cli.FlagSet, *benchOptions) {
+	f := cli.NewFlagSet("outbox bench", "--db DSN --broker URL [flags]",
 		"measure the relay's throughput and latency on a table of its own", stdout)
 	o := &benchOptions{db: addDBFlags(f)}
-	f.setDefault("table", "outbox_bench")
-	f.setDefault("inbox-table", "outbox_bench_inbox")
+	f.SetDefault("table", "outbox_bench")
+	f.SetDefault("inbox-table", "outbox_bench_inbox")
 	o.db.table, o.db.inboxTable = "outbox_bench", "outbox_bench_inbox"
-	f.stringVar(&o.broker, "broker", "discard:", "URL", "where to publish: discard:, nats://, amqp://, kafka://, kfake: (an in-process fake Kafka), redis://, mqtt://, http(s)://; for a broker, each run also measures the broker's own acked publish rate and the relay's rate with discard:")
-	f.intVar(&o.messages, "messages", 100000, "N", "messages per run")
-	f.intVar(&o.batch, "batch", 500, "N", "relay batch size")
-	f.intVar(&o.relays, "relays", 1, "N", "relays running at once on the table")
-	f.intVar(&o.producers, "producers", 0, "N", "producers writing one message per transaction while the relays run (0: fill the table first)")
-	f.intVar(&o.payloadBytes, "payload-bytes", 200, "N", "size of each JSON payload")
-	f.intVar(&o.runs, "runs", 1, "N", "runs on the same table, one after another (the table is emptied once, at the start)")
-	f.boolVar(&o.keep, "keep", "keep the rows after the last run (default: empty the table)")
-	f.boolVar(&o.force, "force", "empty --table (and on PostgreSQL --inbox-table) even if it holds rows bench did not write; without it bench refuses such a table")
-	f.boolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8); shapes order and transfer (Writer.Write), and on PostgreSQL batched (QueueWrite) and on-commit (WriteOnCommit)")
-	f.boolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
-	f.boolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
-	f.boolVar(&o.poisonRun, "poison", "each run relays --messages twice, with and without one poison message among them, and prints both rates and poison_ratio; through a local webhook receiver that drops the connection on the poison (--broker discard:, the default), or RabbitMQ (--broker amqp://..., the poison with a 200 KB header)")
-	f.boolVar(&o.cdc, "cdc", "PostgreSQL with wal_level = logical and a role with REPLICATION: each run relays --messages twice to discard:, through the polling relay and through the CDC relay (as outbox relay --cdc runs it), alternating which goes first, and prints both rates and cdc_ratio; in both the relay runs before the messages are written, in transactions of --batch")
-	f.intVar(&o.keys, "keys", 0, "N", "each run relays --messages twice, without keys and spread over N keys, and prints keyed/unkeyed; with --writer, the writer's rounds with and without a key")
-	f.boolVar(&o.blocked, "blocked", "with --keys: each run also relays the keyed messages with the first message of one key refused, and prints the other keys' rate / the keyed rate")
-	f.durationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
+	f.StringVar(&o.broker, "broker", "discard:", "URL", "where to publish: discard:, nats://, amqp://, kafka://, kfake: (an in-process fake Kafka), redis://, mqtt://, http(s)://; for a broker, each run also measures the broker's own acked publish rate and the relay's rate with discard:")
+	f.IntVar(&o.messages, "messages", 100000, "N", "messages per run")
+	f.IntVar(&o.batch, "batch", 500, "N", "relay batch size")
+	f.IntVar(&o.relays, "relays", 1, "N", "relays running at once on the table")
+	f.IntVar(&o.producers, "producers", 0, "N", "producers writing one message per transaction while the relays run (0: fill the table first)")
+	f.IntVar(&o.payloadBytes, "payload-bytes", 200, "N", "size of each JSON payload")
+	f.IntVar(&o.runs, "runs", 1, "N", "runs on the same table, one after another (the table is emptied once, at the start)")
+	f.BoolVar(&o.keep, "keep", "keep the rows after the last run (default: empty the table)")
+	f.BoolVar(&o.force, "force", "empty --table (and on PostgreSQL --inbox-table) even if it holds rows bench did not write; without it bench refuses such a table")
+	f.BoolVar(&o.writer, "writer", "measure the writer instead: a business transaction with and without an outbox insert, --producers at once (default 8); shapes order and transfer (Writer.Write), and on PostgreSQL batched (QueueWrite) and on-commit (WriteOnCommit)")
+	f.BoolVar(&o.baseline, "baseline", "PostgreSQL: before each run, run a bare hand-written pgx claim/mark loop on the same table and print relay/baseline")
+	f.BoolVar(&o.scaling, "scaling", "with --relays N above 1: before each run, run one relay on the same table, and print N relays / one relay and how far the cores would let that ratio go at one relay's CPU per message")
+	f.BoolVar(&o.poisonRun, "poison", "each run relays --messages twice, with and without one poison message among them, and prints both rates and poison_ratio; through a local webhook receiver that drops the connection on the poison (--broker discard:, the default), or RabbitMQ (--broker amqp://..., the poison with a 200 KB header)")
+	f.BoolVar(&o.cdc, "cdc", "PostgreSQL with wal_level = logical and a role with REPLICATION: each run relays --messages twice to discard:, through the polling relay and through the CDC relay (as outbox relay --cdc runs it), alternating which goes first, and prints both rates and cdc_ratio; in both the relay runs before the messages are written, in transactions of --batch")
+	f.IntVar(&o.keys, "keys", 0, "N", "each run relays --messages twice, without keys and spread over N keys, and prints keyed/unkeyed; with --writer, the writer's rounds with and without a key")
+	f.BoolVar(&o.blocked, "blocked", "with --keys: each run also relays the keyed messages with the first message of one key refused, and prints the other keys' rate / the keyed rate")
+	f.DurationVar(&o.round, "round", 3*time.Second, "with --writer: length of one round of each variant")
 	addRateFlags(f, o)
-	f.stringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
-	f.stringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
-	f.durationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
-	f.note("The table (default outbox_bench) is created if needed and EMPTIED before the first run, on PostgreSQL with\n" +
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "FILE", "write a Go CPU profile of the runs to FILE (go tool pprof)")
+	f.StringVar(&o.pub.Source, "source", "", "URI", "CloudEvents source attribute (default: the broker URL's source parameter, where the broker takes one, else \"/outbox\")")
+	f.DurationVar(&o.pub.WebhookTimeout, "webhook-timeout", 10*time.Second, "per-request timeout of the webhook")
+	f.Note("The table (default outbox_bench) is created if needed and EMPTIED before the first run, on PostgreSQL with\n" +
 		"--inbox-table: never point --table at a production table. Bench refuses a table that holds rows it did not\n" +
 		"write (the msg_id of every row it writes starts with " + benchMsgIDPrefix + ") unless --force is given.")
-	f.commandLineOnly("it empties its tables and publishes made-up\n" +
+	f.CommandLineOnly("it empties its tables and publishes made-up\n" +
 		"messages, so a shell set up for the relay (OUTBOX_DB, OUTBOX_TABLE, OUTBOX_BROKER, ...) must not aim it\n" +
 		"at the relay's database, tables or broker.")
-	f.note("Latency: with --producers, from the message's commit (created_at) to its mark; without, the time of one batch from claim to mark.")
-	f.note("For the writer target: outbox bench --writer --db DSN --producers 8. For ageing: --runs 11 --messages 100000 prints last/first. For scaling: --relays 2 --scaling.")
-	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --broker discard: --messages 100000 --batch 500 --runs 3")
-	f.example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --cdc --messages 100000 --runs 3")
-	f.example("outbox bench --db sqlite:/tmp/bench.db --messages 200000 --relays 1")
+	f.Note("Latency: with --producers, from the message's commit (created_at) to its mark; without, the time of one batch from claim to mark.")
+	f.Note("For the writer target: outbox bench --writer --db DSN --producers 8. For ageing: --runs 11 --messages 100000 prints last/first. For scaling: --relays 2 --scaling.")
+	f.Example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --broker discard: --messages 100000 --batch 500 --runs 3")
+	f.Example("outbox bench --db postgres://postgres@127.0.0.1:5432/test --cdc --messages 100000 --runs 3")
+	f.Example("outbox bench --db sqlite:/tmp/bench.db --messages 200000 --relays 1")
 	return f, o
 }
 
@@ -165,35 +166,35 @@ func newBenchFlags(stdout io.Writer) (*flagSet, *benchOptions) {
 func (o *benchOptions) validate(hint string) error {
 	switch {
 	case o.messages < 1:
-		return usagef(hint, "--messages must be at least 1")
+		return cli.Usagef(hint, "--messages must be at least 1")
 	case o.batch < 1 || o.batch > 10000:
-		return usagef(hint, "--batch must be 1..10000")
+		return cli.Usagef(hint, "--batch must be 1..10000")
 	case o.relays < 1 || o.relays > 64:
-		return usagef(hint, "--relays must be 1..64")
+		return cli.Usagef(hint, "--relays must be 1..64")
 	case o.producers < 0 || o.producers > 256:
-		return usagef(hint, "--producers must be 0..256")
+		return cli.Usagef(hint, "--producers must be 0..256")
 	case o.payloadBytes < 16 || o.payloadBytes > outbox.DefaultMaxBytes:
-		return usagef(hint, "--payload-bytes must be 16..%d", outbox.DefaultMaxBytes)
+		return cli.Usagef(hint, "--payload-bytes must be 16..%d", outbox.DefaultMaxBytes)
 	case o.runs < 1:
-		return usagef(hint, "--runs must be at least 1")
+		return cli.Usagef(hint, "--runs must be at least 1")
 	case o.round < 10*time.Millisecond:
-		return usagef(hint, "--round must be at least 10ms")
+		return cli.Usagef(hint, "--round must be at least 10ms")
 	case o.scaling && o.relays < 2:
-		return usagef(hint, "--scaling compares --relays N with one relay: give --relays 2 or more")
+		return cli.Usagef(hint, "--scaling compares --relays N with one relay: give --relays 2 or more")
 	case o.poisonRun && (o.writer || o.scaling || o.baseline || o.producers > 0):
-		return usagef(hint, "--poison fills the table first and compares two relay runs: drop --writer, --scaling, --baseline and --producers")
+		return cli.Usagef(hint, "--poison fills the table first and compares two relay runs: drop --writer, --scaling, --baseline and --producers")
 	case o.keys < 0 || o.keys > o.messages:
-		return usagef(hint, "--keys must be 0..--messages")
+		return cli.Usagef(hint, "--keys must be 0..--messages")
 	case o.blocked && o.keys == 0:
-		return usagef(hint, "--blocked blocks one key of --keys N: give --keys")
+		return cli.Usagef(hint, "--blocked blocks one key of --keys N: give --keys")
 	case o.keys > 0 && (o.scaling || o.baseline || o.poisonRun || o.producers > 0 && !o.writer):
-		return usagef(hint, "--keys compares keyed and unkeyed runs: drop --scaling, --baseline, --poison and --producers")
+		return cli.Usagef(hint, "--keys compares keyed and unkeyed runs: drop --scaling, --baseline, --poison and --producers")
 	case o.cdc && (o.writer || o.scaling || o.baseline || o.poisonRun || o.keys > 0 || o.producers > 0 || o.relays > 1 || o.rateOpts.active()):
-		return usagef(hint, "--cdc compares one CDC relay with one polling relay: drop --writer, --scaling, --baseline, --poison, --keys, --producers, --relays and the rate flags")
+		return cli.Usagef(hint, "--cdc compares one CDC relay with one polling relay: drop --writer, --scaling, --baseline, --poison, --keys, --producers, --relays and the rate flags")
 	case o.cdc && !strings.HasPrefix(strings.ToLower(o.broker), "discard:"):
-		return usagef(hint, "--cdc publishes to discard:: drop --broker")
+		return cli.Usagef(hint, "--cdc publishes to discard:: drop --broker")
 	case o.scaling && o.writer:
-		return usagef(hint, "--scaling measures relays; --writer measures the writer: give one of them")
+		return cli.Usagef(hint, "--scaling measures relays; --writer measures the writer: give one of them")
 	}
 	return nil
 }
@@ -259,7 +260,7 @@ func openBenchPublishers(ctx context.Context, db *database, o *benchOptions, std
 	brokerURL := o.broker
 	if bb != nil && o.baseline {
 		bb.close()
-		return nil, nil, usagef(o.hint, "--baseline is the bare PostgreSQL loop, for --broker discard:; with a broker, each run measures the broker's own rate and the relay with discard: anyway")
+		return nil, nil, cli.Usagef(o.hint, "--baseline is the bare PostgreSQL loop, for --broker discard:; with a broker, each run measures the broker's own rate and the relay with discard: anyway")
 	}
 	if bb != nil {
 		closers.push(bb.close)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"net/url"
 	"strings"
@@ -88,7 +89,7 @@ func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float6
 	cpu := o.meter.sample()
 	d, err := b.adapter.baseline(ctx, b.url, benchTopic, o.messages, o.payloadBytes, o.batch)
 	if err != nil {
-		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, scrub(oneLine(err.Error())))
+		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, scrub(cli.OneLine(err.Error())))
 	}
 	return float64(o.messages) / d.Seconds(), o.meter.since(cpu, int64(o.messages)), nil
 }

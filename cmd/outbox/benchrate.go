@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"log/slog"
 	"os"
@@ -25,17 +26,17 @@ type rateOptions struct {
 }
 
 // addRateFlags adds the flags of the fixed-rate and idle benches.
-func addRateFlags(f *flagSet, o *benchOptions) {
+func addRateFlags(f *cli.FlagSet, o *benchOptions) {
 	o.rateOpts = &rateOptions{}
 	r := o.rateOpts
-	f.intVar(&r.rate, "rate", 0, "N",
+	f.IntVar(&r.rate, "rate", 0, "N",
 		"commit N transactions a second (a business row and an outbox row each) from --producers connections (default 16) for --duration, "+
 			"with and without a relay (default config, webhook to a local receiver), and print commit→publish latency and producer_ratio")
-	f.durationVar(&r.duration, "duration", 10*time.Second, "with --rate: how long the producers run in each half of a run")
-	f.durationVar(&r.idle, "idle", 0, "measure the relay's and its database backends' CPU, as % of one core, over this long with an empty table")
-	f.durationVar(&r.interval, "relay-interval", 0, "with --rate or --idle: the relay's --interval (0: its default)")
-	f.boolVar(&r.noWatch, "relay-no-watch", "with --rate or --idle: the relay only polls (its --no-watch)")
-	f.stringVar(&r.producer, "producer", "sql", "KIND",
+	f.DurationVar(&r.duration, "duration", 10*time.Second, "with --rate: how long the producers run in each half of a run")
+	f.DurationVar(&r.idle, "idle", 0, "measure the relay's and its database backends' CPU, as % of one core, over this long with an empty table")
+	f.DurationVar(&r.interval, "relay-interval", 0, "with --rate or --idle: the relay's --interval (0: its default)")
+	f.BoolVar(&r.noWatch, "relay-no-watch", "with --rate or --idle: the relay only polls (its --no-watch)")
+	f.StringVar(&r.producer, "producer", "sql", "KIND",
 		"with --rate: sql (plain BEGIN/INSERT/INSERT/COMMIT) or writer (the outbox Writer; on PostgreSQL WriteOnCommit, which wakes the relay after the commit; on SQLite RunInTx, which wakes a relay in the process)")
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -71,7 +72,7 @@ func checkBenchTables(ctx context.Context, db *database, hint string) error {
 		return fmt.Errorf("bench: read table %q in %s: %w", t.Outbox, db.where, err)
 	}
 	if found {
-		return usagef(hint, "bench: table %q holds rows bench did not write (msg_id %q, topic %q), and bench empties its table before the first run; "+
+		return cli.Usagef(hint, "bench: table %q holds rows bench did not write (msg_id %q, topic %q), and bench empties its table before the first run; "+
 			"give --table a table of bench's own (the default is outbox_bench), or add --force to empty this one anyway", t.Outbox, msgID, topic)
 	}
 	if stmts.inbox == "" {
@@ -83,7 +84,7 @@ func checkBenchTables(ctx context.Context, db *database, hint string) error {
 		return fmt.Errorf("bench: read table %q in %s: %w", t.Inbox, db.where, err)
 	}
 	if found {
-		return usagef(hint, "bench: table %q holds rows bench did not write (consumer group %q, msg_id %q), and on %s bench empties --inbox-table with its table; "+
+		return cli.Usagef(hint, "bench: table %q holds rows bench did not write (consumer group %q, msg_id %q), and on %s bench empties --inbox-table with its table; "+
 			"give --inbox-table a table of bench's own (the default is outbox_bench_inbox), or add --force to empty this one anyway", t.Inbox, group, msgID, db.Dialect)
 	}
 	return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"log/slog"
 	"net/url"
@@ -48,13 +49,13 @@ func isBrokerURL(rawURL string) bool {
 // connection, for every broker and the webhook.
 type brokerTLSFlags struct{ ca, cert, key, serverName string }
 
-func addBrokerTLSFlags(f *flagSet) *brokerTLSFlags {
+func addBrokerTLSFlags(f *cli.FlagSet) *brokerTLSFlags {
 	b := &brokerTLSFlags{}
-	f.stringVar(&b.ca, "broker-tls-ca", "", "PATH",
+	f.StringVar(&b.ca, "broker-tls-ca", "", "PATH",
 		"PEM file of the CA(s) that sign the broker's certificate, for every broker and the webhook (the URL parameter tls_ca, which wins)")
-	f.stringVar(&b.cert, "broker-tls-cert", "", "PATH", "PEM file of the client certificate shown to the broker (tls_cert); needs --broker-tls-key")
-	f.stringVar(&b.key, "broker-tls-key", "", "PATH", "PEM file of the client certificate's key (tls_key)")
-	f.stringVar(&b.serverName, "broker-tls-server-name", "", "NAME", "name checked in the broker's certificate, when it is not the URL's host (tls_server_name)")
+	f.StringVar(&b.cert, "broker-tls-cert", "", "PATH", "PEM file of the client certificate shown to the broker (tls_cert); needs --broker-tls-key")
+	f.StringVar(&b.key, "broker-tls-key", "", "PATH", "PEM file of the client certificate's key (tls_key)")
+	f.StringVar(&b.serverName, "broker-tls-server-name", "", "NAME", "name checked in the broker's certificate, when it is not the URL's host (tls_server_name)")
 	return b
 }
 
@@ -97,7 +98,7 @@ func (b *brokerTLSFlags) apply(rawURL string) string {
 type redisLogger struct{}
 
 func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	slog.DebugContext(ctx, "redis client: "+oneLine(fmt.Sprintf(format, v...)))
+	slog.DebugContext(ctx, "redis client: "+cli.OneLine(fmt.Sprintf(format, v...)))
 }
 
 // mustBaseline is the bench baseline that the adapter of scheme registered

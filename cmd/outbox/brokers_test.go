@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +41,7 @@ func TestRelayThroughEachBroker(t *testing.T) {
 	}{
 		{"nats", func(t *testing.T, sfx string) (string, subscriber) {
 			url := fmt.Sprintf("nats://127.0.0.1:4222?subject=cli%s.{topic}&stream=CLI_%s&max_age=10m", sfx, sfx)
-			t.Cleanup(func() { deleteStreams("nats://127.0.0.1:4222", "CLI_"+sfx, "CLI_DEAD_"+sfx) })
+			t.Cleanup(func() { clitest.DeleteStreams("nats://127.0.0.1:4222", "CLI_"+sfx, "CLI_DEAD_"+sfx) })
 			p, err := outboxnats.NewPublisher(t.Context(), outboxnats.PublisherConfig{URL: url}) // creates the stream
 			if err != nil {
 				t.Fatalf("NATS with JetStream must run on 127.0.0.1:4222: %v", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"strings"
 )
@@ -11,20 +12,20 @@ import (
 var completionShells = []string{"bash", "zsh", "fish"}
 
 func runCompletion(_ context.Context, args []string, stdout, _ io.Writer) error {
-	f := newFlagSet("outbox completion", "bash|zsh|fish",
+	f := cli.NewFlagSet("outbox completion", "bash|zsh|fish",
 		"Print a script that completes outbox's commands, subcommands, flags, file names after\n"+
 			"--*-file and --*-ca style flags, and the values of flags that take one of a few words.", stdout)
-	f.note("Load it in the current shell, or install it where the shell looks for completions:\n" +
+	f.Note("Load it in the current shell, or install it where the shell looks for completions:\n" +
 		"  bash: source <(outbox completion bash)   or   outbox completion bash > /etc/bash_completion.d/outbox\n" +
 		"  zsh:  outbox completion zsh > \"${fpath[1]}/_outbox\"   (then start a new shell; compinit must run)\n" +
 		"  fish: outbox completion fish > ~/.config/fish/completions/outbox.fish")
-	f.example("source <(outbox completion bash)")
-	pos, err := f.parse(args)
+	f.Example("source <(outbox completion bash)")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef(f.hint(), "completion: name one shell: bash, zsh or fish")
+		return cli.Usagef(f.Hint(), "completion: name one shell: bash, zsh or fish")
 	}
 	tree := completionTreeOf()
 	switch pos[0] {
@@ -36,10 +37,10 @@ func runCompletion(_ context.Context, args []string, stdout, _ io.Writer) error 
 		writeFishCompletion(stdout, tree)
 	default:
 		msg := fmt.Sprintf("completion: unknown shell %q", pos[0])
-		if near := closest(pos[0], completionShells); near != "" {
+		if near := cli.Closest(pos[0], completionShells); near != "" {
 			msg += fmt.Sprintf("; did you mean %q?", near)
 		}
-		return usagef(f.hint(), "%s; use bash, zsh or fish", msg)
+		return cli.Usagef(f.Hint(), "%s; use bash, zsh or fish", msg)
 	}
 	return nil
 }
@@ -48,7 +49,7 @@ func runCompletion(_ context.Context, args []string, stdout, _ io.Writer) error 
 type compCommand struct {
 	name    string // "relay", "dead list"
 	summary string
-	flags   []*flagDoc
+	flags   []*cli.FlagDoc
 	args    []string // words its first argument takes (completion: the shells)
 }
 
@@ -68,11 +69,11 @@ func init() { completionTreeOf = completionTree }
 
 func completionTree() compTree {
 	var t compTree
-	sets := allFlagSets()
+	sets := cli.AllFlagSets()
 	cmdOf := func(name, summary string) compCommand {
 		c := compCommand{name: name, summary: summary}
-		if f := flagSetByName(sets, name); f != nil {
-			c.flags = f.docs
+		if f := cli.FlagSetByName(sets, name); f != nil {
+			c.flags = f.Docs()
 		}
 		if name == "completion" {
 			c.args = completionShells
@@ -164,7 +165,7 @@ _outbox() {
 		writeBashValues(w, c)
 		var flags []string
 		for _, d := range c.flags {
-			flags = append(flags, "--"+d.name)
+			flags = append(flags, "--"+d.Name)
 		}
 		if len(c.args) > 0 && len(flags) == 0 {
 			fmt.Fprintf(w, "        [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W %q -- \"$cur\"))\n        return ;;\n",
@@ -187,16 +188,16 @@ complete -F _outbox outbox
 // value of a flag: a file, a directory, one of its words, or nothing.
 func writeBashValues(w io.Writer, c compCommand) {
 	var files, dirs, other []string
-	var enums []*flagDoc
+	var enums []*cli.FlagDoc
 	for _, d := range c.flags {
-		pat := "--" + d.name + "|-" + d.name
+		pat := "--" + d.Name + "|-" + d.Name
 		switch {
-		case d.placeholder == "":
-		case d.takesFile():
+		case d.Placeholder == "":
+		case d.TakesFile():
 			files = append(files, pat)
-		case d.takesDir():
+		case d.TakesDir():
 			dirs = append(dirs, pat)
-		case d.values() != nil:
+		case d.Values() != nil:
 			enums = append(enums, d)
 		default:
 			other = append(other, pat)
@@ -216,7 +217,7 @@ func writeBashValues(w io.Writer, c compCommand) {
 	}
 	for _, d := range enums {
 		fmt.Fprintf(w, "        --%s|-%s)\n            COMPREPLY=($(compgen -W %q -- \"$cur\"))\n            return ;;\n",
-			d.name, d.name, strings.Join(d.values(), " "))
+			d.Name, d.Name, strings.Join(d.Values(), " "))
 	}
 	if len(other) > 0 {
 		fmt.Fprintf(w, "        %s)\n            return ;;\n", strings.Join(other, "|"))
@@ -297,21 +298,21 @@ fi
 `)
 }
 
-func zshFlagSpec(d *flagDoc) string {
-	desc := zshDesc(shortUsage(d.usage))
-	if d.placeholder == "" {
-		return fmt.Sprintf("'--%s[%s]'", d.name, desc)
+func zshFlagSpec(d *cli.FlagDoc) string {
+	desc := zshDesc(shortUsage(d.Usage))
+	if d.Placeholder == "" {
+		return fmt.Sprintf("'--%s[%s]'", d.Name, desc)
 	}
 	action := " "
 	switch {
-	case d.takesFile():
+	case d.TakesFile():
 		action = "_files"
-	case d.takesDir():
+	case d.TakesDir():
 		action = "_files -/"
-	case d.values() != nil:
-		action = "(" + strings.Join(d.values(), " ") + ")"
+	case d.Values() != nil:
+		action = "(" + strings.Join(d.Values(), " ") + ")"
 	}
-	return fmt.Sprintf("'--%s=[%s]:%s:%s'", d.name, desc, zshDesc(d.placeholder), action)
+	return fmt.Sprintf("'--%s=[%s]:%s:%s'", d.Name, desc, zshDesc(d.Placeholder), action)
 }
 
 // fishQuote quotes s as a single-quoted fish string.
@@ -361,7 +362,7 @@ complete -c outbox -n '__outbox_is ""' -l version -d 'print the version'
 			fmt.Fprintf(w, "complete -c outbox -n %s -a %s\n", cond, fishQuote(a))
 		}
 		for _, d := range c.flags {
-			fmt.Fprintf(w, "complete -c outbox -n %s -l %s%s -d %s\n", cond, d.name, fishValue(d), fishQuote(shortUsage(d.usage)))
+			fmt.Fprintf(w, "complete -c outbox -n %s -l %s%s -d %s\n", cond, d.Name, fishValue(d), fishQuote(shortUsage(d.Usage)))
 		}
 		fmt.Fprintf(w, "complete -c outbox -n %s -l help -d 'print the usage'\n", cond)
 	}
@@ -369,16 +370,16 @@ complete -c outbox -n '__outbox_is ""' -l version -d 'print the version'
 
 // fishValue is the part of a complete line that says what value flag d
 // takes.
-func fishValue(d *flagDoc) string {
+func fishValue(d *cli.FlagDoc) string {
 	switch {
-	case d.placeholder == "":
+	case d.Placeholder == "":
 		return ""
-	case d.takesFile():
+	case d.TakesFile():
 		return " -r -F"
-	case d.takesDir():
+	case d.TakesDir():
 		return " -x -a '(__fish_complete_directories)'"
-	case d.values() != nil:
-		return " -x -a " + fishQuote(strings.Join(d.values(), " "))
+	case d.Values() != nil:
+		return " -x -a " + fishQuote(strings.Join(d.Values(), " "))
 	}
 	return " -x"
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,24 +118,24 @@ func TestBashCompletion(t *testing.T) {
 // exactly the flags its flag set defines, and --help.
 func TestBashCompletionHasEveryFlag(t *testing.T) {
 	t.Parallel()
-	sets := allFlagSets()
+	sets := cli.AllFlagSets()
 	if len(sets) < 12 {
 		t.Fatalf("%d flag sets; the collector misses commands", len(sets))
 	}
 	var lines [][]string
 	for _, f := range sets {
-		lines = append(lines, append(append([]string{"outbox"}, strings.Fields(f.name())...), "--"))
+		lines = append(lines, append(append([]string{"outbox"}, strings.Fields(f.Name())...), "--"))
 	}
 	got := bashCandidates(t, lines)
 	for i, f := range sets {
 		var want []string
-		f.fs.VisitAll(func(fl *flag.Flag) { want = append(want, "--"+fl.Name) })
-		if f.name() != "completion" { // which takes a shell's name only
+		f.VisitAll(func(fl *flag.Flag) { want = append(want, "--"+fl.Name) })
+		if f.Name() != "completion" { // which takes a shell's name only
 			want = append(want, "--help")
 		}
 		sort.Strings(want)
 		if got[i] != strings.Join(want, " ") {
-			t.Errorf("outbox %s --: COMPREPLY\n  %s\nwant\n  %s", f.name(), got[i], strings.Join(want, " "))
+			t.Errorf("outbox %s --: COMPREPLY\n  %s\nwant\n  %s", f.Name(), got[i], strings.Join(want, " "))
 		}
 	}
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -144,29 +144,28 @@ func TestConfigFileBenchAndDemo(t *testing.T) {
 func TestDeployConfigFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(deployDir, "outbox.yaml")
-	cf, err := loadConfigFile(path, allFlagSets())
+	cf, err := cli.LoadConfigFile(path, cli.AllFlagSets())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cf.top["db"].value == "" || len(cf.sections["relay"]) < 5 || len(cf.sections["cleanup"]) == 0 {
-		t.Fatalf("%s: top level %v, sections %v: expected db, relay: and cleanup:", path, cf.top, cf.sections)
+	if cf.Top["db"].Value == "" || len(cf.Sections["relay"]) < 5 || len(cf.Sections["cleanup"]) == 0 {
+		t.Fatalf("%s: top level %v, sections %v: expected db, relay: and cleanup:", path, cf.Top, cf.Sections)
 	}
-	f := commandFlagSet(runRelay)
-	f.stdout = io.Discard
-	if _, err := f.parse([]string{"--config", path}); err != nil {
+	f := cli.CommandFlagSet(runRelay)
+	if _, err := f.Parse([]string{"--config", path}); err != nil {
 		t.Fatalf("outbox relay --config %s: %v", path, err)
 	}
-	fresh := commandFlagSet(runRelay)
-	for name, e := range cf.sections["relay"] {
-		if err := fresh.fs.Set(name, e.value); err != nil { // "10m" reads as "10m0s"
+	fresh := cli.CommandFlagSet(runRelay)
+	for name, e := range cf.Sections["relay"] {
+		if err := fresh.Lookup(name).Value.Set(e.Value); err != nil { // "10m" reads as "10m0s"
 			t.Fatal(err)
 		}
-		if got, want := f.fs.Lookup(name).Value.String(), fresh.fs.Lookup(name).Value.String(); got != want {
-			t.Errorf("relay --%s = %q, the file says %q", name, got, e.value)
+		if got, want := f.Lookup(name).Value.String(), fresh.Lookup(name).Value.String(); got != want {
+			t.Errorf("relay --%s = %q, the file says %q", name, got, e.Value)
 		}
 	}
-	if got := f.fs.Lookup("db").Value.String(); got != cf.top["db"].value {
-		t.Errorf("relay --db = %q, the file says %q", got, cf.top["db"].value)
+	if got := f.Lookup("db").Value.String(); got != cf.Top["db"].Value {
+		t.Errorf("relay --db = %q, the file says %q", got, cf.Top["db"].Value)
 	}
 }
 
@@ -175,20 +174,20 @@ func TestDeployConfigFile(t *testing.T) {
 // differs between commands (cleanup's --batch) is set only in a section.
 func TestNoConfigKeyMeansTwoThings(t *testing.T) {
 	t.Parallel()
-	sets := allFlagSets()
-	shared := sharedConfigKeys(sets)
+	sets := cli.AllFlagSets()
+	shared := cli.SharedConfigKeys(sets)
 	for key, holders := range shared {
-		if flagSetByName(sets, key) != nil || key == "dead" {
+		if cli.FlagSetByName(sets, key) != nil || key == "dead" {
 			t.Errorf("top-level key %q is also a command's section", key)
 		}
-		first := holders[0].docByName(key)
+		first := holders[0].DocByName(key)
 		for _, f := range holders[1:] {
-			d := f.docByName(key)
-			if d.usage != first.usage && !sameMeaning[key] {
-				t.Errorf("top-level key %s means two things:\n  %s: %s\n  %s: %s", key, holders[0].name(), first.usage, f.name(), d.usage)
+			d := f.DocByName(key)
+			if d.Usage != first.Usage && !sameMeaning[key] {
+				t.Errorf("top-level key %s means two things:\n  %s: %s\n  %s: %s", key, holders[0].Name(), first.Usage, f.Name(), d.Usage)
 			}
-			if d.envVar() != first.envVar() {
-				t.Errorf("top-level key %s reads %s in %s and %s in %s", key, first.envVar(), holders[0].name(), d.envVar(), f.name())
+			if d.EnvVar() != first.EnvVar() {
+				t.Errorf("top-level key %s reads %s in %s and %s in %s", key, first.EnvVar(), holders[0].Name(), d.EnvVar(), f.Name())
 			}
 		}
 	}

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"log/slog"
 	"time"
 )
 
 func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlagSet("outbox console", "--db DSN --addr ADDR [flags]",
+	f := cli.NewFlagSet("outbox console", "--db DSN --addr ADDR [flags]",
 		"Serve the operator's web console of an outbox table at http://ADDR/ (and the JSON admin API at\n"+
 			"http://ADDR/admin/), for a team that runs the relay as a library: the backlog now and over the last\n"+
 			"hour per topic, the DEAD messages (search, show, and with --admin-writable retry and drop), and the\n"+
@@ -19,26 +20,26 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var o adminOptions
 	var logFormat, logLevel string
 	var every time.Duration
-	f.stringVar(&o.addr, "addr", "127.0.0.1:8080", "ADDR",
-		"where to listen, HOST:PORT or :PORT; an address that is not loopback needs a token, --admin-auth-header or --admin-insecure").env = "OUTBOX_CONSOLE_ADDR"
+	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "ADDR",
+		"where to listen, HOST:PORT or :PORT; an address that is not loopback needs a token, --admin-auth-header or --admin-insecure").Env = "OUTBOX_CONSOLE_ADDR"
 	addAdminFlags(f, &o)
-	f.durationVar(&every, "sample-interval", 5*time.Second, "how often to sample the backlog for the console's chart, which keeps 720 samples")
-	f.stringVar(&logFormat, "log-format", "text", "text|json", "log line format")
-	f.stringVar(&logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug, info, warn or error")
-	f.note(fmt.Sprintf("The server holds at most %d connections and closes one that takes over %s to send its headers,\n"+
+	f.DurationVar(&every, "sample-interval", 5*time.Second, "how often to sample the backlog for the console's chart, which keeps 720 samples")
+	f.StringVar(&logFormat, "log-format", "text", "text|json", "log line format")
+	f.StringVar(&logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug, info, warn or error")
+	f.Note(fmt.Sprintf("The server holds at most %d connections and closes one that takes over %s to send its headers,\n"+
 		"%s to send its request or %s to be answered; bodies are limited to 1 MiB. GET %s and GET %s answer\n"+
 		"without a token.", httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, livenessPath, readinessPath))
-	f.example("outbox console --db postgres://app@127.0.0.1:5432/app")
-	f.example("OUTBOX_ADMIN_TOKEN=$(cat /run/secrets/outbox-admin) outbox console --db sqlite:app.db --addr :8080 --admin-writable")
-	f.example("outbox console --db mysql://app@db:3306/app --addr :8080 --admin-token-file /etc/outbox/admin-tokens --admin-writable")
-	pos, err := f.parse(args)
+	f.Example("outbox console --db postgres://app@127.0.0.1:5432/app")
+	f.Example("OUTBOX_ADMIN_TOKEN=$(cat /run/secrets/outbox-admin) outbox console --db sqlite:app.db --addr :8080 --admin-writable")
+	f.Example("outbox console --db mysql://app@db:3306/app --addr :8080 --admin-token-file /etc/outbox/admin-tokens --admin-writable")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
-	if err := noArgs(f, pos); err != nil {
+	if err := cli.NoArgs(f, pos); err != nil {
 		return err
 	}
-	bad := func(format string, args ...any) error { return usagef(f.hint(), "console: "+format, args...) }
+	bad := func(format string, args ...any) error { return cli.Usagef(f.Hint(), "console: "+format, args...) }
 	if err := o.validate("addr", bad); err != nil {
 		return err
 	}
@@ -49,7 +50,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	addSecret(o.token)
 	log, err := newLogger(logWriter{stderr}, logFormat, logLevel)
 	if err != nil {
-		return usagef(f.hint(), "%v", err)
+		return cli.Usagef(f.Hint(), "%v", err)
 	}
 	slog.SetDefault(log)
 	srv, err := listenHTTP(ctx, "addr", o.addr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io/fs"
 	"os"
 	"strings"
@@ -19,19 +20,19 @@ type dbOptions struct {
 	tls        dbTLS
 }
 
-func addDBFlags(f *flagSet) *dbOptions {
+func addDBFlags(f *cli.FlagSet) *dbOptions {
 	o := &dbOptions{}
-	f.stringVar(&o.dsn, "db", "", "DSN",
-		"the database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db").required = true
-	f.stringVar(&o.table, "table", outbox.DefaultOutboxTable, "NAME", "the outbox table")
-	f.stringVar(&o.inboxTable, "inbox-table", outbox.DefaultInboxTable, "NAME", "the consumers' deduplication table")
-	f.stringVar(&o.tls.ca, "db-tls-ca", "", "PATH",
+	f.StringVar(&o.dsn, "db", "", "DSN",
+		"the database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db").Required = true
+	f.StringVar(&o.table, "table", outbox.DefaultOutboxTable, "NAME", "the outbox table")
+	f.StringVar(&o.inboxTable, "inbox-table", outbox.DefaultInboxTable, "NAME", "the consumers' deduplication table")
+	f.StringVar(&o.tls.ca, "db-tls-ca", "", "PATH",
 		"verify the database server's certificate against the CA certificates in PATH (PEM) instead of the system's; "+
 			"any --db-tls-* flag makes TLS required (PostgreSQL: sslrootcert, and sslmode=verify-full unless --db sets an sslmode; "+
 			"MySQL: the tls_ca parameter)")
-	f.stringVar(&o.tls.cert, "db-tls-cert", "", "PATH", "the client certificate (PEM) shown to the database server, with --db-tls-key (PostgreSQL: sslcert; MySQL: tls_cert)")
-	f.stringVar(&o.tls.key, "db-tls-key", "", "PATH", "the private key (PEM) of --db-tls-cert (PostgreSQL: sslkey; MySQL: tls_key)")
-	f.stringVar(&o.tls.serverName, "db-tls-server-name", "", "NAME",
+	f.StringVar(&o.tls.cert, "db-tls-cert", "", "PATH", "the client certificate (PEM) shown to the database server, with --db-tls-key (PostgreSQL: sslcert; MySQL: tls_cert)")
+	f.StringVar(&o.tls.key, "db-tls-key", "", "PATH", "the private key (PEM) of --db-tls-cert (PostgreSQL: sslkey; MySQL: tls_key)")
+	f.StringVar(&o.tls.serverName, "db-tls-server-name", "", "NAME",
 		"the name the database server's certificate must carry, when it is not the --db host's (MySQL: tls_server_name)")
 	return o
 }
@@ -90,12 +91,4 @@ func latestVersion(s outbox.Store) (int, bool) {
 		return 0, false
 	}
 	return lv.LatestVersion(), true
-}
-
-// noArgs rejects positional arguments for commands that take none.
-func noArgs(f *flagSet, pos []string) error {
-	if len(pos) > 0 {
-		return usagef(f.hint(), "%s: unexpected argument %q", f.name(), pos[0])
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"sort"
 	"strings"
@@ -27,7 +28,7 @@ var deadCommands = []command{
 
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("outbox dead --help", "dead: missing subcommand; use list, show, retry or drop")
+		return cli.Usagef("outbox dead --help", "dead: missing subcommand; use list, show, retry or drop")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -40,9 +41,9 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if strings.HasPrefix(args[0], "-") {
-		return usagef("outbox dead --help", "dead: give the subcommand (list, show, retry or drop) before the flags")
+		return cli.Usagef("outbox dead --help", "dead: give the subcommand (list, show, retry or drop) before the flags")
 	}
-	return usagef("outbox dead --help", "dead: unknown subcommand %q; use list, show, retry or drop", args[0])
+	return cli.Usagef("outbox dead --help", "dead: unknown subcommand %q; use list, show, retry or drop", args[0])
 }
 
 func printDeadUsage(w io.Writer) {
@@ -54,7 +55,7 @@ func printDeadUsage(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%s\n\nRun 'outbox dead <subcommand> --help' for its flags.\n\n"+
-		"Example:\n  outbox dead list --db sqlite:app.db\n  outbox dead retry --db sqlite:app.db order-42:OrderPaid\n", envNote)
+		"Example:\n  outbox dead list --db sqlite:app.db\n  outbox dead retry --db sqlite:app.db order-42:OrderPaid\n", cli.EnvNote)
 }
 
 const deadAtNote = "DEAD_AT is the row's dead_at: when the relay gave up on it (database clock). For a row\n" +
@@ -62,32 +63,32 @@ const deadAtNote = "DEAD_AT is the row's dead_at: when the relay gave up on it (
 	"time its last attempt came due."
 
 func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlagSet("outbox dead list", "--db DSN [flags]",
+	f := cli.NewFlagSet("outbox dead list", "--db DSN [flags]",
 		"List DEAD messages, oldest first, with their last error (truncated; see 'outbox dead show').", stdout)
 	db := addDBFlags(f)
 	var topic string
 	var limit int
 	var afterID int64
 	var asJSON bool
-	f.stringVar(&topic, "topic", "", "TOPIC", "list only this topic")
-	f.intVar(&limit, "limit", 100, "N", "most messages listed, 1..10000")
-	f.int64Var(&afterID, "after-id", 0, "ID", "list messages whose id is above this one (the next page)")
-	f.boolVar(&asJSON, "json", "print a JSON array instead of a table")
-	f.note(deadAtNote)
-	f.note(escapesNote)
-	f.example("outbox dead list --db sqlite:app.db --topic order.paid --limit 20")
-	pos, err := f.parse(args)
+	f.StringVar(&topic, "topic", "", "TOPIC", "list only this topic")
+	f.IntVar(&limit, "limit", 100, "N", "most messages listed, 1..10000")
+	f.Int64Var(&afterID, "after-id", 0, "ID", "list messages whose id is above this one (the next page)")
+	f.BoolVar(&asJSON, "json", "print a JSON array instead of a table")
+	f.Note(deadAtNote)
+	f.Note(escapesNote)
+	f.Example("outbox dead list --db sqlite:app.db --topic order.paid --limit 20")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
-	if err := noArgs(f, pos); err != nil {
+	if err := cli.NoArgs(f, pos); err != nil {
 		return err
 	}
 	switch {
 	case limit < 1 || limit > 10000:
-		return usagef(f.hint(), "dead list: --limit %d is out of range; use 1..10000", limit)
+		return cli.Usagef(f.Hint(), "dead list: --limit %d is out of range; use 1..10000", limit)
 	case afterID < 0:
-		return usagef(f.hint(), "dead list: --after-id %d must not be negative", afterID)
+		return cli.Usagef(f.Hint(), "dead list: --after-id %d must not be negative", afterID)
 	}
 	d, err := db.open(ctx, true)
 	if err != nil {
@@ -113,7 +114,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintln(tw, "ID\tMSG_ID\tTOPIC\tRETRIES\tDEAD_AT\tLAST_ERROR")
 	for _, m := range msgs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", m.ID, termText(m.MsgID), termText(m.Topic), m.Retries,
-			formatTime(m.DeadAt, time.RFC3339), truncate(termText(oneLine(redact.Text(m.LastError))), 80))
+			formatTime(m.DeadAt, time.RFC3339), truncate(termText(cli.OneLine(redact.Text(m.LastError))), 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -125,24 +126,24 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	f := newFlagSet("outbox dead show", "--db DSN [flags] MSG_ID",
+	f := cli.NewFlagSet("outbox dead show", "--db DSN [flags] MSG_ID",
 		"Show every field of one message, its headers and its payload (pretty-printed). Works for a\n"+
 			"message of any status, not only DEAD.", stdout)
 	db := addDBFlags(f)
 	var asJSON bool
-	f.boolVar(&asJSON, "json", "print one JSON object")
-	f.note(escapesNote)
-	f.example("outbox dead show --db sqlite:app.db order-42:OrderPaid")
-	pos, err := f.parse(args)
+	f.BoolVar(&asJSON, "json", "print one JSON object")
+	f.Note(escapesNote)
+	f.Example("outbox dead show --db sqlite:app.db order-42:OrderPaid")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
 	switch len(pos) {
 	case 0:
-		return usagef(f.hint(), "dead show: missing MSG_ID; find one with 'outbox dead list'")
+		return cli.Usagef(f.Hint(), "dead show: missing MSG_ID; find one with 'outbox dead list'")
 	case 1:
 	default:
-		return usagef(f.hint(), "dead show: give one MSG_ID, not %d", len(pos))
+		return cli.Usagef(f.Hint(), "dead show: give one MSG_ID, not %d", len(pos))
 	}
 	d, err := db.open(ctx, true)
 	if err != nil {
@@ -204,24 +205,24 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 
 // deadSelection is the shared part of retry and drop: msg_ids or --all.
 type deadSelection struct {
-	f     *flagSet
+	f     *cli.FlagSet
 	all   bool
 	topic string
 }
 
-func addDeadSelection(f *flagSet) *deadSelection {
+func addDeadSelection(f *cli.FlagSet) *deadSelection {
 	s := &deadSelection{f: f}
-	f.boolVar(&s.all, "all", "select every DEAD message (of --topic, when given) instead of listing msg_ids").noEnv = true
-	f.stringVar(&s.topic, "topic", "", "TOPIC", "with --all, only this topic; with msg_ids, only those of this topic")
+	f.BoolVar(&s.all, "all", "select every DEAD message (of --topic, when given) instead of listing msg_ids").NoEnv = true
+	f.StringVar(&s.topic, "topic", "", "TOPIC", "with --all, only this topic; with msg_ids, only those of this topic")
 	return s
 }
 
 func (s *deadSelection) filter(pos []string) (outbox.DeadFilter, error) {
 	switch {
 	case len(pos) == 0 && !s.all:
-		return outbox.DeadFilter{}, usagef(s.f.hint(), "%s: give the msg_ids to act on, or --all (with --topic to limit it to one topic)", s.f.name())
+		return outbox.DeadFilter{}, cli.Usagef(s.f.Hint(), "%s: give the msg_ids to act on, or --all (with --topic to limit it to one topic)", s.f.Name())
 	case len(pos) > 0 && s.all:
-		return outbox.DeadFilter{}, usagef(s.f.hint(), "%s: give either msg_ids or --all, not both", s.f.name())
+		return outbox.DeadFilter{}, cli.Usagef(s.f.Hint(), "%s: give either msg_ids or --all, not both", s.f.Name())
 	}
 	return outbox.DeadFilter{MsgIDs: pos, All: s.all, Topic: s.topic}, nil
 }
@@ -239,14 +240,14 @@ func (s *deadSelection) describe(n int64, verb string, ids []string) string {
 }
 
 func runDeadRetry(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	f := newFlagSet("outbox dead retry", "--db DSN [flags] (MSG_ID... | --all [--topic TOPIC])",
+	f := cli.NewFlagSet("outbox dead retry", "--db DSN [flags] (MSG_ID... | --all [--topic TOPIC])",
 		"Move DEAD messages back to NEW with their retry count reset, so that the relay publishes them\n"+
 			"again. The retry is recorded in last_error, before the previous error.", stdout)
 	db := addDBFlags(f)
 	sel := addDeadSelection(f)
-	f.example("outbox dead retry --db sqlite:app.db order-42:OrderPaid order-43:OrderPaid")
-	f.example("outbox dead retry --db sqlite:app.db --all --topic order.paid")
-	pos, err := f.parse(args)
+	f.Example("outbox dead retry --db sqlite:app.db order-42:OrderPaid order-43:OrderPaid")
+	f.Example("outbox dead retry --db sqlite:app.db --all --topic order.paid")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
@@ -269,16 +270,16 @@ func runDeadRetry(ctx context.Context, args []string, stdout, _ io.Writer) error
 }
 
 func runDeadDrop(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	f := newFlagSet("outbox dead drop", "--db DSN [flags] (MSG_ID... | --all [--topic TOPIC] --yes)",
+	f := cli.NewFlagSet("outbox dead drop", "--db DSN [flags] (MSG_ID... | --all [--topic TOPIC] --yes)",
 		"Delete DEAD messages for good. Only DEAD messages are deleted, whatever the msg_ids given.", stdout)
 	db := addDBFlags(f)
 	sel := addDeadSelection(f)
 	var yes bool
-	f.boolVar(&yes, "yes", "confirm --all: without it, --all deletes nothing").noEnv = true
-	f.note("--all and --yes are read from the command line only, never from the environment.")
-	f.example("outbox dead drop --db sqlite:app.db order-42:OrderPaid")
-	f.example("outbox dead drop --db sqlite:app.db --all --topic order.paid --yes")
-	pos, err := f.parse(args)
+	f.BoolVar(&yes, "yes", "confirm --all: without it, --all deletes nothing").NoEnv = true
+	f.Note("--all and --yes are read from the command line only, never from the environment.")
+	f.Example("outbox dead drop --db sqlite:app.db order-42:OrderPaid")
+	f.Example("outbox dead drop --db sqlite:app.db --all --topic order.paid --yes")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func runDeadDrop(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		if sel.topic != "" {
 			scope = fmt.Sprintf(" of topic %q", sel.topic)
 		}
-		return usagef(f.hint(), "dead drop: --all deletes every DEAD message%s; add --yes to confirm (see them first with 'outbox dead list')", scope)
+		return cli.Usagef(f.Hint(), "dead drop: --all deletes every DEAD message%s; add --yes to confirm (see them first with 'outbox dead list')", scope)
 	}
 	d, err := db.open(ctx, true)
 	if err != nil {

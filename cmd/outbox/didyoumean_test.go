@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"strings"
 	"testing"
 )
@@ -20,8 +21,8 @@ func TestClosest(t *testing.T) {
 		"batch":         "batch",
 		"totally-other": "",
 	} {
-		if got := closest(in, names); got != want {
-			t.Errorf("closest(%q) = %q, want %q", in, got, want)
+		if got := cli.Closest(in, names); got != want {
+			t.Errorf("cli.Closest(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

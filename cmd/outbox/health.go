@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -114,7 +115,7 @@ func maskedError(err error) string {
 	if err == nil {
 		return "unknown error"
 	}
-	return scrub(oneLine(err.Error()))
+	return scrub(cli.OneLine(err.Error()))
 }
 
 // register serves livenessPath and readinessPath on mux.

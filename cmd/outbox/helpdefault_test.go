@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,16 +16,16 @@ import (
 // wrong flags.)
 func TestHelpShowsTheRealDefault(t *testing.T) {
 	t.Parallel()
-	sets := allFlagSets()
+	sets := cli.AllFlagSets()
 	n := 0
 	for _, f := range sets {
 		var help bytes.Buffer
-		f.printUsage(&help)
+		f.PrintUsage(&help)
 		entries := helpEntries(help.String())
-		for _, d := range f.docs {
-			fl := f.fs.Lookup(d.name)
+		for _, d := range f.Docs() {
+			fl := f.Lookup(d.Name)
 			if fl == nil {
-				t.Errorf("outbox %s: --%s is documented but not defined", f.name(), d.name)
+				t.Errorf("outbox %s: --%s is documented but not defined", f.Name(), d.Name)
 				continue
 			}
 			n++
@@ -35,21 +36,21 @@ func TestHelpShowsTheRealDefault(t *testing.T) {
 			if isBool(fl) && want == "false" {
 				want = ""
 			}
-			if d.def != want {
-				t.Errorf("outbox %s --%s: the usage text's default is %s, the flag's %s", f.name(), d.name, d.def, want)
+			if d.Def != want {
+				t.Errorf("outbox %s --%s: the usage text's default is %s, the flag's %s", f.Name(), d.Name, d.Def, want)
 			}
 			if got := fl.Value.String(); got != fl.DefValue {
-				t.Errorf("outbox %s --%s: holds %q before parsing, its default says %q", f.name(), d.name, got, fl.DefValue)
+				t.Errorf("outbox %s --%s: holds %q before parsing, its default says %q", f.Name(), d.Name, got, fl.DefValue)
 			}
-			entry, ok := entries[d.name]
-			shown := d.def != "" && d.def != `""` && d.def != "0s" && !d.required
+			entry, ok := entries[d.Name]
+			shown := d.Def != "" && d.Def != `""` && d.Def != "0s" && !d.Required
 			switch {
 			case !ok:
-				t.Errorf("outbox %s --help lists no --%s", f.name(), d.name)
-			case shown && !strings.Contains(entry, "default "+d.def):
-				t.Errorf("outbox %s --help: --%s's entry lacks \"default %s\":\n%s", f.name(), d.name, d.def, entry)
+				t.Errorf("outbox %s --help lists no --%s", f.Name(), d.Name)
+			case shown && !strings.Contains(entry, "default "+d.Def):
+				t.Errorf("outbox %s --help: --%s's entry lacks \"default %s\":\n%s", f.Name(), d.Name, d.Def, entry)
 			case !shown && strings.HasPrefix(entry[strings.LastIndex(entry, " (")+2:], "default "):
-				t.Errorf("outbox %s --help: --%s's entry shows a default it does not have:\n%s", f.name(), d.name, entry)
+				t.Errorf("outbox %s --help: --%s's entry shows a default it does not have:\n%s", f.Name(), d.Name, entry)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -104,7 +105,7 @@ func TestRelayHidesNATSCredentials(t *testing.T) {
 	b := newSQLite(t)
 	mustRun(t, "migrate", "--db", b.dsn)
 	sfx := randomPrefix()
-	t.Cleanup(func() { deleteStreams("nats://127.0.0.1:4222", "CLIH_"+sfx) })
+	t.Cleanup(func() { clitest.DeleteStreams("nats://127.0.0.1:4222", "CLIH_"+sfx) })
 	query := fmt.Sprintf("?subject=clih%s.{topic}&stream=CLIH_%s&max_age=10m", sfx, sfx)
 	for _, url := range []string{
 		"nats://nats-t0ken-s3cret@127.0.0.1:4222" + query,

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/demo"
 	"io"
 	"os"
 	"os/signal"
@@ -32,7 +34,7 @@ var commands = []command{
 	{"dead", "list, show, retry or drop messages that ran out of retries", runDead},
 	{"cleanup", "delete SENT messages and inbox records older than a given age", runCleanup},
 	{"console", "serve the operator's web console: backlog, DEAD messages, failure groups", runConsole},
-	{"demo", "run the transfer scenario end to end on embedded services, no set-up", runDemo},
+	{"demo", "run the transfer scenario end to end on embedded services, no set-up", demo.Run},
 	{"bench", "measure the relay's throughput", runBench},
 	{"version", "print the version of this binary", runVersion},
 	{"completion", "print a shell completion script: outbox completion bash|zsh|fish", runCompletion},
@@ -57,7 +59,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if p := recover(); p != nil {
-			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", termText(oneLine(scrub(fmt.Sprint(p)))))
+			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", termText(cli.OneLine(scrub(fmt.Sprint(p)))))
 			code = 1
 		}
 	}()
@@ -94,11 +96,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			for _, c := range commands {
 				names = append(names, c.name)
 			}
-			if near := closest(name, names); near != "" {
+			if near := cli.Closest(name, names); near != "" {
 				msg += fmt.Sprintf("; did you mean %q?", near)
 			}
 		}
-		return report(stderr, &usageError{msg: msg, hint: "outbox help"})
+		return report(stderr, cli.Usagef("outbox help", "%s", msg))
 	}
 	return report(stderr, cmd.run(ctx, rest, stdout, stderr))
 }
@@ -118,7 +120,7 @@ func report(stderr io.Writer, err error) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	}
-	msg := termText(oneLine(scrub(err.Error())))
+	msg := termText(cli.OneLine(scrub(err.Error())))
 	// The core's messages start with "outbox: " too; say it once.
 	for {
 		rest, ok := strings.CutPrefix(msg, "outbox: ")
@@ -128,36 +130,13 @@ func report(stderr io.Writer, err error) int {
 		msg = rest
 	}
 	msg = strings.ReplaceAll(msg, ": outbox: ", ": ")
-	var ue *usageError
+	var ue *cli.UsageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "outbox: %s (see '%s')\n", msg, ue.hint)
+		fmt.Fprintf(stderr, "outbox: %s (see '%s')\n", msg, ue.Hint())
 		return 2
 	}
 	fmt.Fprintf(stderr, "outbox: %s\n", msg)
 	return 1
-}
-
-// oneLine joins the lines of s with "; ", dropping repeated lines (pgx, for
-// one, reports the same refused connection once per attempt).
-func oneLine(s string) string {
-	var b strings.Builder
-	seen := map[string]bool{}
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.Join(strings.Fields(line), " ")
-		if line == "" || seen[line] {
-			continue
-		}
-		seen[line] = true
-		switch prev := b.String(); {
-		case prev == "":
-		case strings.HasSuffix(prev, ":"):
-			b.WriteString(" ")
-		default:
-			b.WriteString("; ")
-		}
-		b.WriteString(line)
-	}
-	return b.String()
 }
 
 func printUsage(w io.Writer) {
@@ -191,5 +170,5 @@ Example:
   export OUTBOX_DB=postgres://app:secret@127.0.0.1:5432/app
   outbox migrate
   outbox relay --broker https://example.com/events
-`, envNote)
+`, cli.EnvNote)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"net/url"
 	"strings"
@@ -26,11 +27,11 @@ type migrateOptions struct {
 // the migration of --db.
 func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	f, o := newMigrateFlags(stdout)
-	pos, err := f.parse(args)
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
-	if err := noArgs(f, pos); err != nil {
+	if err := cli.NoArgs(f, pos); err != nil {
 		return err
 	}
 	modes := 0
@@ -41,19 +42,19 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	switch {
 	case modes > 1:
-		return usagef(f.hint(), "migrate: --print, --check and --print-grants go one at a time")
+		return cli.Usagef(f.Hint(), "migrate: --print, --check and --print-grants go one at a time")
 	case o.from != 0 && !o.print:
-		return usagef(f.hint(), "migrate: --from goes with --print")
+		return cli.Usagef(f.Hint(), "migrate: --from goes with --print")
 	case !o.printGrants && (o.roles != sqlstore.Roles{}):
-		return usagef(f.hint(), "migrate: --writer, --relay, --migrator and --cleanup go with --print-grants")
+		return cli.Usagef(f.Hint(), "migrate: --writer, --relay, --migrator and --cleanup go with --print-grants")
 	case o.print:
 		return o.runPrint(f, stdout)
 	case o.printGrants:
 		return o.runPrintGrants(f, stdout)
 	case o.db.dsn == "":
-		return usagef(f.hint(), "migrate: missing --db (or OUTBOX_DB): %s", "the database to migrate")
+		return cli.Usagef(f.Hint(), "migrate: missing --db (or OUTBOX_DB): %s", "the database to migrate")
 	case o.dialect != "":
-		return usagef(f.hint(), "migrate: --dialect goes with --print or --print-grants; --db names the database")
+		return cli.Usagef(f.Hint(), "migrate: --dialect goes with --print or --print-grants; --db names the database")
 	case o.check:
 		return o.runCheck(ctx, stdout)
 	}
@@ -62,40 +63,40 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 
 // newMigrateFlags is the flag set of outbox migrate, filling the options it
 // returns.
-func newMigrateFlags(stdout io.Writer) (*flagSet, *migrateOptions) {
-	f := newFlagSet("outbox migrate", "--db DSN [flags]",
+func newMigrateFlags(stdout io.Writer) (*cli.FlagSet, *migrateOptions) {
+	f := cli.NewFlagSet("outbox migrate", "--db DSN [flags]",
 		"Create or upgrade the outbox and inbox tables to the latest version. Safe to run again,\n"+
 			"and from several processes at once. --print writes the migrations' SQL instead, --check\n"+
 			"compares the database with it, --print-grants writes least-privilege grants.", stdout)
 	o := &migrateOptions{db: addDBFlags(f)}
-	for _, d := range f.docs {
-		if d.name == "db" {
-			d.required = false // --print and --print-grants take --dialect instead
+	for _, d := range f.Docs() {
+		if d.Name == "db" {
+			d.Required = false // --print and --print-grants take --dialect instead
 		}
 	}
-	f.stringVar(&o.dialect, "dialect", "", "NAME",
+	f.StringVar(&o.dialect, "dialect", "", "NAME",
 		"postgres, mysql (or mariadb) or sqlite, for --print and --print-grants without --db; --db's scheme otherwise")
-	f.boolVar(&o.print, "print", "write the SQL of every migration, in order, with the version each records, and connect to nothing")
-	f.intVar(&o.from, "from", 0, "N", "with --print, only the migrations after version N (an upgrade from N)")
-	f.boolVar(&o.check, "check", "exit 1 unless the schema is at this build's version and has every column, index and trigger the relay needs; change nothing")
-	f.boolVar(&o.printGrants, "print-grants", "write the grants of the roles below (PostgreSQL, MariaDB/MySQL), to be run by the tables' owner; connect to nothing")
-	f.stringVar(&o.roles.Writer, "writer", "", "ROLE", "with --print-grants: the role that only inserts messages (MySQL: NAME or NAME@HOST)")
-	f.stringVar(&o.roles.Relay, "relay", "", "ROLE", "with --print-grants: the role that runs the relay")
-	f.stringVar(&o.roles.Migrator, "migrator", "", "ROLE", "with --print-grants: the role that owns the schema and runs 'outbox migrate'")
-	f.boolVar(&o.roles.Cleanup, "cleanup", "with --print-grants: let the relay role delete old rows too (--cleanup-older-than, outbox cleanup, outbox dead drop)")
+	f.BoolVar(&o.print, "print", "write the SQL of every migration, in order, with the version each records, and connect to nothing")
+	f.IntVar(&o.from, "from", 0, "N", "with --print, only the migrations after version N (an upgrade from N)")
+	f.BoolVar(&o.check, "check", "exit 1 unless the schema is at this build's version and has every column, index and trigger the relay needs; change nothing")
+	f.BoolVar(&o.printGrants, "print-grants", "write the grants of the roles below (PostgreSQL, MariaDB/MySQL), to be run by the tables' owner; connect to nothing")
+	f.StringVar(&o.roles.Writer, "writer", "", "ROLE", "with --print-grants: the role that only inserts messages (MySQL: NAME or NAME@HOST)")
+	f.StringVar(&o.roles.Relay, "relay", "", "ROLE", "with --print-grants: the role that runs the relay")
+	f.StringVar(&o.roles.Migrator, "migrator", "", "ROLE", "with --print-grants: the role that owns the schema and runs 'outbox migrate'")
+	f.BoolVar(&o.roles.Cleanup, "cleanup", "with --print-grants: let the relay role delete old rows too (--cleanup-older-than, outbox cleanup, outbox dead drop)")
 	// The modes and the roles are for one command line: a variable left in
 	// a deployment's environment must not turn every migrate into another.
 	// Where the database is and how to reach it come from the environment
 	// like every other command's.
-	for _, d := range f.docs {
-		if d.name != "db" && d.name != "table" && d.name != "inbox-table" && !strings.HasPrefix(d.name, "db-tls-") {
-			d.noEnv = true
+	for _, d := range f.Docs() {
+		if d.Name != "db" && d.Name != "table" && d.Name != "inbox-table" && !strings.HasPrefix(d.Name, "db-tls-") {
+			d.NoEnv = true
 		}
 	}
-	f.example("outbox migrate --db postgres://app@127.0.0.1:5432/app")
-	f.example("outbox migrate --print --dialect postgres --table events.outbox > 0001_outbox.sql")
-	f.example("outbox migrate --check --table events.outbox    # the database from OUTBOX_DB")
-	f.example("outbox migrate --print-grants --dialect postgres --table events.outbox --writer app_writer --relay outbox_relay --cleanup")
+	f.Example("outbox migrate --db postgres://app@127.0.0.1:5432/app")
+	f.Example("outbox migrate --print --dialect postgres --table events.outbox > 0001_outbox.sql")
+	f.Example("outbox migrate --check --table events.outbox    # the database from OUTBOX_DB")
+	f.Example("outbox migrate --print-grants --dialect postgres --table events.outbox --writer app_writer --relay outbox_relay --cleanup")
 	return f, o
 }
 
@@ -123,7 +124,7 @@ func (o *migrateOptions) migrate(ctx context.Context, stdout io.Writer) error {
 
 // dialectName is the dialect of --dialect or of --db's scheme, which must
 // agree when both are given.
-func (o *migrateOptions) dialectName(f *flagSet) (string, error) {
+func (o *migrateOptions) dialectName(f *cli.FlagSet) (string, error) {
 	fromFlag, fromDSN := "", ""
 	switch strings.ToLower(o.dialect) {
 	case "":
@@ -134,7 +135,7 @@ func (o *migrateOptions) dialectName(f *flagSet) (string, error) {
 	case "sqlite", "sqlite3":
 		fromFlag = "sqlite"
 	default:
-		return "", usagef(f.hint(), "migrate: --dialect %q: use postgres, mysql (or mariadb) or sqlite", o.dialect)
+		return "", cli.Usagef(f.Hint(), "migrate: --dialect %q: use postgres, mysql (or mariadb) or sqlite", o.dialect)
 	}
 	if o.db.dsn != "" {
 		scheme, _, _ := strings.Cut(o.db.dsn, ":")
@@ -151,9 +152,9 @@ func (o *migrateOptions) dialectName(f *flagSet) (string, error) {
 	}
 	switch {
 	case fromFlag == "" && fromDSN == "":
-		return "", usagef(f.hint(), "migrate: give --dialect (postgres, mysql, sqlite) or --db, whose scheme names it")
+		return "", cli.Usagef(f.Hint(), "migrate: give --dialect (postgres, mysql, sqlite) or --db, whose scheme names it")
 	case fromFlag != "" && fromDSN != "" && fromFlag != fromDSN:
-		return "", usagef(f.hint(), "migrate: --dialect %s does not match --db, a %s URL", o.dialect, fromDSN)
+		return "", cli.Usagef(f.Hint(), "migrate: --dialect %s does not match --db, a %s URL", o.dialect, fromDSN)
 	case fromFlag != "":
 		return fromFlag, nil
 	}
@@ -162,7 +163,7 @@ func (o *migrateOptions) dialectName(f *flagSet) (string, error) {
 
 // runPrint writes the migrations as SQL, one section per version, each
 // followed by the statement that records it.
-func (o *migrateOptions) runPrint(f *flagSet, w io.Writer) error {
+func (o *migrateOptions) runPrint(f *cli.FlagSet, w io.Writer) error {
 	name, err := o.dialectName(f)
 	if err != nil {
 		return err
@@ -172,7 +173,7 @@ func (o *migrateOptions) runPrint(f *flagSet, w io.Writer) error {
 		return fmt.Errorf("%w; check --table / --inbox-table", err)
 	}
 	if o.from < 0 || o.from > s.Latest() {
-		return usagef(f.hint(), "migrate: --from %d: versions run from 0 to %d", o.from, s.Latest())
+		return cli.Usagef(f.Hint(), "migrate: --from %d: versions run from 0 to %d", o.from, s.Latest())
 	}
 	fmt.Fprintf(w, "-- outbox schema for %s: tables %s and %s, versions %d to %d.\n", name, s.Tables.Outbox, s.Tables.Inbox, o.from+1, s.Latest())
 	fmt.Fprintf(w, "-- Written by 'outbox migrate --print'. Run the sections in order, each in one transaction\n")
@@ -222,16 +223,16 @@ func (o *migrateOptions) runCheck(ctx context.Context, w io.Writer) error {
 }
 
 // runPrintGrants writes the grants of the roles given.
-func (o *migrateOptions) runPrintGrants(f *flagSet, w io.Writer) error {
+func (o *migrateOptions) runPrintGrants(f *cli.FlagSet, w io.Writer) error {
 	name, err := o.dialectName(f)
 	if err != nil {
 		return err
 	}
 	if o.roles.Writer == "" && o.roles.Relay == "" && o.roles.Migrator == "" {
-		return usagef(f.hint(), "migrate: --print-grants needs --writer, --relay or --migrator")
+		return cli.Usagef(f.Hint(), "migrate: --print-grants needs --writer, --relay or --migrator")
 	}
 	if o.roles.Cleanup && o.roles.Relay == "" {
-		return usagef(f.hint(), "migrate: --cleanup adds to the grants of --relay; give --relay")
+		return cli.Usagef(f.Hint(), "migrate: --cleanup adds to the grants of --relay; give --relay")
 	}
 	tables := o.db.tables().WithDefaults()
 	if name == "mysql" {

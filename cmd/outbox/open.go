@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"log/slog"
 	"net"
 	"net/url"
@@ -259,7 +260,7 @@ func openMySQL(ctx context.Context, dsn string, t dbTLS, tables outbox.Tables) (
 // the server, say) to the process's slog logger, which the relay configures.
 type mysqlLogger struct{}
 
-func (mysqlLogger) Print(v ...any) { slog.Warn("mysql driver: " + oneLine(fmt.Sprint(v...))) }
+func (mysqlLogger) Print(v ...any) { slog.Warn("mysql driver: " + cli.OneLine(fmt.Sprint(v...))) }
 
 // sqlitePath returns the file of sqlite:path, sqlite://path or sqlite:///abs/path.
 func sqlitePath(dsn string) (string, error) {
@@ -288,7 +289,7 @@ func openSQLite(ctx context.Context, dsn string, tables outbox.Tables) (*databas
 	}
 	if err := ping(ctx, db.PingContext); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("cannot open %s: %s; check --db / OUTBOX_DB (does the directory exist and is it writable?)", where, oneLine(err.Error()))
+		return nil, fmt.Errorf("cannot open %s: %s; check --db / OUTBOX_DB (does the directory exist and is it writable?)", where, cli.OneLine(err.Error()))
 	}
 	drv, err := outboxsqlite.New(db, tables)
 	if err != nil {
@@ -300,7 +301,7 @@ func openSQLite(ctx context.Context, dsn string, tables outbox.Tables) (*databas
 
 // connectError is the error of a first connection to where that failed.
 func connectError(where string, err error) error {
-	msg := oneLine(err.Error())
+	msg := cli.OneLine(err.Error())
 	return fmt.Errorf("cannot connect to %s: %s%s; check --db / OUTBOX_DB", where, msg, tlsHint(msg))
 }
 
@@ -376,7 +377,7 @@ func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (p
 	addURLSecret(brokerURL)
 	p, err := b.open(ctx, brokerURL, o.Source)
 	if err != nil {
-		msg := fmt.Sprintf("%s; check --broker / OUTBOX_BROKER", scrub(oneLine(err.Error())))
+		msg := fmt.Sprintf("%s; check --broker / OUTBOX_BROKER", scrub(cli.OneLine(err.Error())))
 		if outbox.IsUnavailable(err) {
 			return nil, nil, unreachableError(msg)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"strings"
 	"testing"
 	"time"
@@ -110,8 +111,8 @@ func TestOpenPublisher(t *testing.T) {
 func TestEnvName(t *testing.T) {
 	t.Parallel()
 	for flag, want := range map[string]string{"db": "OUTBOX_DB", "inbox-table": "OUTBOX_INBOX_TABLE", "webhook-secret": "OUTBOX_WEBHOOK_SECRET"} {
-		if got := envName(flag); got != want {
-			t.Errorf("envName(%q) = %q, want %q", flag, got, want)
+		if got := cli.EnvName(flag); got != want {
+			t.Errorf("cli.EnvName(%q) = %q, want %q", flag, got, want)
 		}
 	}
 }
@@ -119,7 +120,7 @@ func TestEnvName(t *testing.T) {
 func TestOneLine(t *testing.T) {
 	t.Parallel()
 	in := "failed to connect to `user=postgres`:\n\thost: refused\n\thost: refused"
-	if got, want := oneLine(in), "failed to connect to `user=postgres`: host: refused"; got != want {
+	if got, want := cli.OneLine(in), "failed to connect to `user=postgres`: host: refused"; got != want {
 		t.Errorf("oneLine = %q, want %q", got, want)
 	}
 }

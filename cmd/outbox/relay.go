@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"log/slog"
 	"os"
@@ -68,27 +69,27 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // of its flags. It returns a usage error for a bad flag, and the logger of
 // --log-format and --log-level, writing to stderr.
 func parseRelayFlags(args []string, stdout, stderr io.Writer) (*relayOptions, *slog.Logger, error) {
-	f := newFlagSet("outbox relay", "--db DSN --broker URL [flags]",
+	f := cli.NewFlagSet("outbox relay", "--db DSN --broker URL [flags]",
 		"Move messages from the outbox table to a broker: claim a batch of NEW messages that are due,\n"+
 			"publish it, and mark each message SENT, for retry, or DEAD after its last retry. Runs until\n"+
 			"SIGTERM or SIGINT, then finishes the batch in flight and exits 0. Several relays may run\n"+
 			"against one table. Logs go to stderr.", stdout)
 	o := &relayOptions{db: addDBFlags(f)}
-	f.stringVar(&o.broker, "broker", "", "URL",
+	f.StringVar(&o.broker, "broker", "", "URL",
 		"where to publish: nats://host:4222, amqp://user:pass@host:5672/vhost, kafka://host:9092[,host2:9092], "+
 			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
-			"query parameters set each broker's options (README, Brokers)").required = true
+			"query parameters set each broker's options (README, Brokers)").Required = true
 	brokerTLS := addBrokerTLSFlags(f)
 	o.addDeliveryFlags(f)
 	o.addWebhookFlags(f)
 	o.addProcessFlags(f)
 	o.addCleanupFlags(f)
 	addRelayNotes(f)
-	pos, err := f.parse(args)
+	pos, err := f.Parse(args)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := noArgs(f, pos); err != nil {
+	if err := cli.NoArgs(f, pos); err != nil {
 		return nil, nil, err
 	}
 	if err := o.validate(f); err != nil {
@@ -98,61 +99,61 @@ func parseRelayFlags(args []string, stdout, stderr io.Writer) (*relayOptions, *s
 	addSecret(o.admin.token)
 	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
 	if err != nil {
-		return nil, nil, usagef(f.hint(), "%v", err)
+		return nil, nil, cli.Usagef(f.Hint(), "%v", err)
 	}
 	return o, log, nil
 }
 
 // addDeliveryFlags adds the flags of claiming, publishing and retrying.
-func (o *relayOptions) addDeliveryFlags(f *flagSet) {
-	f.intVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
-	f.durationVar(&o.interval, "interval", 500*time.Millisecond,
+func (o *relayOptions) addDeliveryFlags(f *cli.FlagSet) {
+	f.IntVar(&o.batch, "batch", 500, "N", "most messages claimed and published at once, 1..10000")
+	f.DurationVar(&o.interval, "interval", 500*time.Millisecond,
 		"longest wait between two looks while no message comes; the wait starts at --min-interval after a look that found messages and doubles with each that finds none")
-	f.durationVar(&o.minInterval, "min-interval", 5*time.Millisecond, "wait after a look that found messages (at most --interval)")
-	f.intVar(&o.maxBatch, "max-batch", 2000, "N", "while batches come back full, each claim doubles its size from --batch up to this (at least --batch, at most 10000)")
-	f.boolVar(&o.noWatch, "no-watch", "do not watch for commits (PostgreSQL LISTEN, the SQLite file): only poll")
+	f.DurationVar(&o.minInterval, "min-interval", 5*time.Millisecond, "wait after a look that found messages (at most --interval)")
+	f.IntVar(&o.maxBatch, "max-batch", 2000, "N", "while batches come back full, each claim doubles its size from --batch up to this (at least --batch, at most 10000)")
+	f.BoolVar(&o.noWatch, "no-watch", "do not watch for commits (PostgreSQL LISTEN, the SQLite file): only poll")
 	addCDCFlags(f, &o.cdc)
-	f.intVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
-	f.durationVar(&o.retryBase, "retry-base", time.Second, "delay after a message's first failure; it doubles with each further failure, with jitter")
-	f.durationVar(&o.retryMax, "retry-max", 10*time.Minute, "longest delay between two attempts of a message")
-	f.durationVar(&o.retryBudget, "retry-budget", 24*time.Hour,
+	f.IntVar(&o.maxRetries, "max-retries", 10, "N", "failed attempts after which a message becomes DEAD")
+	f.DurationVar(&o.retryBase, "retry-base", time.Second, "delay after a message's first failure; it doubles with each further failure, with jitter")
+	f.DurationVar(&o.retryMax, "retry-max", 10*time.Minute, "longest delay between two attempts of a message")
+	f.DurationVar(&o.retryBudget, "retry-budget", 24*time.Hour,
 		"least time a refused message is retried: it becomes DEAD only after --max-retries failures and this long since it was written; 0 turns it off")
-	f.durationVar(&o.probeInterval, "probe-interval", time.Second,
+	f.DurationVar(&o.probeInterval, "probe-interval", time.Second,
 		"while the broker is down, how often one message is tried; the relay resumes within about this long of the broker's return")
-	f.durationVar(&o.publishTimeout, "publish-timeout", 30*time.Second, "bound on publishing one batch")
-	f.boolVar(&o.stopKeyAtDead, "stop-key-at-dead",
+	f.DurationVar(&o.publishTimeout, "publish-timeout", 30*time.Second, "bound on publishing one batch")
+	f.BoolVar(&o.stopKeyAtDead, "stop-key-at-dead",
 		"keep a key stopped at a DEAD message: its later messages wait until 'outbox dead retry' or 'outbox dead drop' "+
 			"(without it they flow on past the DEAD message; either way a key's messages go in id order)")
 }
 
 // addWebhookFlags adds the flags of the CloudEvents source and the webhook.
-func (o *relayOptions) addWebhookFlags(f *flagSet) {
-	f.stringVar(&o.source, "source", "", "URI", "CloudEvents source attribute of every message (default: the broker URL's source parameter, where the broker takes one, else \""+webhook.DefaultSource+"\")")
-	f.stringVar(&o.webhookSecret, "webhook-secret", "", "SECRET",
+func (o *relayOptions) addWebhookFlags(f *cli.FlagSet) {
+	f.StringVar(&o.source, "source", "", "URI", "CloudEvents source attribute of every message (default: the broker URL's source parameter, where the broker takes one, else \""+webhook.DefaultSource+"\")")
+	f.StringVar(&o.webhookSecret, "webhook-secret", "", "SECRET",
 		"sign each webhook request as Standard Webhooks do (headers webhook-id, webhook-timestamp, webhook-signature: "+
 			"HMAC-SHA256); raw bytes or whsec_<base64>; prefer the variable or --webhook-secret-file, which ps does not show")
-	f.stringVar(&o.webhookSecretFile, "webhook-secret-file", "", "PATH",
+	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "PATH",
 		"read webhook secrets from PATH, one a line (blank lines and lines starting with # ignored); with several, "+
 			"each request carries a signature per secret, for a rotation; after --webhook-secret's")
-	f.boolVar(&o.webhookLegacy, "webhook-legacy-signature",
+	f.BoolVar(&o.webhookLegacy, "webhook-legacy-signature",
 		"also send the signature of earlier releases, for receivers not yet moved: "+webhook.DefaultSignatureHeader+
 			": sha256=<hex HMAC-SHA256 of the body> under the first secret (no timestamp: no protection against replays)")
-	f.durationVar(&o.webhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook request")
-	f.intVar(&o.concurrency, "concurrency", webhook.DefaultConcurrency, "N", "most webhook requests in flight at once")
+	f.DurationVar(&o.webhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook request")
+	f.IntVar(&o.concurrency, "concurrency", webhook.DefaultConcurrency, "N", "most webhook requests in flight at once")
 }
 
 // addProcessFlags adds the flags of the logs, the workers and the servers
 // of the metrics and the console.
-func (o *relayOptions) addProcessFlags(f *flagSet) {
-	f.stringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
-	f.stringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
-	f.durationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead, when a batch ran since the last line; 0 turns it off")
-	f.intVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, 4 more with --admin-addr and 1 with a cleanup, unless the DSN sets pool_max_conns)")
-	f.stringVar(&o.metricsAddr, "metrics-addr", "", "ADDR",
+func (o *relayOptions) addProcessFlags(f *cli.FlagSet) {
+	f.StringVar(&o.logFormat, "log-format", "text", "text|json", "log line format")
+	f.StringVar(&o.logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug (a line per batch), info, warn or error")
+	f.DurationVar(&o.statsInterval, "stats-interval", 10*time.Second, "how often to log the totals sent, retried and dead, when a batch ran since the last line; 0 turns it off")
+	f.IntVar(&o.workers, "workers", 1, "N", "relays to run in this process on the same table, 1..64 (each claims its own batches; a PostgreSQL pool gets 2N+2 connections, as each relay may hold two claims, 4 more with --admin-addr and 1 with a cleanup, unless the DSN sets pool_max_conns)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "ADDR",
 		"serve Prometheus metrics at http://ADDR/metrics while the relay runs, off unless set; ADDR is HOST:PORT or :PORT "+
 			"(port 0 takes a free one, which the log names): messages by topic and outcome, batch durations, "+
 			"the table's pending messages and the oldest one's age, Go runtime and process")
-	f.stringVar(&o.admin.addr, "admin-addr", "", "ADDR",
+	f.StringVar(&o.admin.addr, "admin-addr", "", "ADDR",
 		"serve the console at http://ADDR/ and the JSON admin API at http://ADDR/admin/ while the relay runs, off unless set: "+
 			"backlog, DEAD messages, failure groups, and with --admin-writable retry and drop (docs/console.md); "+
 			"an address that is not loopback needs a token, --admin-auth-header or --admin-insecure")
@@ -160,38 +161,38 @@ func (o *relayOptions) addProcessFlags(f *flagSet) {
 }
 
 // addCleanupFlags adds the flags of the cleanup that runs beside the relays.
-func (o *relayOptions) addCleanupFlags(f *flagSet) {
-	f.durationVar(&o.cleanupAge, "cleanup-older-than", 0,
+func (o *relayOptions) addCleanupFlags(f *cli.FlagSet) {
+	f.DurationVar(&o.cleanupAge, "cleanup-older-than", 0,
 		"delete SENT messages older than this while the relay runs, as 'outbox cleanup' does, e.g. 168h; 0 (the default) leaves them")
-	f.durationVar(&o.cleanupInbox, "cleanup-inbox-older-than", 0,
+	f.DurationVar(&o.cleanupInbox, "cleanup-inbox-older-than", 0,
 		"delete inbox records (consumed_msg) older than this while the relay runs, as 'outbox cleanup --inbox-older-than' does; "+
 			"keep them longer than any redelivery; 0 (the default) leaves them")
-	f.durationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute,
+	f.DurationVar(&o.cleanupEvery, "cleanup-interval", 10*time.Minute,
 		"wait between two rounds of the cleanup flags; each round's last statement reads the whole table (outbox on PostgreSQL, inbox everywhere)")
-	f.float64Var(&o.cleanupDuty, "cleanup-duty-cycle", 1, "SHARE",
+	f.Float64Var(&o.cleanupDuty, "cleanup-duty-cycle", 1, "SHARE",
 		"share of a cleanup round's time spent in DELETE statements, above 0 and at most 1, as 'outbox cleanup --duty-cycle'; "+
 			"below 1 the cleanup waits between statements and takes less of the database from the relay")
 }
 
 // addRelayNotes adds the notes and examples of the usage text.
-func addRelayNotes(f *flagSet) {
-	f.note("The servers of --metrics-addr and --admin-addr also answer, without the admin token,\n" +
+func addRelayNotes(f *cli.FlagSet) {
+	f.Note("The servers of --metrics-addr and --admin-addr also answer, without the admin token,\n" +
 		"GET " + livenessPath + " (200 while the process runs) and GET " + readinessPath + " (200 when the database answers,\n" +
 		"the tables are at the schema version this relay needs and no relay holds the broker or the\n" +
 		"database for down; else 503 with the reason, e.g. \"not ready: connecting to the broker: ...\").\n" +
 		"A broker that cannot be reached at start-up is tried again, with a growing pause, until it\n" +
 		"answers or the relay is stopped; a bad URL or refused credentials end the relay at once.")
-	f.note(fmt.Sprintf("The servers of --metrics-addr and --admin-addr each hold at most %d connections (more clients wait\n"+
+	f.Note(fmt.Sprintf("The servers of --metrics-addr and --admin-addr each hold at most %d connections (more clients wait\n"+
 		"to be accepted), and close one that takes over %s to send its headers, %s to send its\n"+
 		"request, %s to be answered, or stays idle for %s; headers are limited to %d KiB.\n"+
 		"Logs and error messages show URLs and DSNs with their passwords, tokens and secret query\n"+
 		"values (token, key, signature...) masked as xxxxx.",
 		httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, httpIdleTimeout, httpMaxHeaderBytes>>10))
-	f.note(tracingNote)
-	f.example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker https://example.com/events")
-	f.example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
-	f.example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://127.0.0.1:5672/?exchange=events'")
-	f.example("OUTBOX_DB=sqlite:app.db OUTBOX_BROKER=discard: outbox relay --log-level debug")
+	f.Note(tracingNote)
+	f.Example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker https://example.com/events")
+	f.Example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")
+	f.Example("outbox relay --db mysql://root@127.0.0.1:3306/app --broker 'amqp://127.0.0.1:5672/?exchange=events'")
+	f.Example("OUTBOX_DB=sqlite:app.db OUTBOX_BROKER=discard: outbox relay --log-level debug")
 }
 
 // startUpFailed returns err, the failure of a start-up step, unless SIGTERM
@@ -202,12 +203,12 @@ func startUpFailed(ctx context.Context, log *slog.Logger, err error) error {
 	if ctx.Err() == nil {
 		return err
 	}
-	log.Info("relay stopped during start-up", "cause", context.Cause(ctx), "interrupted", oneLine(err.Error()))
+	log.Info("relay stopped during start-up", "cause", context.Cause(ctx), "interrupted", cli.OneLine(err.Error()))
 	return nil
 }
 
-func (o *relayOptions) validate(f *flagSet) error {
-	bad := func(format string, args ...any) error { return usagef(f.hint(), "relay: "+format, args...) }
+func (o *relayOptions) validate(f *cli.FlagSet) error {
+	bad := func(format string, args ...any) error { return cli.Usagef(f.Hint(), "relay: "+format, args...) }
 	switch {
 	case o.batch < 1 || o.batch > 10000:
 		return bad("--batch %d is out of range; use 1..10000", o.batch)
@@ -361,7 +362,7 @@ func (b *batchLogger) logRetry(ctx context.Context, rep outbox.BatchReport) {
 		m := res.Message
 		b.log.InfoContext(ctx, "message refused; it will be retried", "msg_id", m.MsgID, "topic", m.Topic,
 			"failures", m.Retries+1, "retry_in", res.Outcome.Delay.Round(time.Millisecond),
-			"error", scrub(oneLine(res.Outcome.Error)), "retried_since_last_line", b.unlogged)
+			"error", scrub(cli.OneLine(res.Outcome.Error)), "retried_since_last_line", b.unlogged)
 		b.lastRetry, b.unlogged = time.Now(), 0
 		return
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,12 +15,12 @@ type cdcOptions struct {
 	sweep time.Duration
 }
 
-func addCDCFlags(f *flagSet, o *cdcOptions) {
-	f.boolVar(&o.on, "cdc",
+func addCDCFlags(f *cli.FlagSet, o *cdcOptions) {
+	f.BoolVar(&o.on, "cdc",
 		"take the messages from the database's change stream, in commit order, instead of polling for them "+
 			"(PostgreSQL: wal_level = logical and a role with REPLICATION; docs/cdc.md): one relay of the table streams, "+
 			"the others stand by and take over; where the server cannot stream the relay says so and polls")
-	f.durationVar(&o.sweep, "cdc-sweep-interval", time.Second,
+	f.DurationVar(&o.sweep, "cdc-sweep-interval", time.Second,
 		"with --cdc, the wait between two sweeps of the table for the messages the stream did not settle "+
 			"(retries, messages of a relay that stopped)")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"text/tabwriter"
 	"time"
@@ -14,7 +15,7 @@ import (
 )
 
 func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	f := newFlagSet("outbox stats", "--db DSN [flags]",
+	f := cli.NewFlagSet("outbox stats", "--db DSN [flags]",
 		"Show how many messages are pending (NEW), the age of the oldest pending one and how many are\n"+
 			"DEAD, in total and per topic, and an estimate of how many were sent (the span of ids less the\n"+
 			"pending and DEAD ones; ids never used or rows deleted in between count as sent). It reads\n"+
@@ -23,15 +24,15 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			"open holds it back, and every rescan walks the rows in between.", stdout)
 	db := addDBFlags(f)
 	var asJSON bool
-	f.boolVar(&asJSON, "json", "print one JSON object instead of a table")
-	f.note("Control characters in topics are shown as escapes such as \\x1b; --json prints them exactly, as JSON escapes.")
-	f.example("outbox stats --db mysql://app@127.0.0.1:3306/app")
-	f.example("outbox stats --db sqlite:app.db --json")
-	pos, err := f.parse(args)
+	f.BoolVar(&asJSON, "json", "print one JSON object instead of a table")
+	f.Note("Control characters in topics are shown as escapes such as \\x1b; --json prints them exactly, as JSON escapes.")
+	f.Example("outbox stats --db mysql://app@127.0.0.1:3306/app")
+	f.Example("outbox stats --db sqlite:app.db --json")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
-	if err := noArgs(f, pos); err != nil {
+	if err := cli.NoArgs(f, pos); err != nil {
 		return err
 	}
 	d, err := db.open(ctx, true)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -81,7 +82,7 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: use http/protobuf or grpc", protocol)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("OTLP exporter: %s; check the OTEL_EXPORTER_OTLP_ variables", scrub(oneLine(err.Error())))
+		return nil, fmt.Errorf("OTLP exporter: %s; check the OTEL_EXPORTER_OTLP_ variables", scrub(cli.OneLine(err.Error())))
 	}
 	// The variables win over the defaults: WithFromEnv comes last.
 	res, err := resource.New(ctx,
@@ -157,5 +158,5 @@ func (h *otelErrors) Handle(err error) {
 		return
 	}
 	h.last = time.Now()
-	h.log.Warn("tracing: spans not exported", "error", scrub(oneLine(err.Error())))
+	h.log.Warn("tracing: spans not exported", "error", scrub(cli.OneLine(err.Error())))
 }

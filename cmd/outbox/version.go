@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"runtime"
 	"runtime/debug"
@@ -65,15 +66,15 @@ func buildInfo() versionInfo {
 }
 
 func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
-	f := newFlagSet("outbox version", "", "Print the version of this binary, the commit and the time it was built from, and the Go release that built it.", stdout)
-	f.example("outbox version")
-	f.example("outbox --version")
-	pos, err := f.parse(args)
+	f := cli.NewFlagSet("outbox version", "", "Print the version of this binary, the commit and the time it was built from, and the Go release that built it.", stdout)
+	f.Example("outbox version")
+	f.Example("outbox --version")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef(f.hint(), "version: unexpected argument %q", pos[0])
+		return cli.Usagef(f.Hint(), "version: unexpected argument %q", pos[0])
 	}
 	v := buildInfo()
 	fmt.Fprintf(stdout, "outbox %s\ncommit: %s\nbuilt:  %s\ngo:     %s %s/%s\n", v.Version, v.Commit, v.Date, v.Go, runtime.GOOS, runtime.GOARCH)

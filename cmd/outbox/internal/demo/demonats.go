@@ -1,8 +1,10 @@
-package main
+package demo
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,7 +60,7 @@ func (d *demo) runNATS(ctx context.Context, out io.Writer, natsURL string, keep 
 
 	// Each demo run gets streams of its own, so that it also works against
 	// a shared server (a nats:// URL) and can be run again.
-	suffix := randomPrefix()
+	suffix := streamSuffix()
 	subject, stream := "demo"+suffix+".{topic}", "DEMO_"+suffix
 	real, err := outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{
 		URL: natsURL, Subject: subject, Stream: stream, MaxAge: time.Hour,
@@ -170,4 +172,11 @@ func (d *demo) consumeTwice(ctx context.Context, out io.Writer, sub *outboxnats.
 		return errors.New("demo: JetStream did not deliver the message twice within 30s")
 	}
 	return nil
+}
+
+// streamSuffix returns 8 random hex digits, which name a demo run's streams.
+func streamSuffix() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

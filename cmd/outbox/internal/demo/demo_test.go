@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ const seedOutput = `本地事务提交完成（业务 + 消息一起落库）
 func TestDemoMatchesSeed(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
-	if err := runDemo(context.Background(), nil, &out, &errb); err != nil {
+	if err := Run(context.Background(), nil, &out, &errb); err != nil {
 		t.Fatalf("demo: %v (%s)", err, errb.String())
 	}
 	if got := strings.TrimRight(out.String(), "\n"); got != seedOutput {
@@ -48,7 +48,7 @@ func TestDemoEnglishKeepsFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var out bytes.Buffer
-	if err := runDemo(context.Background(), []string{"--lang", "en", "--dir", dir}, &out, &out); err != nil {
+	if err := Run(context.Background(), []string{"--lang", "en", "--dir", dir}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"accounts: alice=900 bob=100", "message m-1 status=1 retries=2", "applied downstream: [alice→bob 100]", "duplicate, discarded", dir} {
@@ -58,13 +58,13 @@ func TestDemoEnglishKeepsFiles(t *testing.T) {
 	}
 	// Run twice in the same directory: it starts afresh.
 	out.Reset()
-	if err := runDemo(context.Background(), []string{"--lang", "en", "--dir", dir}, &out, &out); err != nil {
+	if err := Run(context.Background(), []string{"--lang", "en", "--dir", dir}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "message m-1 status=1 retries=2") {
 		t.Fatalf("second run in the same dir:\n%s", out.String())
 	}
-	if err := runDemo(context.Background(), []string{"--lang", "fr"}, &out, &out); err == nil {
+	if err := Run(context.Background(), []string{"--lang", "fr"}, &out, &out); err == nil {
 		t.Fatal("--lang fr accepted")
 	}
 }
@@ -76,7 +76,7 @@ func TestDemoEnglishKeepsFiles(t *testing.T) {
 func TestDemoOverEmbeddedNATS(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
-	if err := runDemo(context.Background(), []string{"--broker", "nats"}, &out, &errb); err != nil {
+	if err := Run(context.Background(), []string{"--broker", "nats"}, &out, &errb); err != nil {
 		t.Fatalf("demo --broker nats: %v (%s)", err, errb.String())
 	}
 	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
@@ -92,7 +92,7 @@ func TestDemoOverEmbeddedNATS(t *testing.T) {
 	if got := strings.Join(kept, "\n"); got != seedOutput {
 		t.Fatalf("demo over NATS, without its two extra lines, differs from the classic telling:\n--- got\n%s\n--- want\n%s", got, seedOutput)
 	}
-	if err := runDemo(context.Background(), []string{"--broker", "kafka"}, &out, &errb); err == nil {
+	if err := Run(context.Background(), []string{"--broker", "kafka"}, &out, &errb); err == nil {
 		t.Fatal("--broker kafka accepted")
 	}
 }
@@ -101,7 +101,7 @@ func TestDemoOverEmbeddedNATS(t *testing.T) {
 func TestDemoOverNATSURL(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
-	if err := runDemo(context.Background(), []string{"--broker", "nats://127.0.0.1:4222", "--lang", "en"}, &out, &errb); err != nil {
+	if err := Run(context.Background(), []string{"--broker", "nats://127.0.0.1:4222", "--lang", "en"}, &out, &errb); err != nil {
 		t.Fatalf("demo --broker nats://127.0.0.1:4222 (NATS with JetStream must run here): %v (%s)", err, errb.String())
 	}
 	for _, want := range []string{"message m-1 status=1 retries=2", "applied downstream: [alice→bob 100]", "duplicate, discarded"} {

@@ -1,4 +1,6 @@
-package main
+// Package demo runs "outbox demo": a money transfer end to end through the
+// real writer, relay and inbox on embedded SQLite, optionally through NATS.
+package demo
 
 import (
 	"context"
@@ -6,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"log/slog"
 	"os"
@@ -62,37 +65,37 @@ var demoText = map[string]map[string]string{
 	},
 }
 
-// runDemo runs `outbox demo`: a money transfer, end to end through the real
+// Run runs `outbox demo`: a money transfer, end to end through the real
 // writer, relay and inbox on two embedded SQLite databases (the bank's, with
 // its outbox, and the points service's, with its inbox). The publisher fails
 // twice, the broker delivers the message twice, the effect happens once.
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlagSet("outbox demo", "[flags]",
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := cli.NewFlagSet("outbox demo", "[flags]",
 		"run a money transfer end to end on embedded SQLite, no set-up", stdout)
 	var dir, lang, broker string
-	f.stringVar(&dir, "dir", "", "DIR", "keep the two SQLite files in DIR (default: a temporary directory, removed afterwards)")
-	f.stringVar(&broker, "broker", "", "nats|URL",
+	f.StringVar(&dir, "dir", "", "DIR", "keep the two SQLite files in DIR (default: a temporary directory, removed afterwards)")
+	f.StringVar(&broker, "broker", "", "nats|URL",
 		"carry the message through a real broker: nats starts an embedded NATS JetStream server in this process; "+
 			"a nats:// URL uses that server (default: an in-process queue)")
-	f.stringVar(&lang, "lang", "zh", "zh|en", "language of the narrative (zh or en)")
-	f.commandLineOnly("it needs no set-up and runs the same in every\n" +
+	f.StringVar(&lang, "lang", "zh", "zh|en", "language of the narrative (zh or en)")
+	f.CommandLineOnly("it needs no set-up and runs the same in every\n" +
 		"shell; a relay's OUTBOX_BROKER must not carry its made-up transfer to a real broker.")
-	f.example("outbox demo")
-	f.example("outbox demo --lang en --dir /tmp/outbox-demo")
-	f.example("outbox demo --broker nats")
-	pos, err := f.parse(args)
+	f.Example("outbox demo")
+	f.Example("outbox demo --lang en --dir /tmp/outbox-demo")
+	f.Example("outbox demo --broker nats")
+	pos, err := f.Parse(args)
 	if err != nil {
 		return err
 	}
-	if err := noArgs(f, pos); err != nil {
+	if err := cli.NoArgs(f, pos); err != nil {
 		return err
 	}
 	text, ok := demoText[lang]
 	if !ok {
-		return usagef(f.hint(), "--lang must be zh or en")
+		return cli.Usagef(f.Hint(), "--lang must be zh or en")
 	}
 	if broker != "" && broker != "nats" && !strings.HasPrefix(broker, "nats://") {
-		return usagef(f.hint(), "--broker must be nats (embedded) or a nats:// URL")
+		return cli.Usagef(f.Hint(), "--broker must be nats (embedded) or a nats:// URL")
 	}
 	keep := dir != ""
 	if !keep {

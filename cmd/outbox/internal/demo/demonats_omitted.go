@@ -1,6 +1,8 @@
 //go:build nodevbrokers
 
-package main
+package demo
+
+import "github.com/outbox-go/outbox/cmd/outbox/internal/devbrokers"
 
 // embeddedNATS stands for the embedded NATS server, which builds with the
 // tag nodevbrokers leave out.
@@ -10,7 +12,7 @@ type embeddedNATS struct {
 
 // startEmbeddedNATS fails: this build has no embedded NATS server.
 func startEmbeddedNATS(string) (*embeddedNATS, error) {
-	return nil, errOmitted("demo --broker nats (the embedded NATS server)", "give a nats:// URL instead, e.g. --broker nats://127.0.0.1:4222")
+	return nil, devbrokers.Omitted("demo --broker nats (the embedded NATS server)", "give a nats:// URL instead, e.g. --broker nats://127.0.0.1:4222")
 }
 
 func (e *embeddedNATS) stop() {}

@@ -1,4 +1,7 @@
-package main
+// Package cli holds what the outbox commands share on the command line:
+// flag sets whose flags also read OUTBOX_ variables and a config file,
+// their usage text, and the usage errors that exit with status 2.
+package cli
 
 import (
 	"errors"
@@ -12,55 +15,61 @@ import (
 	"time"
 )
 
-// usageError is a mistake on the command line or in the environment: an
+// UsageError is a mistake on the command line or in the environment: an
 // unknown subcommand or flag, a missing required flag, a value out of range.
 // It exits with status 2; every other error exits with status 1.
-type usageError struct {
+type UsageError struct {
 	msg  string
 	hint string // e.g. "outbox relay --help"
 }
 
-func (e *usageError) Error() string { return e.msg }
+// Error returns the message, without the hint.
+func (e *UsageError) Error() string { return e.msg }
 
-func usagef(hint, format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...), hint: hint}
+// Hint is the command that prints the usage the mistake goes against.
+func (e *UsageError) Hint() string { return e.hint }
+
+// Usagef returns a *UsageError with the message format makes of args and
+// the command hint, such as "outbox relay --help", that prints the usage.
+func Usagef(hint, format string, args ...any) error {
+	return &UsageError{msg: fmt.Sprintf(format, args...), hint: hint}
 }
 
-// flagDoc is what the usage text says about one flag.
-type flagDoc struct {
-	name        string
-	placeholder string // "N", "DSN", "" for a bool
-	usage       string
-	def         string // shown as "default X" unless empty
-	required    bool
-	noEnv       bool
-	// env names the variable the flag reads, instead of OUTBOX_<NAME>.
-	env string
-	// deprecatedEnv is a variable the flag still reads when env is not
-	// set, with a warning saying to use env.
-	deprecatedEnv string
+// FlagDoc is what the usage text says about one flag.
+type FlagDoc struct {
+	Name        string
+	Placeholder string // "N", "DSN", "" for a bool
+	Usage       string
+	Def         string // shown as "default X" unless empty
+	Required    bool
+	NoEnv       bool
+	// Env names the variable the flag reads, instead of OUTBOX_<NAME>.
+	Env string
+	// DeprecatedEnv is a variable the flag still reads when Env is not
+	// set, with a warning saying to use Env.
+	DeprecatedEnv string
 }
 
-// envVar is the variable flag d reads.
-func (d *flagDoc) envVar() string {
-	if d.env != "" {
-		return d.env
+// EnvVar is the variable flag d reads.
+func (d *FlagDoc) EnvVar() string {
+	if d.Env != "" {
+		return d.Env
 	}
-	return envName(d.name)
+	return EnvName(d.Name)
 }
 
-// flagSet wraps flag.FlagSet with what every subcommand shares: flags also read
+// FlagSet wraps flag.FlagSet with what every subcommand shares: flags also read
 // from OUTBOX_<NAME> variables (the command line wins), required flags, flags
 // after positional arguments, and a usage text that lists every flag in the
 // order it was defined, its variable, and an example.
-type flagSet struct {
+type FlagSet struct {
 	fs       *flag.FlagSet
 	path     string // "outbox dead list"
 	synopsis string // "--db DSN [flags] MSG_ID..."
 	summary  string // one line
 	notes    []string
 	examples []string
-	docs     []*flagDoc
+	docs     []*FlagDoc
 	stdout   io.Writer
 	stderr   io.Writer       // for warnings; none when nil
 	set      map[string]bool // set on the command line, from the environment or a config file
@@ -70,67 +79,77 @@ type flagSet struct {
 	configPath string
 }
 
-func newFlagSet(path, synopsis, summary string, stdout io.Writer) *flagSet {
+// NewFlagSet returns an empty flag set for the command path ("outbox dead
+// list"), whose usage text starts with synopsis and summary and goes to
+// stdout on --help.
+func NewFlagSet(path, synopsis, summary string, stdout io.Writer) *FlagSet {
 	fs := flag.NewFlagSet(path, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f := &flagSet{fs: fs, path: path, synopsis: synopsis, summary: summary, stdout: stdout}
+	f := &FlagSet{fs: fs, path: path, synopsis: synopsis, summary: summary, stdout: stdout}
 	fs.Usage = func() {}
 	return f
 }
 
-// commandLineOnly makes every flag of the set read from the command line
+// CommandLineOnly makes every flag of the set read from the command line
 // only, for a command that must not take its settings from a shell set up
 // for another one; why, a sentence, says so in the usage text.
-func (f *flagSet) commandLineOnly(why string) {
+func (f *FlagSet) CommandLineOnly(why string) {
 	f.noEnv = true
-	f.note(f.path + " reads no OUTBOX_ variable: " + why)
+	f.Note(f.path + " reads no OUTBOX_ variable: " + why)
 }
 
 // readsEnv reports whether flag d also reads its variable.
-func (f *flagSet) readsEnv(d *flagDoc) bool { return !f.noEnv && !d.noEnv }
+func (f *FlagSet) readsEnv(d *FlagDoc) bool { return !f.noEnv && !d.NoEnv }
 
-// note adds a paragraph to the usage text.
-func (f *flagSet) note(s string) { f.notes = append(f.notes, s) }
+// Note adds a paragraph to the usage text.
+func (f *FlagSet) Note(s string) { f.notes = append(f.notes, s) }
 
-// example adds an example command line to the usage text.
-func (f *flagSet) example(s string) { f.examples = append(f.examples, s) }
+// Example adds an example command line to the usage text.
+func (f *FlagSet) Example(s string) { f.examples = append(f.examples, s) }
 
-func (f *flagSet) doc(name, placeholder, usage, def string) *flagDoc {
-	d := &flagDoc{name: name, placeholder: placeholder, usage: usage, def: def}
+func (f *FlagSet) doc(name, placeholder, usage, def string) *FlagDoc {
+	d := &FlagDoc{Name: name, Placeholder: placeholder, Usage: usage, Def: def}
 	f.docs = append(f.docs, d)
 	return d
 }
 
-func (f *flagSet) stringVar(p *string, name, value, placeholder, usage string) *flagDoc {
+// StringVar defines a string flag with a usage text and a placeholder for
+// its value, and returns its doc.
+func (f *FlagSet) StringVar(p *string, name, value, placeholder, usage string) *FlagDoc {
 	f.fs.StringVar(p, name, value, usage)
 	return f.doc(name, placeholder, usage, strconv.Quote(value))
 }
 
-func (f *flagSet) intVar(p *int, name string, value int, placeholder, usage string) *flagDoc {
+// IntVar defines an int flag and returns its doc.
+func (f *FlagSet) IntVar(p *int, name string, value int, placeholder, usage string) *FlagDoc {
 	f.fs.IntVar(p, name, value, usage)
 	f.hintValue(name, "use a whole number")
 	return f.doc(name, placeholder, usage, strconv.Itoa(value))
 }
 
-func (f *flagSet) int64Var(p *int64, name string, value int64, placeholder, usage string) *flagDoc {
+// Int64Var defines an int64 flag and returns its doc.
+func (f *FlagSet) Int64Var(p *int64, name string, value int64, placeholder, usage string) *FlagDoc {
 	f.fs.Int64Var(p, name, value, usage)
 	f.hintValue(name, "use a whole number")
 	return f.doc(name, placeholder, usage, strconv.FormatInt(value, 10))
 }
 
-func (f *flagSet) float64Var(p *float64, name string, value float64, placeholder, usage string) *flagDoc {
+// Float64Var defines a float64 flag and returns its doc.
+func (f *FlagSet) Float64Var(p *float64, name string, value float64, placeholder, usage string) *FlagDoc {
 	f.fs.Float64Var(p, name, value, usage)
 	f.hintValue(name, "use a number such as 0.2")
 	return f.doc(name, placeholder, usage, strconv.FormatFloat(value, 'g', -1, 64))
 }
 
-func (f *flagSet) durationVar(p *time.Duration, name string, value time.Duration, usage string) *flagDoc {
+// DurationVar defines a duration flag and returns its doc.
+func (f *FlagSet) DurationVar(p *time.Duration, name string, value time.Duration, usage string) *FlagDoc {
 	f.fs.DurationVar(p, name, value, usage)
 	f.hintValue(name, "use a duration such as 500ms, 30s, 10m or 168h")
 	return f.doc(name, "DURATION", usage, value.String())
 }
 
-func (f *flagSet) boolVar(p *bool, name, usage string) *flagDoc {
+// BoolVar defines a bool flag, false by default, and returns its doc.
+func (f *FlagSet) BoolVar(p *bool, name, usage string) *FlagDoc {
 	f.fs.BoolVar(p, name, false, usage)
 	f.hintValue(name, "use true or false")
 	return f.doc(name, "", usage, "")
@@ -139,7 +158,7 @@ func (f *flagSet) boolVar(p *bool, name, usage string) *flagDoc {
 // hintValue makes the named flag's value answer a value it cannot read with
 // hint, which says what the flag accepts, instead of the flag package's
 // "parse error".
-func (f *flagSet) hintValue(name, hint string) {
+func (f *FlagSet) hintValue(name, hint string) {
 	fl := f.fs.Lookup(name)
 	fl.Value = hintedValue{Value: fl.Value, hint: hint}
 }
@@ -172,23 +191,23 @@ func (v hintedValue) Get() any {
 	return v.String()
 }
 
-// envName is the variable a flag also reads: OUTBOX_ and the flag's name in
+// EnvName is the variable a flag also reads: OUTBOX_ and the flag's name in
 // upper case with dashes as underscores.
-func envName(flagName string) string {
+func EnvName(flagName string) string {
 	return "OUTBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// name is the command without the program name, as messages start with it.
-func (f *flagSet) name() string { return strings.TrimPrefix(f.path, "outbox ") }
+// Name is the command without the program name, as messages start with it.
+func (f *FlagSet) Name() string { return strings.TrimPrefix(f.path, "outbox ") }
 
-// hint is the command that prints this flag set's usage.
-func (f *flagSet) hint() string { return f.path + " --help" }
+// Hint is the command that prints this flag set's usage.
+func (f *FlagSet) Hint() string { return f.path + " --help" }
 
-// parse parses args (flags may come before, between or after positional
+// Parse parses args (flags may come before, between or after positional
 // arguments; "--" ends the flags), then fills every flag that was not given
 // from its variable, then checks the required flags. It returns the positional
 // arguments. On --help it prints the usage to stdout and returns flag.ErrHelp.
-func (f *flagSet) parse(args []string) ([]string, error) {
+func (f *FlagSet) Parse(args []string) ([]string, error) {
 	f.addConfigFlag()
 	if f.collect() {
 		return nil, errCollected
@@ -197,18 +216,18 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 	for {
 		if err := f.fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				f.printUsage(f.stdout)
+				f.PrintUsage(f.stdout)
 				return nil, flag.ErrHelp
 			}
 			msg := flagError(err)
 			if name, ok := strings.CutPrefix(msg, "unknown flag --"); ok {
 				var names []string
 				f.fs.VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
-				if near := closest(name, names); near != "" {
+				if near := Closest(name, names); near != "" {
 					msg += "; did you mean --" + near + "?"
 				}
 			}
-			return nil, usagef(f.hint(), "%s: %s", f.name(), msg)
+			return nil, Usagef(f.Hint(), "%s: %s", f.Name(), msg)
 		}
 		rest := f.fs.Args()
 		if len(rest) == 0 {
@@ -225,41 +244,41 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 	f.set = map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	for _, d := range f.docs {
-		if f.set[d.name] || !f.readsEnv(d) {
+		if f.set[d.Name] || !f.readsEnv(d) {
 			continue
 		}
-		env := d.envVar()
+		env := d.EnvVar()
 		v, ok := os.LookupEnv(env)
-		if (!ok || v == "") && d.deprecatedEnv != "" {
-			if v, ok = os.LookupEnv(d.deprecatedEnv); ok && v != "" {
-				env = d.deprecatedEnv
+		if (!ok || v == "") && d.DeprecatedEnv != "" {
+			if v, ok = os.LookupEnv(d.DeprecatedEnv); ok && v != "" {
+				env = d.DeprecatedEnv
 				if f.stderr != nil {
 					fmt.Fprintf(f.stderr, "outbox: %s: warning: %s is deprecated for --%s and will stop working; set %s instead\n",
-						f.name(), d.deprecatedEnv, d.name, d.envVar())
+						f.Name(), d.DeprecatedEnv, d.Name, d.EnvVar())
 				}
 			}
 		}
 		if !ok || v == "" {
 			continue
 		}
-		if err := f.fs.Set(d.name, v); err != nil {
-			return nil, usagef(f.hint(), "%s: invalid value %q in %s (read for --%s): %v", f.name(), v, env, d.name, err)
+		if err := f.fs.Set(d.Name, v); err != nil {
+			return nil, Usagef(f.Hint(), "%s: invalid value %q in %s (read for --%s): %v", f.Name(), v, env, d.Name, err)
 		}
-		f.set[d.name] = true
+		f.set[d.Name] = true
 	}
 	if err := f.fillFromConfig(); err != nil {
 		return nil, err
 	}
 	for _, d := range f.docs {
-		if !d.required {
+		if !d.Required {
 			continue
 		}
-		if !f.set[d.name] || f.fs.Lookup(d.name).Value.String() == "" {
+		if !f.set[d.Name] || f.fs.Lookup(d.Name).Value.String() == "" {
 			or := ""
 			if f.readsEnv(d) {
-				or = " (or " + d.envVar() + ")"
+				or = " (or " + d.EnvVar() + ")"
 			}
-			return nil, usagef(f.hint(), "%s: missing --%s%s: %s", f.name(), d.name, or, d.usage)
+			return nil, Usagef(f.Hint(), "%s: missing --%s%s: %s", f.Name(), d.Name, or, d.Usage)
 		}
 	}
 	return pos, nil
@@ -299,49 +318,49 @@ func flagError(err error) string {
 	return msg
 }
 
-// setDefault changes the default of the string flag name, defined before,
+// SetDefault changes the default of the string flag name, defined before,
 // in the usage text and in its flag.Flag. The caller sets the variable.
-func (f *flagSet) setDefault(name, def string) {
+func (f *FlagSet) SetDefault(name, def string) {
 	for _, d := range f.docs {
-		if d.name == name {
-			d.def = strconv.Quote(def)
+		if d.Name == name {
+			d.Def = strconv.Quote(def)
 		}
 	}
 	f.fs.Lookup(name).DefValue = def
 }
 
-// printUsage writes the usage text: synopsis, summary, flags, notes, examples.
-func (f *flagSet) printUsage(w io.Writer) {
+// PrintUsage writes the usage text: synopsis, summary, flags, notes, examples.
+func (f *FlagSet) PrintUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s %s\n\n%s\n", f.path, f.synopsis, f.summary)
 	if len(f.docs) > 0 {
 		fmt.Fprintf(w, "\nFlags:\n")
 		for _, d := range f.docs {
-			name := "--" + d.name
-			if d.placeholder != "" {
-				name += " " + d.placeholder
+			name := "--" + d.Name
+			if d.Placeholder != "" {
+				name += " " + d.Placeholder
 			}
 			var tail []string
 			switch {
-			case d.required:
+			case d.Required:
 				tail = append(tail, "required")
-			case d.def != "" && d.def != `""` && d.def != "0s":
-				tail = append(tail, "default "+d.def)
+			case d.Def != "" && d.Def != `""` && d.Def != "0s":
+				tail = append(tail, "default "+d.Def)
 			}
 			switch {
 			case f.noEnv: // the note says so once for all
-			case d.noEnv:
+			case d.NoEnv:
 				tail = append(tail, "command line only")
 			default:
-				tail = append(tail, "env "+d.envVar())
+				tail = append(tail, "env "+d.EnvVar())
 			}
 			if len(tail) > 0 {
-				fmt.Fprintf(w, "  %s\n        %s (%s)\n", name, d.usage, strings.Join(tail, "; "))
+				fmt.Fprintf(w, "  %s\n        %s (%s)\n", name, d.Usage, strings.Join(tail, "; "))
 			} else {
-				fmt.Fprintf(w, "  %s\n        %s\n", name, d.usage)
+				fmt.Fprintf(w, "  %s\n        %s\n", name, d.Usage)
 			}
 		}
 		if !f.noEnv {
-			fmt.Fprintf(w, "\n%s\n", envNote)
+			fmt.Fprintf(w, "\n%s\n", EnvNote)
 		}
 	}
 	for _, n := range f.notes {
@@ -355,14 +374,15 @@ func (f *flagSet) printUsage(w io.Writer) {
 	}
 }
 
-const envNote = "Every flag can also be set in the environment as OUTBOX_<FLAG NAME> in upper case with\n" +
+// EnvNote is the usage text's paragraph on the OUTBOX_ variables.
+const EnvNote = "Every flag can also be set in the environment as OUTBOX_<FLAG NAME> in upper case with\n" +
 	"dashes as underscores (OUTBOX_DB, OUTBOX_BROKER, OUTBOX_TABLE, OUTBOX_BATCH, ...);\n" +
 	"a flag on the command line wins over the variable."
 
-// closest returns the candidate nearest to s in edit distance, when it is
+// Closest returns the candidate nearest to s in edit distance, when it is
 // near enough to be a misspelling of it (at most a third of s's length, and
 // at most 3 edits), or "". A tie goes to the first candidate.
-func closest(s string, candidates []string) string {
+func Closest(s string, candidates []string) string {
 	best, bestDist := "", min(3, max(1, len(s)/3))+1
 	for _, c := range candidates {
 		if d := suggest.Distance(s, c); d < bestDist {
@@ -370,4 +390,35 @@ func closest(s string, candidates []string) string {
 		}
 	}
 	return best
+}
+
+// NoArgs rejects positional arguments for commands that take none.
+func NoArgs(f *FlagSet, pos []string) error {
+	if len(pos) > 0 {
+		return Usagef(f.Hint(), "%s: unexpected argument %q", f.Name(), pos[0])
+	}
+	return nil
+}
+
+// OneLine joins the lines of s with "; ", dropping repeated lines (pgx, for
+// one, reports the same refused connection once per attempt).
+func OneLine(s string) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		if line == "" || seen[line] {
+			continue
+		}
+		seen[line] = true
+		switch prev := b.String(); {
+		case prev == "":
+		case strings.HasSuffix(prev, ":"):
+			b.WriteString(" ")
+		default:
+			b.WriteString("; ")
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -26,53 +26,53 @@ const configUsage = "read flags from the YAML file PATH: top-level keys set the 
 const configMaxBytes = 1 << 20
 
 // addConfigFlag gives a flag set with flags the --config flag, once.
-func (f *flagSet) addConfigFlag() {
-	if len(f.docs) == 0 || f.docByName("config") != nil {
+func (f *FlagSet) addConfigFlag() {
+	if len(f.docs) == 0 || f.DocByName("config") != nil {
 		return
 	}
-	f.stringVar(&f.configPath, "config", "", "PATH", configUsage)
+	f.StringVar(&f.configPath, "config", "", "PATH", configUsage)
 }
 
-// configEntry is one key of a config file with a single value.
-type configEntry struct {
-	value string
-	line  int
+// ConfigEntry is one key of a config file with a single value.
+type ConfigEntry struct {
+	Value string
+	Line  int
 }
 
-// configFile is a config file that has been checked against every
+// ConfigFile is a config file that has been checked against every
 // command's flags.
-type configFile struct {
+type ConfigFile struct {
 	path     string
-	top      map[string]configEntry            // shared keys
-	sections map[string]map[string]configEntry // "relay", "dead list"
+	Top      map[string]ConfigEntry            // shared keys
+	Sections map[string]map[string]ConfigEntry // "relay", "dead list"
 }
 
 // fillFromConfig sets every flag of f that neither the command line nor a
 // variable set, and that f's config file sets.
-func (f *flagSet) fillFromConfig() error {
+func (f *FlagSet) fillFromConfig() error {
 	if f.configPath == "" {
 		return nil
 	}
-	sets := allFlagSets()
-	cf, err := loadConfigFile(f.configPath, sets)
+	sets := AllFlagSets()
+	cf, err := LoadConfigFile(f.configPath, sets)
 	if err != nil {
-		return usagef(f.hint(), "%s: %v", f.name(), err)
+		return Usagef(f.Hint(), "%s: %v", f.Name(), err)
 	}
 	for _, d := range f.docs {
-		if f.set[d.name] || d.noEnv || d.name == "config" {
+		if f.set[d.Name] || d.NoEnv || d.Name == "config" {
 			continue
 		}
-		e, ok := cf.sections[f.name()][d.name]
+		e, ok := cf.Sections[f.Name()][d.Name]
 		if !ok && !f.noEnv { // bench and demo read their own section only
-			e, ok = cf.top[d.name]
+			e, ok = cf.Top[d.Name]
 		}
 		if !ok {
 			continue
 		}
-		if err := f.fs.Set(d.name, e.value); err != nil {
-			return usagef(f.hint(), "%s: config file %s, line %d: %s: %s", f.name(), cf.path, e.line, d.name, hideValue(err, e.value))
+		if err := f.fs.Set(d.Name, e.Value); err != nil {
+			return Usagef(f.Hint(), "%s: config file %s, line %d: %s: %s", f.Name(), cf.path, e.Line, d.Name, hideValue(err, e.Value))
 		}
-		f.set[d.name] = true
+		f.set[d.Name] = true
 	}
 	return nil
 }
@@ -93,9 +93,9 @@ func configErr(path string, line int, format string, args ...any) error {
 	return fmt.Errorf("config file %s, line %d: %s", path, line, fmt.Sprintf(format, args...))
 }
 
-// loadConfigFile reads the config file path and checks every key of it
+// LoadConfigFile reads the config file path and checks every key of it
 // against the flag sets of every command.
-func loadConfigFile(path string, sets []*flagSet) (*configFile, error) {
+func LoadConfigFile(path string, sets []*FlagSet) (*ConfigFile, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
@@ -110,9 +110,9 @@ func loadConfigFile(path string, sets []*flagSet) (*configFile, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("config file %s: not YAML: %s", path, strings.TrimPrefix(oneLine(err.Error()), "yaml: "))
+		return nil, fmt.Errorf("config file %s: not YAML: %s", path, strings.TrimPrefix(OneLine(err.Error()), "yaml: "))
 	}
-	cf := &configFile{path: path, top: map[string]configEntry{}, sections: map[string]map[string]configEntry{}}
+	cf := &ConfigFile{path: path, Top: map[string]ConfigEntry{}, Sections: map[string]map[string]ConfigEntry{}}
 	if len(doc.Content) == 0 {
 		return cf, nil // empty
 	}
@@ -120,13 +120,13 @@ func loadConfigFile(path string, sets []*flagSet) (*configFile, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, configErr(path, root.Line, "the file must be a mapping of keys to values, such as db: postgres://...")
 	}
-	c := configChecker{path: path, sets: sets, shared: sharedConfigKeys(sets)}
+	c := configChecker{path: path, sets: sets, shared: SharedConfigKeys(sets)}
 	err = c.mapping(root, "", func(key *yaml.Node, value *yaml.Node) error {
 		name := key.Value
 		if name == "dead" {
 			return c.dead(value, cf)
 		}
-		if f := flagSetByName(sets, name); f != nil && len(f.docs) > 0 && name != "dead" {
+		if f := FlagSetByName(sets, name); f != nil && len(f.docs) > 0 && name != "dead" {
 			return c.section(value, f, cf)
 		}
 		return c.topKey(key, value, cf)
@@ -139,8 +139,8 @@ func loadConfigFile(path string, sets []*flagSet) (*configFile, error) {
 
 type configChecker struct {
 	path   string
-	sets   []*flagSet
-	shared map[string][]*flagSet // top-level key -> the commands it sets
+	sets   []*FlagSet
+	shared map[string][]*FlagSet // top-level key -> the commands it sets
 }
 
 // mapping calls fn on each key of node, a mapping, in order, refusing a key
@@ -167,18 +167,18 @@ func (c *configChecker) mapping(node *yaml.Node, where string, fn func(key, valu
 }
 
 // dead checks the dead: section, which holds one section per subcommand.
-func (c *configChecker) dead(node *yaml.Node, cf *configFile) error {
+func (c *configChecker) dead(node *yaml.Node, cf *ConfigFile) error {
 	return c.mapping(node, "dead: ", func(key, value *yaml.Node) error {
-		f := flagSetByName(c.sets, "dead "+key.Value)
+		f := FlagSetByName(c.sets, "dead "+key.Value)
 		if f == nil {
 			var subs []string // not from deadCommands, which lists the commands that call this
 			for _, f := range c.sets {
-				if sub, ok := strings.CutPrefix(f.name(), "dead "); ok {
+				if sub, ok := strings.CutPrefix(f.Name(), "dead "); ok {
 					subs = append(subs, sub)
 				}
 			}
 			msg := fmt.Sprintf("dead: unknown subcommand %q", key.Value)
-			if near := closest(key.Value, subs); near != "" {
+			if near := Closest(key.Value, subs); near != "" {
 				msg += fmt.Sprintf("; did you mean %q?", near)
 			}
 			return configErr(c.path, key.Line, "%s; dead: holds the sections %s", msg, strings.Join(subs, ":, ")+":")
@@ -188,25 +188,25 @@ func (c *configChecker) dead(node *yaml.Node, cf *configFile) error {
 }
 
 // section checks the section of command f.
-func (c *configChecker) section(node *yaml.Node, f *flagSet, cf *configFile) error {
-	where := strings.ReplaceAll(f.name(), " ", ": ") + ": "
-	entries := map[string]configEntry{}
-	cf.sections[f.name()] = entries
+func (c *configChecker) section(node *yaml.Node, f *FlagSet, cf *ConfigFile) error {
+	where := strings.ReplaceAll(f.Name(), " ", ": ") + ": "
+	entries := map[string]ConfigEntry{}
+	cf.Sections[f.Name()] = entries
 	return c.mapping(node, where, func(key, value *yaml.Node) error {
 		name := key.Value
-		d := f.docByName(name)
+		d := f.DocByName(name)
 		if d == nil {
 			var names []string
 			for _, d := range f.docs {
-				names = append(names, d.name)
+				names = append(names, d.Name)
 			}
-			msg := fmt.Sprintf("%s is not a flag of %s", name, f.name())
+			msg := fmt.Sprintf("%s is not a flag of %s", name, f.Name())
 			if owners := c.owners(name); len(owners) > 0 {
 				msg += fmt.Sprintf("; it is %s's (put it under %s)", strings.Join(owners, "'s and "), sectionPaths(owners))
-			} else if near := closest(name, names); near != "" {
+			} else if near := Closest(name, names); near != "" {
 				msg = fmt.Sprintf("unknown key %q; did you mean %q?", name, near)
 			} else {
-				msg = fmt.Sprintf("unknown key %q; see 'outbox %s --help' for its flags", name, f.name())
+				msg = fmt.Sprintf("unknown key %q; see 'outbox %s --help' for its flags", name, f.Name())
 			}
 			return configErr(c.path, key.Line, "%s%s", where, msg)
 		}
@@ -222,14 +222,14 @@ func (c *configChecker) section(node *yaml.Node, f *flagSet, cf *configFile) err
 }
 
 // topKey checks a top-level key that is not a section.
-func (c *configChecker) topKey(key, value *yaml.Node, cf *configFile) error {
+func (c *configChecker) topKey(key, value *yaml.Node, cf *ConfigFile) error {
 	name := key.Value
 	holders, ok := c.shared[name]
 	if !ok {
 		return configErr(c.path, key.Line, "%s", c.notShared(name))
 	}
 	for _, f := range holders {
-		if err := c.settable(key, f.docByName(name), ""); err != nil {
+		if err := c.settable(key, f.DocByName(name), ""); err != nil {
 			return err
 		}
 		e, ok, err := c.value(value, f, name, "")
@@ -237,49 +237,49 @@ func (c *configChecker) topKey(key, value *yaml.Node, cf *configFile) error {
 			return err
 		}
 		if ok {
-			cf.top[name] = e
+			cf.Top[name] = e
 		}
 	}
 	return nil
 }
 
 // settable refuses a key that names a flag the command line alone sets.
-func (c *configChecker) settable(key *yaml.Node, d *flagDoc, where string) error {
+func (c *configChecker) settable(key *yaml.Node, d *FlagDoc, where string) error {
 	switch {
-	case d.name == "config":
+	case d.Name == "config":
 		return configErr(c.path, key.Line, "%sconfig: a config file cannot name another one", where)
-	case d.noEnv:
-		return configErr(c.path, key.Line, "%s%s is read from the command line only (--%s)", where, d.name, d.name)
+	case d.NoEnv:
+		return configErr(c.path, key.Line, "%s%s is read from the command line only (--%s)", where, d.Name, d.Name)
 	}
 	return nil
 }
 
 // value checks the value of flag name of f: a single value the flag
 // accepts. A null value sets nothing, as an empty variable does.
-func (c *configChecker) value(node *yaml.Node, f *flagSet, name, where string) (configEntry, bool, error) {
+func (c *configChecker) value(node *yaml.Node, f *FlagSet, name, where string) (ConfigEntry, bool, error) {
 	if node.Kind == yaml.AliasNode {
 		node = node.Alias
 	}
 	if node.Kind != yaml.ScalarNode {
-		return configEntry{}, false, configErr(c.path, node.Line, "%s%s: expected a single value, not a list or mapping", where, name)
+		return ConfigEntry{}, false, configErr(c.path, node.Line, "%s%s: expected a single value, not a list or mapping", where, name)
 	}
 	if node.Tag == "!!null" {
-		return configEntry{}, false, nil
+		return ConfigEntry{}, false, nil
 	}
 	// f is a fresh flag set of the command's: setting it checks the value
 	// and changes nothing that runs.
 	if err := f.fs.Set(name, node.Value); err != nil {
-		return configEntry{}, false, configErr(c.path, node.Line, "%s%s: %s", where, name, hideValue(err, node.Value))
+		return ConfigEntry{}, false, configErr(c.path, node.Line, "%s%s: %s", where, name, hideValue(err, node.Value))
 	}
-	return configEntry{value: node.Value, line: node.Line}, true, nil
+	return ConfigEntry{Value: node.Value, Line: node.Line}, true, nil
 }
 
 // owners are the commands that have flag name and may take it from a file.
 func (c *configChecker) owners(name string) []string {
 	var out []string
 	for _, f := range c.sets {
-		if d := f.docByName(name); d != nil && !d.noEnv && name != "config" {
-			out = append(out, f.name())
+		if d := f.DocByName(name); d != nil && !d.NoEnv && name != "config" {
+			out = append(out, f.Name())
 		}
 	}
 	return out
@@ -305,7 +305,7 @@ func (c *configChecker) notShared(name string) string {
 			name, strings.Join(owners, ", "), sectionPaths(owners))
 	}
 	for _, f := range c.sets {
-		if d := f.docByName(name); d != nil && name != "config" {
+		if d := f.DocByName(name); d != nil && name != "config" {
 			return fmt.Sprintf("%s is read from the command line only (%s --%s)", name, f.path, name)
 		}
 	}
@@ -321,24 +321,24 @@ func (c *configChecker) notShared(name string) string {
 	})
 	for _, f := range c.sets {
 		if len(f.docs) > 0 {
-			keys = append(keys, strings.Fields(f.name())[0])
+			keys = append(keys, strings.Fields(f.Name())[0])
 		}
 	}
 	sort.Strings(keys)
 	msg := fmt.Sprintf("unknown key %q", name)
-	if near := closest(name, keys); near != "" {
+	if near := Closest(name, keys); near != "" {
 		msg += fmt.Sprintf("; did you mean %q?", near)
 	}
 	return msg
 }
 
-// sharedConfigKeys are the keys a config file may set at the top level,
+// SharedConfigKeys are the keys a config file may set at the top level,
 // each with the commands it sets: the flags that read OUTBOX_<NAME> in every
 // command that reads variables and has them (a command whose flag is for
 // the command line only ignores the key, as it ignores the variable). cleanup's --batch, which reads
 // OUTBOX_CLEANUP_BATCH, keeps batch out: it is not the relay's --batch.
-func sharedConfigKeys(sets []*flagSet) map[string][]*flagSet {
-	shared := map[string][]*flagSet{}
+func SharedConfigKeys(sets []*FlagSet) map[string][]*FlagSet {
+	shared := map[string][]*FlagSet{}
 	refused := map[string]bool{}
 	for _, f := range sets {
 		if f.noEnv {
@@ -346,11 +346,11 @@ func sharedConfigKeys(sets []*flagSet) map[string][]*flagSet {
 		}
 		for _, d := range f.docs {
 			switch {
-			case d.name == "config", d.noEnv: // a flag for the command line only takes no key
-			case d.envVar() != envName(d.name):
-				refused[d.name] = true
+			case d.Name == "config", d.NoEnv: // a flag for the command line only takes no key
+			case d.EnvVar() != EnvName(d.Name):
+				refused[d.Name] = true
 			default:
-				shared[d.name] = append(shared[d.name], f)
+				shared[d.Name] = append(shared[d.Name], f)
 			}
 		}
 	}
