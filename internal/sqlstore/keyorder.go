@@ -343,7 +343,7 @@ func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message, done
 	}
 	b, _ := json.Marshal(keys)
 	args := []any{string(b), 2}
-	prefix := s.c.explain
+	prefix := s.c.Explain + " "
 	switch s.c.name {
 	case "mysql":
 		args = []any{string(b), string(b), 2}

@@ -155,3 +155,11 @@ WHERE status = 0 AND next_retry_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
     CROSS JOIN {{outbox}} AS o INDEXED BY {{outbox_key_idx}}
     WHERE o.msg_key = f.value ->> '$[0]' AND o.status = 0 AND o.id > f.value ->> '$[1]')`,
 }
+
+// deadRows is how postgresKeyOrder names the DEAD rows (see
+// sql/postgres/_partials/dead_rows.sql).
+const deadRows = `dead_at IS NOT NULL AND status = 2`
+
+// backlogMark is the low-water mark (see
+// sql/postgres/_partials/backlog_mark.sql).
+const backlogMark = `SELECT CASE WHEN h.seq_node = s.node THEN h.lwm ELSE 0 END FROM {{horizon}} AS h, (SELECT pg_relation_filenode(pg_get_serial_sequence('{{outbox}}', 'id')::regclass) AS node) AS s`
