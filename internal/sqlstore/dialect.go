@@ -60,6 +60,8 @@ type dialect struct {
 type compiled struct {
 	dialect
 	statements
+	// ko is the SQL of the per-key hold-back (keyorder.go).
+	ko keyOrderSQL
 	// parts are the dialect's partials (sql/<name>/_partials), with table
 	// names substituted, for the statements built in Go.
 	parts      map[string]string
@@ -77,11 +79,14 @@ type migration struct {
 func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	r := strings.NewReplacer(d.names(t)...)
 	c := &compiled{dialect: d}
-	src, err := loadSQL(d, &c.statements)
+	src, err := loadSQL(d, &c.statements, &c.ko)
 	if err != nil {
 		return nil, err
 	}
 	if err := substitute(r, &c.statements, d.name); err != nil {
+		return nil, err
+	}
+	if err := substitute(r, &c.ko, d.name+" keyorder"); err != nil {
 		return nil, err
 	}
 	if c.parts, err = src.expandedPartials(r); err != nil {

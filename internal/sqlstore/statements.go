@@ -12,7 +12,7 @@ import (
 	"unicode"
 )
 
-//go:embed sql/*/*.sql sql/*/_partials/*.sql
+//go:embed sql/*/*.sql sql/*/_partials/*.sql sql/*/keyorder/*.sql
 var sqlFS embed.FS
 
 // statements is all the SQL of one dialect, read from its folder of
@@ -344,13 +344,17 @@ func substitute(r *strings.Replacer, dst any, what string) error {
 	return nil
 }
 
-// loadSQL reads the statements of d from sql/<name> into st.
-func loadSQL(d dialect, st *statements) (*sqlSource, error) {
+// loadSQL reads the statements of d from sql/<name> into st, and its
+// hold-back SQL from sql/<name>/keyorder into ko.
+func loadSQL(d dialect, st *statements, ko *keyOrderSQL) (*sqlSource, error) {
 	src, err := newSQLSource(sqlFS, d.name)
 	if err != nil {
 		return nil, err
 	}
-	return src, src.load(".", st, d.mode)
+	if err := src.load(".", st, d.mode); err != nil {
+		return nil, err
+	}
+	return src, src.load("keyorder", ko, d.mode)
 }
 
 // expandedPartials returns the partials with their includes expanded and

@@ -24,7 +24,7 @@ func TestSQLFilesUsed(t *testing.T) {
 		if _, ok := dialects[parts[1]]; !ok {
 			t.Errorf("%s: no dialect %q", p, parts[1])
 		}
-		if len(parts) > 3 && parts[2] != "_partials" {
+		if len(parts) > 3 && parts[2] != "_partials" && parts[2] != "keyorder" {
 			t.Errorf("%s: a folder no dialect reads", p)
 		}
 		return nil
@@ -34,7 +34,8 @@ func TestSQLFilesUsed(t *testing.T) {
 	}
 	for name, d := range dialects {
 		var st statements
-		src, err := loadSQL(d, &st)
+		var ko keyOrderSQL
+		src, err := loadSQL(d, &st, &ko)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -43,11 +44,12 @@ func TestSQLFilesUsed(t *testing.T) {
 				t.Errorf("%s: partial %s is included by no statement", name, p)
 			}
 		}
-		v := reflect.ValueOf(st)
-		for i := 0; i < v.NumField(); i++ {
-			f := v.Type().Field(i)
-			if needs(f.Tag.Get("need"), d.mode) && v.Field(i).String() == "" {
-				t.Errorf("%s: %s is empty", name, f.Name)
+		for _, v := range []reflect.Value{reflect.ValueOf(st), reflect.ValueOf(ko)} {
+			for i := 0; i < v.NumField(); i++ {
+				f := v.Type().Field(i)
+				if needs(f.Tag.Get("need"), d.mode) && v.Field(i).String() == "" {
+					t.Errorf("%s: %s is empty", name, f.Name)
+				}
 			}
 		}
 	}
@@ -77,9 +79,10 @@ func TestNoPlaceholderLeft(t *testing.T) {
 					t.Errorf("%s %+v: %s names the default table:\n%s", name, tables, what, s)
 				}
 			}
-			v := reflect.ValueOf(c.statements)
-			for i := 0; i < v.NumField(); i++ {
-				check(v.Type().Field(i).Name, v.Field(i).String())
+			for _, v := range []reflect.Value{reflect.ValueOf(c.statements), reflect.ValueOf(c.ko)} {
+				for i := 0; i < v.NumField(); i++ {
+					check(v.Type().Field(i).Name, v.Field(i).String())
+				}
 			}
 			for p, s := range c.parts {
 				// A partial with an argument keeps its {{arg}}.

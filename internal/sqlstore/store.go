@@ -117,14 +117,14 @@ type Store struct {
 
 // New returns a Store for the named dialect ("postgres", "mysql", "sqlite").
 func New(db DB, dialectName string, tables outbox.Tables, classify Classifier) (*Store, error) {
-	d, c, tables, err := compileFor(dialectName, tables)
+	_, c, tables, err := compileFor(dialectName, tables)
 	if err != nil {
 		return nil, err
 	}
 	if _, ok := db.(sessionDB); !ok && c.UnlockMigration != "" {
 		return nil, fmt.Errorf("outbox: the %s dialect's migration lock belongs to a connection: its DB must be able to hold one (sqlstore.SQLDB)", dialectName)
 	}
-	return &Store{db: db, c: c, classify: classify, tables: tables, ko: compileKeyOrder(d, tables)}, nil
+	return &Store{db: db, c: c, classify: classify, tables: tables, ko: c.ko}, nil
 }
 
 var _ outbox.Store = (*Store)(nil)
