@@ -52,7 +52,7 @@ func onLiveConnection[T any](ctx context.Context, s *Store, fn func() (T, error)
 // claimSetupStatements is claimSetup as one statement of the extended
 // protocol: SET LOCAL name = value becomes set_config(name, value, true).
 func (c *compiled) claimSetupStatements() []string {
-	return setupStatements(c.claimSetup)
+	return setupStatements(c.ClaimSetup)
 }
 
 // setupStatements is setup (SET LOCAL statements) as one statement of the

@@ -9,24 +9,24 @@ import (
 
 // claimChunks claims for PostgreSQL in one statement and commits at once:
 // the statement records the chunks it took in {{claims}} under a new token,
-// with the lease's end (see postgresDialect.claim).
+// with the lease's end (see sql/postgres/claim.sql).
 func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
 	after := p.AfterID
-	if after == 0 && s.c.sweepCheck != "" {
+	if after == 0 && s.c.SweepCheck != "" {
 		lwm, err := s.sweep(ctx)
 		if err != nil {
 			return nil, err
 		}
 		after = lwm
 	}
-	q := s.c.claim
-	if p.AfterID > 0 && s.c.claimAfter != "" {
-		q = s.c.claimAfter
+	q := s.c.Claim
+	if p.AfterID > 0 && s.c.ClaimAfter != "" {
+		q = s.c.ClaimAfter
 	}
 	c := &leaseClaim{s: s, token: newToken()}
 	c.prevToken, c.prevLast = s.predecessor(p)
 	// A chunk that changed after the statement's snapshot is left (see
-	// postgresDialect.claim) and marked with a row of id 0: the claim looks
+	// sql/postgres/claim.sql) and marked with a row of id 0: the claim looks
 	// again for the rows still wanted, with a new snapshot, in which this
 	// claim's own chunks are leased.
 	for range 4 {
@@ -50,7 +50,7 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 }
 
 // predecessor returns the token and the last id of p.Prev, whose chunks
-// the claim may take over for the rows past that id (see holdChunks), or
+// the claim may take over for the rows past that id (see sql/postgres/_partials/hold_chunks.sql), or
 // "" and 0.
 func (s *Store) predecessor(p outbox.ClaimParams) (token string, last int64) {
 	prev, ok := p.Prev.(*leaseClaim)
@@ -90,7 +90,7 @@ func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, af
 		}
 	} else {
 		begin := s.db.Begin
-		if setup := s.c.claimSetup; setup != "" {
+		if setup := s.c.ClaimSetup; setup != "" {
 			begin = s.beginWith(setup)
 		}
 		tx, err := s.beginRetrying(ctx, begin)

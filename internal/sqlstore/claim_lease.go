@@ -20,7 +20,7 @@ type leaseClaim struct {
 	ctids []string // PostgreSQL: each message's ctid, as the claim read it
 	token string
 	// prevToken and prevLast are the token and the last id of the claim
-	// whose chunks this one may take over (see holdChunks), or "" and 0.
+	// whose chunks this one may take over (see sql/postgres/_partials/hold_chunks.sql), or "" and 0.
 	prevToken string
 	prevLast  int64
 	done      bool
@@ -63,7 +63,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err
 		return c.release(ctx, "finish: release claim")
 	}
 	begin := s.db.Begin
-	if setup := s.c.markSetup; setup != "" {
+	if setup := s.c.MarkSetup; setup != "" {
 		begin = s.beginWith(setup)
 	}
 	tx, err := begin(ctx)
@@ -74,7 +74,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err
 		tx.Rollback(context.WithoutCancel(ctx))
 		return s.wrap(op, err)
 	}
-	if s.c.markLock != "" {
+	if s.c.MarkLock != "" {
 		if err := c.lockOthers(ctx, tx, others); err != nil {
 			return fail("mark failed: lock", err)
 		}
@@ -92,7 +92,7 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err
 		}
 	}
 	if len(sent) == 0 || s.c.mode != claimChunks {
-		if _, err := tx.Exec(ctx, s.c.claimRelease, c.token); err != nil {
+		if _, err := tx.Exec(ctx, s.c.ClaimRelease, c.token); err != nil {
 			return fail("finish: release claim", err)
 		}
 	}
@@ -103,13 +103,13 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err
 	return nil
 }
 
-// lockOthers locks the rows of others in tx (markLock).
+// lockOthers locks the rows of others in tx (MarkLock).
 func (c *leaseClaim) lockOthers(ctx context.Context, tx Tx, others []outcomeRow) error {
 	ids := make([]int64, len(others))
 	for i, r := range others {
 		ids[i] = r.ID
 	}
-	q, args := c.s.c.withIDs(c.s.c.markLock, nil, ids)
+	q, args := c.s.c.withIDs(c.s.c.MarkLock, nil, ids)
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return err
@@ -171,6 +171,6 @@ func giveUp(ctx context.Context, release func(context.Context, string) error) {
 const giveUpTimeout = 5 * time.Second
 
 func (c *leaseClaim) release(ctx context.Context, op string) error {
-	_, err := c.s.db.Exec(ctx, c.s.c.claimRelease, c.token)
+	_, err := c.s.db.Exec(ctx, c.s.c.ClaimRelease, c.token)
 	return c.s.wrap(op, err)
 }

@@ -23,10 +23,10 @@ func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Cl
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
-	if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
+	if _, err := tx.Exec(ctx, s.c.ClaimExpire); err != nil {
 		return fail("claim: expire", err)
 	}
-	rows, err := tx.Query(ctx, s.c.claim, p.AfterID, p.Limit)
+	rows, err := tx.Query(ctx, s.c.Claim, p.AfterID, p.Limit)
 	if err != nil {
 		return fail("claim", err)
 	}
@@ -37,7 +37,7 @@ func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Cl
 	c := &rangeClaim{s: s, msgs: msgs}
 	if len(msgs) > 0 {
 		c.token = newToken()
-		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, p.Lease.Milliseconds()); err != nil {
+		if _, err := tx.Exec(ctx, s.c.ClaimRecord, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, p.Lease.Milliseconds()); err != nil {
 			return fail("claim: record", err)
 		}
 	}
@@ -98,7 +98,7 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err
 			return fail("mark failed", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, c.s.c.claimRelease, c.token); err != nil {
+	if _, err := tx.Exec(ctx, c.s.c.ClaimRelease, c.token); err != nil {
 		return fail("finish: release claim", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -118,6 +118,6 @@ func (c *rangeClaim) Abort(ctx context.Context) error {
 }
 
 func (c *rangeClaim) release(ctx context.Context, op string) error {
-	_, err := c.s.db.Exec(ctx, c.s.c.claimRelease, c.token)
+	_, err := c.s.db.Exec(ctx, c.s.c.ClaimRelease, c.token)
 	return c.s.wrap(op, err)
 }

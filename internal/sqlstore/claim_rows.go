@@ -7,7 +7,7 @@ import (
 )
 
 // claimRows claims for MySQL in one short READ COMMITTED transaction (see
-// mysqlDialect.claim): the due rows that no live lease holds are locked
+// sql/mysql/claim.sql): the due rows that no live lease holds are locked
 // (SKIP LOCKED: rows another relay is claiming are passed over), a lease
 // per row is recorded, and the transaction commits.
 func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
@@ -25,10 +25,10 @@ func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Cla
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
-	q := s.c.claim
-	if p.AfterID > 0 && s.c.claimAfter != "" {
-		q = s.c.claimAfter
-	} else if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
+	q := s.c.Claim
+	if p.AfterID > 0 && s.c.ClaimAfter != "" {
+		q = s.c.ClaimAfter
+	} else if _, err := tx.Exec(ctx, s.c.ClaimExpire); err != nil {
 		return fail("claim: expire", err)
 	}
 	rows, err := tx.Query(ctx, q, p.AfterID, p.Limit)
@@ -46,7 +46,7 @@ func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Cla
 		for i, m := range msgs {
 			ids[i] = m.ID
 		}
-		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, p.Lease.Microseconds(), jsonArray(ids)); err != nil {
+		if _, err := tx.Exec(ctx, s.c.ClaimRecord, c.token, p.Lease.Microseconds(), jsonArray(ids)); err != nil {
 			return fail("claim: lease", err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 // sweep advances the low-water mark a rescan claims from, when every
 // transaction that was running at the last sweep has ended (see
-// postgresDialect.sweepCheck), and returns the mark. It is two statements,
+// sql/postgres/sweep_check.sql), and returns the mark. It is two statements,
 // each its own transaction; when several relays sweep at once, one advances
 // the mark and the others change nothing.
 func (s *Store) sweep(ctx context.Context) (int64, error) {
@@ -23,11 +23,11 @@ func (s *Store) sweep(ctx context.Context) (int64, error) {
 }
 
 func (s *Store) sweepOnce(ctx context.Context) (int64, error) {
-	if !s.seqChecked.Load() && s.c.seqCache != "" {
+	if !s.seqChecked.Load() && s.c.SeqCache != "" {
 		// The sweep's reasoning needs ids taken in order: a backend that
 		// caches sequence values hands out ids below ones already committed.
 		var cache int64
-		if _, err := queryRow(ctx, s.db, s.c.seqCache, nil, &cache); err != nil {
+		if _, err := queryRow(ctx, s.db, s.c.SeqCache, nil, &cache); err != nil {
 			return 0, err
 		}
 		if cache > 1 {
@@ -38,7 +38,7 @@ func (s *Store) sweepOnce(ctx context.Context) (int64, error) {
 	}
 	var gen, lwm int64
 	var ready bool
-	found, err := queryRow(ctx, s.db, s.c.sweepCheck, nil, &gen, &lwm, &ready)
+	found, err := queryRow(ctx, s.db, s.c.SweepCheck, nil, &gen, &lwm, &ready)
 	if err != nil {
 		return 0, err
 	}
@@ -49,7 +49,7 @@ func (s *Store) sweepOnce(ctx context.Context) (int64, error) {
 		return lwm, nil
 	}
 	var advanced int64
-	found, err = queryRow(ctx, s.db, s.c.sweepAdvance, []any{gen}, &advanced)
+	found, err = queryRow(ctx, s.db, s.c.SweepAdvance, []any{gen}, &advanced)
 	if err != nil || !found {
 		return lwm, err // not found: another relay swept first; lwm still holds
 	}

@@ -35,47 +35,15 @@ func (s *Store) ClaimIDs(ctx context.Context, ids []int64, lease time.Duration) 
 	return s.claimChunksIDs(ctx, ids, lease)
 }
 
-// claimIDsDialects is ClaimIDs' statement per dialect name.
-var claimIDsDialects = map[string]string{
-	"postgres": claimIDsPostgres,
-	"mysql":    claimIDsMySQL,
-	"sqlite":   claimIDsSQLite,
-}
-
-// compileClaimIDs substitutes the table names of t into ClaimIDs' statement.
-func compileClaimIDs(d dialect, t outbox.Tables) string {
-	return strings.NewReplacer(d.names(t)...).Replace(claimIDsDialects[d.name])
-}
-
-// idsSQL is the store's ClaimIDs statement, in a dialect with ? parameters
-// with {{ids}} replaced by one per id.
+// idsSQL is the dialect's ClaimIDs statement, in a dialect with ?
+// parameters with {{ids}} replaced by one per id.
 func (s *Store) idsSQL(n int) string {
 	if n == 0 {
-		return s.claimIDs
+		return s.c.ClaimIDs
 	}
 	ph := strings.Repeat("?, ", n)
-	return strings.Replace(s.claimIDs, "{{ids}}", ph[:len(ph)-2], 1)
+	return strings.Replace(s.c.ClaimIDs, "{{ids}}", ph[:len(ph)-2], 1)
 }
-
-// claimIDsPostgres is postgresDialect.claim for the rows of the ids in $1
-// (a bigint array), with the claim's other arguments ($2 the limit, $3 the
-// token, $4 the lease in milliseconds).
-var claimIDsPostgres = `WITH async AS MATERIALIZED (
-  SELECT set_config('synchronous_commit', 'off', true)
-), due AS MATERIALIZED (
-  SELECT c.*, g.gen FROM (
-    SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at, next_retry_at, ctid FROM {{outbox}}
-    WHERE id = ANY($1::bigint[]) AND status = 0 AND next_retry_at <= now()
-    ORDER BY id
-  ) AS c
-  CROSS JOIN LATERAL (` + chunkLease("c.id") + `) AS g
-  WHERE CASE WHEN g.live THEN false
-        ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647)) END
-  LIMIT $2
-), want AS MATERIALIZED (
-  SELECT DISTINCT d.id >> 8 AS chunk, d.gen FROM due AS d
-), held AS (` + holdChunks + `)
-` + claimedRows
 
 func (s *Store) claimChunksIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
 	q := s.idsSQL(0)
@@ -100,14 +68,6 @@ func (s *Store) claimChunksIDs(ctx context.Context, ids []int64, lease time.Dura
 	}
 	return c, nil
 }
-
-// claimIDsMySQL is mysqlDialect.claim for the rows of the ids.
-const claimIDsMySQL = `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
-FROM {{outbox}} AS o
-WHERE id IN ({{ids}}) AND status = 0 AND next_retry_at <= UTC_TIMESTAMP(6)
-  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE c.id = o.id AND c.until > UTC_TIMESTAMP(6))
-ORDER BY id
-FOR UPDATE SKIP LOCKED`
 
 // claimRowsIDs is claimRows for the rows of ids.
 func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
@@ -138,7 +98,7 @@ func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Durati
 		for i, m := range msgs {
 			got[i] = m.ID
 		}
-		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, lease.Microseconds(), jsonArray(got)); err != nil {
+		if _, err := tx.Exec(ctx, s.c.ClaimRecord, c.token, lease.Microseconds(), jsonArray(got)); err != nil {
 			return fail("claim by id: lease", err)
 		}
 	}
@@ -151,13 +111,6 @@ func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Durati
 	return c, nil
 }
 
-// claimIDsSQLite is sqliteDialect.claim for the rows of the ids.
-const claimIDsSQLite = `SELECT id, msg_id, topic, msg_key, payload, headers, retries, created_at
-FROM {{outbox}} AS o
-WHERE id IN ({{ids}}) AND status = 0 AND next_retry_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
-  AND NOT EXISTS (SELECT 1 FROM {{claims}} AS c WHERE o.id BETWEEN c.lo AND c.hi)
-ORDER BY id`
-
 // claimRangeIDs is claimRange for the rows of ids: the claim records the
 // range from the first to the last id it took.
 func (s *Store) claimRangeIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
@@ -169,7 +122,7 @@ func (s *Store) claimRangeIDs(ctx context.Context, ids []int64, lease time.Durat
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
-	if _, err := tx.Exec(ctx, s.c.claimExpire); err != nil {
+	if _, err := tx.Exec(ctx, s.c.ClaimExpire); err != nil {
 		return fail("claim by id: expire", err)
 	}
 	rows, err := tx.Query(ctx, s.idsSQL(len(ids)), anyIDs(ids)...)
@@ -183,7 +136,7 @@ func (s *Store) claimRangeIDs(ctx context.Context, ids []int64, lease time.Durat
 	c := &rangeClaim{s: s, msgs: msgs}
 	if len(msgs) > 0 {
 		c.token = newToken()
-		if _, err := tx.Exec(ctx, s.c.claimRecord, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, lease.Milliseconds()); err != nil {
+		if _, err := tx.Exec(ctx, s.c.ClaimRecord, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, lease.Milliseconds()); err != nil {
 			return fail("claim by id: record", err)
 		}
 	}

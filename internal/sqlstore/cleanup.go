@@ -9,12 +9,12 @@ import (
 
 // DeleteSent implements outbox.Store.
 func (s *Store) DeleteSent(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
-	return s.deleteOld(ctx, s.c.oldSent, s.c.deleteSent, "delete sent messages", olderThan, limit, scanID)
+	return s.deleteOld(ctx, s.c.OldSent, s.c.DeleteSent, "delete sent messages", olderThan, limit, scanID)
 }
 
 // DeleteConsumed implements outbox.Store.
 func (s *Store) DeleteConsumed(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
-	return s.deleteOld(ctx, s.c.oldConsumed, s.c.deleteConsumed, "delete inbox records", olderThan, limit, scanInboxKey)
+	return s.deleteOld(ctx, s.c.OldConsumed, s.c.DeleteConsumed, "delete inbox records", olderThan, limit, scanInboxKey)
 }
 
 // deleteOld runs a cleanup: del, whose arguments are the age (in
@@ -95,6 +95,6 @@ func (s *Store) execCleanup(ctx context.Context, stmt string, args ...any) (int6
 // for benchmarks on tables of their own, never for production tables, and is
 // deliberately not part of outbox.Store.
 func (s *Store) Truncate(ctx context.Context) error {
-	_, err := s.db.Exec(ctx, s.c.truncate)
+	_, err := s.db.Exec(ctx, s.c.Truncate)
 	return s.wrap("truncate", err)
 }

@@ -15,7 +15,7 @@ func (s *Store) RetryDead(ctx context.Context, f outbox.DeadFilter, note string)
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.db.Exec(ctx, s.c.retryDead, note, jsonArray(f.MsgIDs), f.All, f.Topic)
+	n, err := s.db.Exec(ctx, s.c.RetryDead, note, jsonArray(f.MsgIDs), f.All, f.Topic)
 	if err != nil {
 		return n, s.wrap("retry dead messages", err)
 	}
@@ -31,7 +31,7 @@ func (s *Store) DropDead(ctx context.Context, f outbox.DeadFilter) (int64, error
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.db.Exec(ctx, s.c.dropDead, jsonArray(f.MsgIDs), f.All, f.Topic)
+	n, err := s.db.Exec(ctx, s.c.DropDead, jsonArray(f.MsgIDs), f.All, f.Topic)
 	if err != nil {
 		return n, s.wrap("drop dead messages", err)
 	}

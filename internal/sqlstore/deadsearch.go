@@ -40,7 +40,7 @@ func (s *Store) table() string { return s.c.quote(s.tables.Outbox) }
 // PostgreSQL's names dead_at, SQLite's and MySQL's status.
 func (s *Store) deadRowsOf() string {
 	if s.c.name == "postgres" {
-		return deadRows
+		return s.c.parts["dead_rows"]
 	}
 	return "status = 2"
 }
@@ -185,7 +185,7 @@ func (s *Store) topicPending() string {
 	t := s.table()
 	switch s.c.name {
 	case "postgres":
-		mark := strings.NewReplacer("{{outbox}}", t, "{{horizon}}", s.c.quote(s.tables.Outbox+"_horizon")).Replace(backlogMark)
+		mark := s.c.parts["backlog_mark"]
 		return `SELECT p.topic, count(*), min(p.created_at), now() FROM (
   SELECT o.topic, o.created_at FROM ` + t + ` AS o
   WHERE o.next_retry_at > o.created_at AND o.status = 0 AND o.id <= (` + mark + `)

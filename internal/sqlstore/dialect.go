@@ -41,145 +41,30 @@ const (
 	claimRange
 )
 
-// dialect is all the SQL of one database, written as SQL. Table names appear as
-// {{outbox}}, {{inbox}}, {{migrations}} and derived {{outbox_*}} names; compile
-// replaces them with quoted identifiers, once (see names).
+// dialect is what sets one database apart besides its SQL, which its folder
+// sql/<name> holds (see statements).
 type dialect struct {
 	name  string
 	quote func(string) string
 	mode  claimMode
 
-	// insertOne inserts one message: args msg_id, topic, key (nil for none),
-	// payload, headers (nil for none). PostgreSQL reports a duplicate as 0 rows;
-	// the others as a unique violation.
-	insertOne string
-	// insertOneStrict is insertOne without ON CONFLICT (PostgreSQL): a
-	// duplicate is a unique violation, which aborts the transaction. Empty
-	// where insertOne already reports a duplicate as an error.
-	insertOneStrict string
-	// insertManyPG inserts from arrays (PostgreSQL only), returning msg_id.
-	insertManyPG string
-	// insertManyRow is one row of a multi-row VALUES insert (MySQL, SQLite).
-	insertManyHead, insertManyRow string
-	// deleteInserted removes rows of a failed all-or-nothing insert (PostgreSQL).
-	deleteInserted string
-	// existing lists which of a JSON array of msg_ids are in the table.
-	existing string
-	// consume inserts the inbox record; 0 rows affected means a duplicate.
-	consume string
-
-	// claim is the rescan, from the first id (PostgreSQL: from the
-	// low-water mark). args: after id, limit; PostgreSQL also the claim's
-	// token and its lease in milliseconds.
-	claim string
-	// claimAfter, when set, is the claim from a cursor (after id > 0), with
-	// claim's arguments.
-	claimAfter string
 	// claimReturnsDue: the claim returns a ninth column, the row's
 	// next_retry_at (PostgreSQL).
 	claimReturnsDue bool
-	// claimSetup, when set, runs at the start of each claim's transaction
-	// (PostgreSQL: planner settings that keep the claim on its indexes).
-	claimSetup string
-	// markSetup, when set, runs at the start of each mark's transaction, as
-	// claimSetup does for the claim.
-	markSetup string
-	// sweepCheck and sweepAdvance keep the low-water mark of the rescan
-	// (PostgreSQL): see postgresDialect.
-	sweepCheck, sweepAdvance string
-	// rescanMark reads the low-water mark for Store.RescanMark.
-	rescanMark string
-	// seqCache reads the cache size of the id sequence, which the sweep
-	// needs to be 1.
-	seqCache string
-	// claimExpire drops the expired claims (SQLite, MySQL); claimRecord
-	// records a claim (SQLite: token, lo, hi, lease ms; MySQL: token, lease
-	// µs, a JSON array of the ids); claimRelease (token) gives a claim's
-	// rows back unmarked.
-	claimExpire, claimRecord, claimRelease string
-	// markSent marks rows SENT that are still NEW. args: the ids (a JSON
-	// array; PostgreSQL: a bigint array, and the token, whose lease it
-	// drops; MySQL: {{ids}}).
-	markSent string
-	// markSentRequeued, when set, is markSent for a batch with requeued
-	// rows (PostgreSQL: it takes them out of the requeued index).
-	markSentRequeued string
-	// markOthers records the other outcomes of the rows the claim still
-	// holds. args: a JSON array of {id, k, d, e}, k 1 retry or 2 dead (see
-	// outbox.OutcomeKind), then the claim's token, then (MySQL) {{ids}}.
-	// A released row is given back by dropping the claim.
-	markOthers string
-	// markLock, when set, locks the rows of markOthers ({{ids}}) before it
-	// runs, in the same transaction (MySQL): markOthers reads the MEMORY
-	// claims table, whose lock it would hold while it waits for a row that
-	// a claim holds, and that claim waits for the claims table: a cycle
-	// across engines that InnoDB cannot detect. Locking the rows first
-	// takes the locks in the claim's order.
-	markLock string
-
-	// backlog counts the NEW rows and reads the oldest one's created_at and
-	// the database's clock, through an index, never the SENT history (see
-	// outbox.BacklogReader); backlogSetup, when set, runs first in its
-	// transaction (PostgreSQL: planner settings that keep it on its
-	// indexes). deadCount counts the DEAD rows through an index.
-	backlog, backlogSetup, deadCount string
-
-	// statsPending reads topic, count, min(created_at) and the database's
-	// clock of the NEW rows per topic, as backlog finds them (after
-	// backlogSetup); statsDead reads topic and count of the DEAD rows per
-	// topic, as deadCount finds them; statsSpan reads newest id minus oldest
-	// id plus one (0 when empty) from the primary key's two ends.
-	statsPending, statsDead, statsSpan string
-	list                               string // args: status, topic, after id, limit
-	// listDead, when set, is list for the DEAD rows (args: topic, after id,
-	// limit): it names the condition of the dialect's DEAD index literally,
-	// which list's "status = $1" cannot.
-	listDead string
-	// listNew, when set, is list for the NEW rows (args: topic, after id,
-	// limit), run after backlogSetup: the rows as backlog finds them.
-	listNew    string
-	get        string // args: msg_id
-	retryDead  string // args: note, JSON array of msg_ids, all, topic
-	dropDead   string // args: JSON array of msg_ids, all, topic
-	deleteSent string // args: older-than ms, limit (see oldSent)
-	// deleteConsumed deletes inbox records consumed before the cutoff, at
-	// most limit of them. No index names consumed_at (one would cost every
-	// consumer's insert), so a statement that finds fewer than limit has
-	// read the whole inbox table. Args: older-than ms, limit; where
-	// oldConsumed is set, the JSON array of the [group, msg_id] pairs it
-	// read, then older-than µs.
-	deleteConsumed string
-	// oldSent and oldConsumed, where set (MySQL), read the keys of at most
-	// limit rows that deleteSent and deleteConsumed are to delete, without
-	// locking anything: the ids of old SENT rows, the [group, msg_id] of old
-	// inbox records. deleteSent then takes the JSON array of the ids and
-	// older-than µs. Args: older-than µs, limit.
-	oldSent, oldConsumed string
-
-	// explain is the prefix that makes the dialect describe a statement's
-	// plan without running it.
-	explain string
-	// truncate empties the outbox table (benchmarks only).
-	truncate string
-
-	migrationsTable string
-	schemaVersion   string
-	recordVersion   string // args: version, name
-	// lockMigrations, when set, takes the migrations' lock (args: lock
-	// name). With unlockMigration it is a session's lock, which Migrate
-	// takes and releases on a connection of its own (args: lock name,
-	// seconds to wait; it answers 1 when granted); without, a transaction's.
-	lockMigrations  string
-	unlockMigration string // args: lock name; answers 1 when released
-
-	// idList: markSent and markOthers name their rows in {{ids}}, one
-	// placeholder per id, after their other arguments.
+	// idList: MarkSent, MarkOthers and ClaimIDs name their rows in {{ids}},
+	// one placeholder per id, after their other arguments.
 	idList bool
 }
 
 // compiled is a dialect with table names substituted.
 type compiled struct {
 	dialect
+	statements
+	// ko is the SQL of the per-key hold-back (keyorder.go).
+	ko keyOrderSQL
+	// parts are the dialect's partials (sql/<name>/_partials), with table
+	// names substituted, for the statements built in Go.
+	parts      map[string]string
 	migrations []migration
 }
 
@@ -189,13 +74,23 @@ type migration struct {
 	statements []string
 }
 
+// compile reads the dialect's SQL and substitutes the table names of t into
+// every statement, partial and migration.
 func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	r := strings.NewReplacer(d.names(t)...)
 	c := &compiled{dialect: d}
-	for _, p := range []*string{&c.insertOne, &c.insertOneStrict, &c.insertManyPG, &c.insertManyHead, &c.deleteInserted,
-		&c.existing, &c.consume, &c.claim, &c.claimAfter, &c.sweepCheck, &c.sweepAdvance, &c.rescanMark, &c.seqCache, &c.claimExpire, &c.claimRecord, &c.claimRelease, &c.markSent, &c.markSentRequeued, &c.markOthers, &c.markLock, &c.statsPending, &c.statsDead, &c.statsSpan, &c.backlog, &c.deadCount, &c.list, &c.listDead, &c.listNew, &c.get,
-		&c.retryDead, &c.dropDead, &c.deleteSent, &c.deleteConsumed, &c.oldSent, &c.oldConsumed, &c.truncate, &c.migrationsTable, &c.schemaVersion, &c.recordVersion} {
-		*p = r.Replace(*p)
+	src, err := loadSQL(d, &c.statements, &c.ko)
+	if err != nil {
+		return nil, err
+	}
+	if err := substitute(r, &c.statements, d.name); err != nil {
+		return nil, err
+	}
+	if err := substitute(r, &c.ko, d.name+" keyorder"); err != nil {
+		return nil, err
+	}
+	if c.parts, err = src.expandedPartials(r); err != nil {
+		return nil, err
 	}
 	dir := "migrations/" + d.name
 	entries, err := fs.ReadDir(migrationFS, dir)
@@ -299,12 +194,13 @@ func splitStatements(sql string) []string {
 // insertMany returns the multi-row insert for n messages (MySQL, SQLite).
 func (c *compiled) insertMany(n int) string {
 	var b strings.Builder
-	b.WriteString(c.insertManyHead)
+	b.WriteString(c.InsertManyHead)
 	for i := 0; i < n; i++ {
 		if i > 0 {
-			b.WriteString(", ")
+			b.WriteByte(',')
 		}
-		b.WriteString(c.insertManyRow)
+		b.WriteByte(' ')
+		b.WriteString(c.InsertManyRow)
 	}
 	return b.String()
 }

@@ -13,8 +13,8 @@ import (
 // after a line "-- from a cursor". The claim's setup runs first.
 func (s *Store) ExplainClaim(ctx context.Context) (string, error) {
 	begin := s.db.Begin
-	if s.c.claimSetup != "" {
-		begin = s.beginWith(s.c.claimSetup)
+	if s.c.ClaimSetup != "" {
+		begin = s.beginWith(s.c.ClaimSetup)
 	}
 	tx, err := begin(ctx)
 	if err != nil {
@@ -22,7 +22,7 @@ func (s *Store) ExplainClaim(ctx context.Context) (string, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var plan strings.Builder
-	for i, q := range []string{s.c.claim, s.c.claimAfter} {
+	for i, q := range []string{s.c.Claim, s.c.ClaimAfter} {
 		if q == "" {
 			continue
 		}
@@ -50,7 +50,7 @@ func (s *Store) ExplainBacklog(ctx context.Context) (string, error) {
 	}
 	defer done()
 	var plan strings.Builder
-	for i, stmt := range []string{s.c.backlog, s.c.deadCount} {
+	for i, stmt := range []string{s.c.Backlog, s.c.DeadCount} {
 		if i > 0 {
 			plan.WriteString("-- dead\n")
 		}
@@ -74,9 +74,9 @@ func (s *Store) ExplainDead(ctx context.Context) (string, error) {
 	defer done()
 	return s.explainAll(ctx, "explain dead", []explained{
 		{"list", s.db, list, listArgs},
-		{"count", q, s.c.deadCount, nil},
-		{"retry", s.db, s.c.retryDead, []any{"", "[]", true, ""}},
-		{"drop", s.db, s.c.dropDead, []any{"[]", true, ""}},
+		{"count", q, s.c.DeadCount, nil},
+		{"retry", s.db, s.c.RetryDead, []any{"", "[]", true, ""}},
+		{"drop", s.db, s.c.DropDead, []any{"[]", true, ""}},
 	})
 }
 
@@ -92,13 +92,13 @@ func (s *Store) ExplainStats(ctx context.Context) (string, error) {
 	}
 	defer done()
 	var listQ Querier = s.db
-	if s.c.listNew != "" {
+	if s.c.ListNew != "" {
 		listQ = q
 	}
 	return s.explainAll(ctx, "explain stats", []explained{
-		{"pending", q, s.c.statsPending, nil},
-		{"dead", q, s.c.statsDead, nil},
-		{"span", q, s.c.statsSpan, nil},
+		{"pending", q, s.c.StatsPending, nil},
+		{"dead", q, s.c.StatsDead, nil},
+		{"span", q, s.c.StatsSpan, nil},
 		{"list new", listQ, list, listArgs},
 	})
 }
@@ -126,7 +126,7 @@ func (s *Store) explainAll(ctx context.Context, what string, stmts []explained) 
 
 // explainInto writes the plan of stmt to plan, one line per plan line.
 func (s *Store) explainInto(ctx context.Context, q Querier, plan *strings.Builder, stmt string, args ...any) error {
-	rows, err := q.Query(ctx, s.c.explain+stmt, args...)
+	rows, err := q.Query(ctx, s.c.Explain+" "+stmt, args...)
 	if err != nil {
 		return err
 	}

@@ -9,55 +9,38 @@ import (
 )
 
 // keyOrderSQL is the SQL of the per-key hold-back (outbox.KeyOrderer) of one
-// dialect, with table names substituted. Each dialect has an index on the
-// key for it ({{outbox_key_idx}}: PostgreSQL version 8, MySQL version 5,
-// SQLite version 4).
+// dialect, from sql/<dialect>/keyorder as statements is from sql/<dialect>.
+// Each dialect has an index on the key for it ({{outbox_key_idx}}:
+// PostgreSQL version 8, MySQL version 5, SQLite version 4).
 type keyOrderSQL struct {
-	// blockers lists, for each key of a batch, rows of that key below the
+	// Blockers lists, for each key of a batch, rows of that key below the
 	// batch's highest id of the key that are NEW (or DEAD, when asked):
 	// at least every such row outside the batch up to the first of them.
 	// Rows: key, id, status.
-	blockers string
-	// blockersSetup, when set, runs first in blockers' transaction
+	Blockers string `need:"all"`
+	// BlockersSetup, when set, runs first in Blockers' transaction
 	// (PostgreSQL: planner settings that keep it on its indexes).
-	blockersSetup string
-	// hold moves each held row's next_retry_at: behind a blocker that waits
+	BlockersSetup string
+	// Hold moves each held row's next_retry_at: behind a blocker that waits
 	// out a backoff, the hold wait from now; behind a due one (in another
 	// claim), the blocker's; behind a DEAD one, the dead wait from now;
 	// behind one no longer NEW, now.
-	hold string
-	// releaseAfter makes due at once the NEW rows that wait for a later
+	Hold string `need:"all"`
+	// ReleaseAfter makes due at once the NEW rows that wait for a later
 	// time of each key above a row just marked SENT or DEAD: the rows held
 	// behind it. Args: a JSON array of [key, id].
-	releaseAfter string
-	// blockerState, when set, reads the blockers' id, status and
-	// next_retry_at without a lock, and hold takes them as values (MySQL).
+	ReleaseAfter string `need:"all"`
+	// BlockerState, when set, reads the blockers' id, status and
+	// next_retry_at without a lock, and Hold takes them as values (MySQL).
 	// Args: the JSON array of [id, blocker].
-	blockerState string
+	BlockerState string
 
-	// deadKeys lists the keys of the DEAD rows a DeadFilter selects (args
-	// as dropDead's).
-	deadKeys string
-	// release makes the NEW rows of keys that wait for a later time due at
+	// DeadKeys lists the keys of the DEAD rows a DeadFilter selects (args
+	// as DropDead's).
+	DeadKeys string `need:"all"`
+	// Release makes the NEW rows of keys that wait for a later time due at
 	// once: a DEAD message of theirs was retried or dropped.
-	release string
-}
-
-// keyOrderDialects is the hold-back SQL per dialect name.
-var keyOrderDialects = map[string]keyOrderSQL{
-	"postgres": postgresKeyOrder,
-	"mysql":    mysqlKeyOrder,
-	"sqlite":   sqliteKeyOrder,
-}
-
-// compileKeyOrder substitutes the table names of t into the hold-back SQL.
-func compileKeyOrder(d dialect, t outbox.Tables) keyOrderSQL {
-	k := keyOrderDialects[d.name]
-	r := strings.NewReplacer(d.names(t)...)
-	for _, p := range []*string{&k.blockers, &k.hold, &k.deadKeys, &k.release, &k.releaseAfter, &k.blockerState} {
-		*p = r.Replace(*p)
-	}
-	return k
+	Release string `need:"all"`
 }
 
 // batchKey is one key of a batch: its highest id in the batch and how many
@@ -129,14 +112,14 @@ func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.Ho
 	}
 	b, _ := json.Marshal(pairs)
 	args := []any{string(b), p.DeadWait.Milliseconds(), p.HeldWait.Milliseconds()}
-	if s.ko.blockerState != "" {
+	if s.ko.BlockerState != "" {
 		v, err := s.withBlockerState(ctx, string(b), pairs)
 		if err != nil {
 			return nil, s.wrap("key order: blocker state", err)
 		}
 		args = []any{v, p.HeldWait.Milliseconds(), p.DeadWait.Milliseconds()}
 	}
-	if _, err := s.db.Exec(ctx, s.ko.hold, args...); err != nil {
+	if _, err := s.db.Exec(ctx, s.ko.Hold, args...); err != nil {
 		return nil, s.wrap("key order: hold", err)
 	}
 	return held, nil
@@ -146,7 +129,7 @@ func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.Ho
 // and returns hold's argument: a JSON array of [id, status, next_retry_at].
 // A blocker gone (deleted) counts as no longer NEW.
 func (s *Store) withBlockerState(ctx context.Context, pairsJSON string, pairs [][2]int64) (string, error) {
-	rows, err := s.db.Query(ctx, s.ko.blockerState, pairsJSON)
+	rows, err := s.db.Query(ctx, s.ko.BlockerState, pairsJSON)
 	if err != nil {
 		return "", err
 	}
@@ -217,8 +200,8 @@ func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int6
 		}
 		return rows.Err()
 	}
-	q := s.ko.blockers
-	if s.ko.blockersSetup == "" {
+	q := s.ko.Blockers
+	if s.ko.BlockersSetup == "" {
 		rows, err := s.db.Query(ctx, q, args...)
 		if err != nil {
 			return nil, err
@@ -229,11 +212,11 @@ func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int6
 		// Safe to repeat: it only reads.
 		_, err := onLiveConnection(ctx, s, func() (struct{}, error) {
 			first = nil
-			return struct{}{}, pl.QueryCommitted(ctx, []string{s.ko.blockersSetup}, q, args, scan)
+			return struct{}{}, pl.QueryCommitted(ctx, []string{s.ko.BlockersSetup}, q, args, scan)
 		})
 		return first, err
 	}
-	tx, err := s.beginRetrying(ctx, s.beginWith(s.ko.blockersSetup))
+	tx, err := s.beginRetrying(ctx, s.beginWith(s.ko.BlockersSetup))
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +230,7 @@ func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int6
 
 // deadKeys returns the keys of the DEAD rows f selects.
 func (s *Store) deadKeys(ctx context.Context, f outbox.DeadFilter) ([]string, error) {
-	rows, err := s.db.Query(ctx, s.ko.deadKeys, jsonArray(f.MsgIDs), f.All, f.Topic)
+	rows, err := s.db.Query(ctx, s.ko.DeadKeys, jsonArray(f.MsgIDs), f.All, f.Topic)
 	if err != nil {
 		return nil, s.wrap("key order: dead keys", err)
 	}
@@ -263,7 +246,7 @@ func (s *Store) releaseKeys(ctx context.Context, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	_, err := s.db.Exec(ctx, s.ko.release, jsonArray(keys))
+	_, err := s.db.Exec(ctx, s.ko.Release, jsonArray(keys))
 	return s.wrap("key order: release", err)
 }
 
@@ -302,15 +285,15 @@ func (s *Store) releaseAfterMark(ctx context.Context, msgs []outbox.Message, out
 		out[i] = [2]any{k, first[k]}
 	}
 	b, _ := json.Marshal(out)
-	if s.ko.blockersSetup == "" {
-		s.db.Exec(ctx, s.ko.releaseAfter, string(b))
+	if s.ko.BlockersSetup == "" {
+		s.db.Exec(ctx, s.ko.ReleaseAfter, string(b))
 		return
 	}
-	tx, err := s.beginWith(s.ko.blockersSetup)(ctx)
+	tx, err := s.beginWith(s.ko.BlockersSetup)(ctx)
 	if err != nil {
 		return
 	}
-	if _, err := tx.Exec(ctx, s.ko.releaseAfter, string(b)); err != nil {
+	if _, err := tx.Exec(ctx, s.ko.ReleaseAfter, string(b)); err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return
 	}
@@ -343,7 +326,7 @@ func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message, done
 	}
 	b, _ := json.Marshal(keys)
 	args := []any{string(b), 2}
-	prefix := s.c.explain
+	prefix := s.c.Explain + " "
 	switch s.c.name {
 	case "mysql":
 		args = []any{string(b), string(b), 2}
@@ -351,15 +334,15 @@ func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message, done
 		prefix = "EXPLAIN (ANALYZE, BUFFERS) "
 	}
 	begin := s.db.Begin
-	if s.ko.blockersSetup != "" {
-		begin = s.beginWith(s.ko.blockersSetup)
+	if s.ko.BlockersSetup != "" {
+		begin = s.beginWith(s.ko.BlockersSetup)
 	}
 	tx, err := begin(ctx)
 	if err != nil {
 		return "", s.wrap("explain hold-back", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, prefix+s.ko.blockers, args...)
+	rows, err := tx.Query(ctx, prefix+s.ko.Blockers, args...)
 	if err != nil {
 		return "", s.wrap("explain hold-back", err)
 	}

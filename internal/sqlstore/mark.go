@@ -8,7 +8,7 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
-// outcomeRow is one non-sent outcome as the markOthers statements read it.
+// outcomeRow is one non-sent outcome as the MarkOthers statements read it.
 type outcomeRow struct {
 	ID    int64  `json:"id"`
 	Kind  int    `json:"k"`
@@ -16,7 +16,7 @@ type outcomeRow struct {
 	Error string `json:"e"`
 }
 
-// split sorts outcomes into ids to mark SENT and rows for markOthers. Release
+// split sorts outcomes into ids to mark SENT and rows for MarkOthers. Release
 // rows are included only when the dialect must write them.
 func split(msgs []outbox.Message, outcomes []outbox.Outcome, withRelease bool) (sent []int64, others []outcomeRow, err error) {
 	if len(outcomes) != len(msgs) {
@@ -43,40 +43,40 @@ func (c *compiled) markOthersArgs(rows []outcomeRow, token string) (string, []an
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	return c.withIDs(c.markOthers, []any{string(b), token}, ids)
+	return c.withIDs(c.MarkOthers, []any{string(b), token}, ids)
 }
 
-// markSentArgs: PostgreSQL's markSent takes a bigint array, the token whose
+// markSentArgs: PostgreSQL's MarkSent takes a bigint array, the token whose
 // lease it drops and the rows' ctids; the others a JSON array, or {{ids}}.
 // requeued says that a row marked had been requeued (markSentRequeued).
 func (c *compiled) markSentArgs(ids []int64, token string, ctids []string, requeued bool) (string, []any) {
 	switch {
 	case c.idList:
-		return c.withIDs(c.markSent, nil, ids)
+		return c.withIDs(c.MarkSent, nil, ids)
 	case c.mode == claimChunks:
-		if requeued && c.markSentRequeued != "" {
-			return c.markSentRequeued, []any{ids, token, ctids}
+		if requeued && c.MarkSentRequeued != "" {
+			return c.MarkSentRequeued, []any{ids, token, ctids}
 		}
-		return c.markSent, []any{ids, token, ctids}
+		return c.MarkSent, []any{ids, token, ctids}
 	}
-	return c.markSent, []any{jsonArray(ids)}
+	return c.MarkSent, []any{jsonArray(ids)}
 }
 
 // execMark runs the mark q as a transaction of its own, after the dialect's
 // markSetup where it has one, in one round trip where the DB is a
 // TxPipeliner.
 func (s *Store) execMark(ctx context.Context, q string, args []any) error {
-	if s.c.markSetup == "" {
+	if s.c.MarkSetup == "" {
 		_, err := s.db.Exec(ctx, q, args...)
 		return err
 	}
 	if pl, ok := s.db.(TxPipeliner); ok {
-		return pl.QueryCommitted(ctx, setupStatements(s.c.markSetup), q, args, func(rows Rows) error {
+		return pl.QueryCommitted(ctx, setupStatements(s.c.MarkSetup), q, args, func(rows Rows) error {
 			defer rows.Close()
 			return rows.Err()
 		})
 	}
-	tx, err := s.beginWith(s.c.markSetup)(ctx)
+	tx, err := s.beginWith(s.c.MarkSetup)(ctx)
 	if err != nil {
 		return err
 	}

@@ -11,13 +11,13 @@ import (
 // the dialect's DEAD list, which names its DEAD index's condition, for the
 // DEAD ones where it has one.
 func (s *Store) listQuery(f outbox.ListFilter) (string, []any) {
-	if f.Status == outbox.StatusDead && s.c.listDead != "" {
-		return s.c.listDead, []any{f.Topic, f.AfterID, f.Limit}
+	if f.Status == outbox.StatusDead && s.c.ListDead != "" {
+		return s.c.ListDead, []any{f.Topic, f.AfterID, f.Limit}
 	}
-	if f.Status == outbox.StatusNew && s.c.listNew != "" {
-		return s.c.listNew, []any{f.Topic, f.AfterID, f.Limit}
+	if f.Status == outbox.StatusNew && s.c.ListNew != "" {
+		return s.c.ListNew, []any{f.Topic, f.AfterID, f.Limit}
 	}
-	return s.c.list, []any{int(f.Status), f.Topic, f.AfterID, f.Limit}
+	return s.c.List, []any{int(f.Status), f.Topic, f.AfterID, f.Limit}
 }
 
 // ListMessages implements outbox.Store.
@@ -27,7 +27,7 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 	}
 	stmt, args := s.listQuery(f)
 	var q Querier = s.db
-	if f.Status == outbox.StatusNew && s.c.listNew != "" {
+	if f.Status == outbox.StatusNew && s.c.ListNew != "" {
 		bq, done, err := s.backlogQuerier(ctx)
 		if err != nil {
 			return nil, s.wrap("list messages", err)
@@ -58,7 +58,7 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 
 // GetMessage implements outbox.Store.
 func (s *Store) GetMessage(ctx context.Context, msgID string) (outbox.Message, error) {
-	rows, err := s.db.Query(ctx, s.c.get, msgID)
+	rows, err := s.db.Query(ctx, s.c.Get, msgID)
 	if err != nil {
 		return outbox.Message{}, s.wrap("get message", err)
 	}

@@ -21,7 +21,7 @@ import (
 func (s *Store) Migrate(ctx context.Context) error {
 	lockName := "outbox-migrate:" + s.tables.Outbox
 	db := s.db
-	if s.c.unlockMigration != "" {
+	if s.c.UnlockMigration != "" {
 		conn, err := db.(sessionDB).Session(ctx)
 		if err != nil {
 			return s.wrap("migrate", err)
@@ -47,8 +47,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return s.wrap("migrate", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if s.c.lockMigrations != "" && s.c.unlockMigration == "" {
-		rows, err := tx.Query(ctx, s.c.lockMigrations, lockName)
+	if s.c.LockMigrations != "" && s.c.UnlockMigration == "" {
+		rows, err := tx.Query(ctx, s.c.LockMigrations, lockName)
 		if err != nil {
 			return s.wrap("migrate: lock", err)
 		}
@@ -56,7 +56,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return s.wrap("migrate: lock", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, s.c.migrationsTable); err != nil {
+	if _, err := tx.Exec(ctx, s.c.MigrationsTable); err != nil {
 		return s.wrap("migrate: create migrations table", err)
 	}
 	current, err := s.schemaVersion(ctx, tx)
@@ -79,7 +79,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return s.wrap(fmt.Sprintf("migrate: %s", m.name), err)
 			}
 		}
-		if _, err := tx.Exec(ctx, s.c.recordVersion, m.version, m.name); err != nil {
+		if _, err := tx.Exec(ctx, s.c.RecordVersion, m.version, m.name); err != nil {
 			return s.wrap("migrate: record version", err)
 		}
 	}
@@ -107,7 +107,7 @@ type session interface {
 func (s *Store) lockSession(ctx context.Context, conn session, name string) error {
 	var got *int64
 	wait := int64(migrationLockWait / time.Second)
-	if _, err := queryRow(ctx, conn, s.c.lockMigrations, []any{name, wait}, &got); err != nil {
+	if _, err := queryRow(ctx, conn, s.c.LockMigrations, []any{name, wait}, &got); err != nil {
 		return fmt.Errorf("outbox: migrate: could not take the migration lock %q of table %q: %w", name, s.tables.Outbox, err)
 	}
 	switch {
@@ -127,7 +127,7 @@ const migrationLockWait = 60 * time.Second
 // reports whether the server released it.
 func (s *Store) unlockSession(ctx context.Context, conn session, name string) bool {
 	var released *int64
-	_, err := queryRow(ctx, conn, s.c.unlockMigration, []any{name}, &released)
+	_, err := queryRow(ctx, conn, s.c.UnlockMigration, []any{name}, &released)
 	return err == nil && released != nil && *released == 1
 }
 
@@ -141,7 +141,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 }
 
 func (s *Store) schemaVersion(ctx context.Context, q Querier) (int, error) {
-	rows, err := q.Query(ctx, s.c.schemaVersion)
+	rows, err := q.Query(ctx, s.c.SchemaVersion)
 	if err != nil {
 		return 0, s.wrap("schema version", err)
 	}

@@ -2,74 +2,35 @@ package sqlstore
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/outbox-go/outbox"
 )
 
-// probeSQL is, per dialect, the one statement of AnyDue: is any row NEW and
-// due? It reads no lease: a row another relay holds counts as due, and the
-// claim that follows finds it held.
-//
-// PostgreSQL has no index on status (the SENT update must stay HOT), so the
-// probe looks where the rescan claim looks: past the low-water mark along
-// the primary key, and at or below it along the requeued index, each an
-// ORDER BY id LIMIT 1 that walks the index from its start and stops at the
-// first due row. It also returns the mark and the highest id: while the mark
-// lags the highest id, the rows between are walked by every probe, and
-// AnyDue sweeps now and then to move the mark on. The mark is 0 after the
-// identity was restarted, as in sweepCheck.
-var probeSQL = map[string]string{
-	"postgres": `SELECT m.lwm, coalesce((SELECT max(id) FROM {{outbox}}), 0),
-  (SELECT id FROM {{outbox}} WHERE id > m.lwm AND status = 0 AND next_retry_at <= now() ORDER BY id LIMIT 1) IS NOT NULL
-  OR (SELECT id FROM {{outbox}} WHERE next_retry_at > created_at AND id <= m.lwm AND status = 0 AND next_retry_at <= now()
-      ORDER BY id LIMIT 1) IS NOT NULL
-FROM (SELECT CASE WHEN h.seq_node = s.node THEN h.lwm ELSE 0 END AS lwm
-      FROM {{horizon}} AS h, (` + seqNode + `) AS s) AS m`,
-	// MySQL and SQLite walk their pending index (status = 0).
-	"mysql": `SELECT 0, 0, EXISTS (SELECT 1 FROM {{outbox}} FORCE INDEX ({{outbox_pending_idx}})
-  WHERE status = 0 AND next_retry_at <= UTC_TIMESTAMP(6))`,
-	"sqlite": `SELECT 0, 0, EXISTS (SELECT 1 FROM {{outbox}}
-  WHERE status = 0 AND next_retry_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))`,
-}
-
 // probeSweepEvery is how often AnyDue sweeps while the low-water mark lags
 // the highest id.
 const probeSweepEvery = time.Second
 
-// prober holds AnyDue's statement and when it last swept.
+// prober holds when AnyDue last swept.
 type prober struct {
-	once  sync.Once
-	sql   string
 	mu    sync.Mutex
 	swept time.Time
 }
 
 var _ outbox.DueChecker = (*Store)(nil)
 
-// AnyDue implements outbox.DueChecker in one statement (probeSQL). On
+// AnyDue implements outbox.DueChecker in one statement (statements.Probe). On
 // PostgreSQL it also advances the low-water mark (two more statements),
 // at most once a second, while the mark lags the highest id: so the mark
 // reaches the top once the relay is idle, and an idle probe walks no row.
 func (s *Store) AnyDue(ctx context.Context) (bool, error) {
 	p := &s.probe
-	p.once.Do(func() {
-		q := probeSQL[s.c.name]
-		for k, v := range map[string]string{
-			"{{outbox}}": s.c.quote(s.tables.Outbox), "{{horizon}}": s.c.quote(s.tables.Outbox + "_horizon"),
-			"{{outbox_pending_idx}}": s.c.quote(s.tables.Outbox + "_pending_idx"),
-		} {
-			q = strings.ReplaceAll(q, k, v)
-		}
-		p.sql = q
-	})
-	lwm, top, due, err := s.probeOnce(ctx, p.sql)
+	lwm, top, due, err := s.probeOnce(ctx, s.c.Probe)
 	if err != nil {
 		return false, s.wrap("probe", err)
 	}
-	if due || lwm >= top || s.c.sweepCheck == "" {
+	if due || lwm >= top || s.c.SweepCheck == "" {
 		return due, nil
 	}
 	p.mu.Lock()
@@ -102,7 +63,7 @@ func (s *Store) probeOnce(ctx context.Context, q string) (lwm, top int64, due bo
 		return rows.Err()
 	}
 	_, err = onLiveConnection(ctx, s, func() (struct{}, error) {
-		if s.c.claimSetup == "" {
+		if s.c.ClaimSetup == "" {
 			rows, err := s.db.Query(ctx, q)
 			if err != nil {
 				return struct{}{}, err
@@ -112,7 +73,7 @@ func (s *Store) probeOnce(ctx context.Context, q string) (lwm, top int64, due bo
 		if pl, ok := s.db.(TxPipeliner); ok {
 			return struct{}{}, pl.QueryCommitted(ctx, s.c.claimSetupStatements(), q, nil, scan)
 		}
-		tx, err := s.beginWith(s.c.claimSetup)(ctx)
+		tx, err := s.beginWith(s.c.ClaimSetup)(ctx)
 		if err != nil {
 			return struct{}{}, err
 		}

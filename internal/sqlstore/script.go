@@ -47,9 +47,9 @@ func ScriptFor(dialectName string, tables outbox.Tables) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Script{Dialect: d.name, Tables: tables, MigrationsTable: c.migrationsTable}
+	s := &Script{Dialect: d.name, Tables: tables, MigrationsTable: c.MigrationsTable}
 	for _, m := range c.migrations {
-		rec, err := literalRecord(c.recordVersion, m.version, m.name)
+		rec, err := literalRecord(c.RecordVersion, m.version, m.name)
 		if err != nil {
 			return nil, err
 		}

@@ -24,11 +24,11 @@ type RescanMark struct {
 // RescanMark returns the low-water mark of the relays' rescans; ok is false
 // for a dialect that has none (MySQL, SQLite).
 func (s *Store) RescanMark(ctx context.Context) (m RescanMark, ok bool, err error) {
-	if s.c.rescanMark == "" {
+	if s.c.RescanMark == "" {
 		return m, false, nil
 	}
 	var behind float64
-	found, err := queryRow(ctx, s.db, s.c.rescanMark, nil, &m.ID, &m.NewestID, &behind)
+	found, err := queryRow(ctx, s.db, s.c.RescanMark, nil, &m.ID, &m.NewestID, &behind)
 	if err != nil {
 		return m, false, s.wrap("rescan mark", err)
 	}
@@ -55,7 +55,7 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 		}
 		return ts
 	}
-	err = eachRow(ctx, q, s.c.statsPending, func(rows Rows) error {
+	err = eachRow(ctx, q, s.c.StatsPending, func(rows Rows) error {
 		var name string
 		var n int64
 		var oldest, now lenientTime
@@ -72,7 +72,7 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 		return nil
 	})
 	if err == nil {
-		err = eachRow(ctx, q, s.c.statsDead, func(rows Rows) error {
+		err = eachRow(ctx, q, s.c.StatsDead, func(rows Rows) error {
 			var name string
 			var n int64
 			if err := rows.Scan(&name, &n); err != nil {
@@ -85,7 +85,7 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	}
 	var span int64
 	if err == nil {
-		_, err = queryRow(ctx, q, s.c.statsSpan, nil, &span)
+		_, err = queryRow(ctx, q, s.c.StatsSpan, nil, &span)
 	}
 	if err != nil {
 		return outbox.Stats{}, s.wrap("stats", err)
@@ -110,13 +110,13 @@ func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	}
 	defer done()
 	var oldest, now lenientTime
-	if _, err := queryRow(ctx, q, s.c.backlog, nil, &b.Pending, &oldest, &now); err != nil {
+	if _, err := queryRow(ctx, q, s.c.Backlog, nil, &b.Pending, &oldest, &now); err != nil {
 		return b, s.wrap("backlog", err)
 	}
 	if b.Pending > 0 && oldest.Valid && now.Valid {
 		b.OldestPendingAge = max(now.Time.Sub(oldest.Time), 0)
 	}
-	if _, err := queryRow(ctx, q, s.c.deadCount, nil, &b.Dead); err != nil {
+	if _, err := queryRow(ctx, q, s.c.DeadCount, nil, &b.Dead); err != nil {
 		return b, s.wrap("backlog", err)
 	}
 	b.DeadCounted = true
@@ -124,13 +124,13 @@ func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
 }
 
 // backlogQuerier is where Backlog's statements run: a transaction that
-// begins with the dialect's backlogSetup (rolled back by done), or else the
+// begins with the dialect's BacklogSetup (rolled back by done), or else the
 // pool, since a transaction would take SQLite's write lock at its start.
 func (s *Store) backlogQuerier(ctx context.Context) (q Querier, done func(), err error) {
-	if s.c.backlogSetup == "" {
+	if s.c.BacklogSetup == "" {
 		return s.db, func() {}, nil
 	}
-	tx, err := s.beginRetrying(ctx, s.beginWith(s.c.backlogSetup))
+	tx, err := s.beginRetrying(ctx, s.beginWith(s.c.BacklogSetup))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,20 @@
 // connection. Driver modules adapt their database library to DB and Querier and
 // supply a Classifier for its error codes; everything else is shared, so every
 // dialect behaves the same way and passes the same suite.
+//
+// Each dialect's SQL is a folder of embedded files, sql/<dialect>: one
+// statement per file, named after its field of statements in snake case
+// (claim_after.sql fills ClaimAfter), its contract in the "--" comment lines
+// that head it. Table names are placeholders, {{outbox}}, {{inbox}},
+// {{claims}} and the like, which the store replaces in every statement when
+// it is created; {{ids}} stays, to be expanded per call. A fragment that
+// several statements share is a partial, sql/<dialect>/_partials/<name>.sql,
+// which a statement includes as {{> name}}, or as {{> name arg}} when the
+// partial takes an argument, written {{arg}} in it. A partial may include
+// another. A file that names no statement, a statement the dialect needs
+// and lacks, an unknown partial and a placeholder left over are errors when
+// the store is created. The migrations are files too, sql's sibling
+// migrations/<dialect>.
 package sqlstore
 
 import (
@@ -95,9 +109,7 @@ type Store struct {
 	tables   outbox.Tables
 	// ko is the SQL of the per-key hold-back (keyorder.go).
 	ko keyOrderSQL
-	// claimIDs is ClaimIDs' statement with table names substituted.
-	claimIDs string
-	// seqChecked: the id sequence's cache was found to be 1 (seqCache).
+	// seqChecked: the id sequence's cache was found to be 1 (SeqCache).
 	seqChecked atomic.Bool
 	// probe is AnyDue's state (probe.go).
 	probe prober
@@ -105,14 +117,14 @@ type Store struct {
 
 // New returns a Store for the named dialect ("postgres", "mysql", "sqlite").
 func New(db DB, dialectName string, tables outbox.Tables, classify Classifier) (*Store, error) {
-	d, c, tables, err := compileFor(dialectName, tables)
+	_, c, tables, err := compileFor(dialectName, tables)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := db.(sessionDB); !ok && d.unlockMigration != "" {
+	if _, ok := db.(sessionDB); !ok && c.UnlockMigration != "" {
 		return nil, fmt.Errorf("outbox: the %s dialect's migration lock belongs to a connection: its DB must be able to hold one (sqlstore.SQLDB)", dialectName)
 	}
-	return &Store{db: db, c: c, classify: classify, tables: tables, ko: compileKeyOrder(d, tables), claimIDs: compileClaimIDs(d, tables)}, nil
+	return &Store{db: db, c: c, classify: classify, tables: tables, ko: c.ko}, nil
 }
 
 var _ outbox.Store = (*Store)(nil)

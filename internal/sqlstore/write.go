@@ -17,7 +17,7 @@ func (s *Store) InsertOne(m *outbox.Message) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return s.c.insertOne, []any{m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers}, nil
+	return s.c.InsertOne, []any{m.MsgID, m.Topic, nullString(m.Key), string(m.Payload), headers}, nil
 }
 
 // InsertOneStrict is InsertOne for a statement whose row count nobody may
@@ -27,8 +27,8 @@ func (s *Store) InsertOne(m *outbox.Message) (string, []any, error) {
 // of it commits.
 func (s *Store) InsertOneStrict(m *outbox.Message) (string, []any, error) {
 	stmt, args, err := s.InsertOne(m)
-	if s.c.insertOneStrict != "" {
-		stmt = s.c.insertOneStrict
+	if s.c.InsertOneStrict != "" {
+		stmt = s.c.InsertOneStrict
 	}
 	return stmt, args, err
 }
@@ -62,7 +62,7 @@ func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) 
 		}
 		return InsertedOne(m.MsgID, n)
 	}
-	if s.c.insertManyPG != "" {
+	if s.c.InsertManyPG != "" {
 		return s.insertManyArrays(ctx, q, msgs)
 	}
 	args := make([]any, 0, 5*len(msgs))
@@ -122,7 +122,7 @@ func (s *Store) insertManyArrays(ctx context.Context, q Querier, msgs []outbox.M
 			headers[i] = string(h)
 		}
 	}
-	rows, err := q.Query(ctx, s.c.insertManyPG, ids, topics, keys, payloads, headers)
+	rows, err := q.Query(ctx, s.c.InsertManyPG, ids, topics, keys, payloads, headers)
 	if err != nil {
 		return s.insertError(err)
 	}
@@ -134,7 +134,7 @@ func (s *Store) insertManyArrays(ctx context.Context, q Querier, msgs []outbox.M
 		return nil
 	}
 	if len(inserted) > 0 {
-		if _, err := q.Exec(ctx, s.c.deleteInserted, inserted); err != nil {
+		if _, err := q.Exec(ctx, s.c.DeleteInserted, inserted); err != nil {
 			return s.wrap("undo partial insert", err)
 		}
 	}
@@ -163,7 +163,7 @@ func (s *Store) duplicates(ctx context.Context, q Querier, msgs []outbox.Message
 	for i := range msgs {
 		ids[i] = msgs[i].MsgID
 	}
-	rows, err := q.Query(ctx, s.c.existing, jsonArray(ids))
+	rows, err := q.Query(ctx, s.c.Existing, jsonArray(ids))
 	if err != nil {
 		return s.wrap("find duplicates", err)
 	}
@@ -180,7 +180,7 @@ func (s *Store) duplicates(ctx context.Context, q Querier, msgs []outbox.Message
 
 // MarkConsumedTx implements outbox.Driver's MarkConsumedTx on q.
 func (s *Store) MarkConsumedTx(ctx context.Context, q Querier, group, msgID string) (bool, error) {
-	n, err := q.Exec(ctx, s.c.consume, group, msgID)
+	n, err := q.Exec(ctx, s.c.Consume, group, msgID)
 	if err != nil {
 		if s.classify(err) == ErrUnique {
 			return false, nil

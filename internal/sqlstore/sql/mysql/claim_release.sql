@@ -1,0 +1,1 @@
+DELETE FROM {{claims}} WHERE token = ?

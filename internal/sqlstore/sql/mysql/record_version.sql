@@ -1,0 +1,1 @@
+INSERT IGNORE INTO {{migrations}} (version, name) VALUES (?, ?)

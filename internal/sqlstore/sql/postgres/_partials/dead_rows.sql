@@ -1,0 +1,13 @@
+-- dead_rows is how every statement on the DEAD rows names them, so that the
+-- planner can use the DEAD index ({{outbox_dead_idx}}, WHERE dead_at IS NOT
+-- NULL; schema version 5). No index may name status, whose change is the
+-- SENT update (HOT only while no index names a column it changes), so the
+-- index names dead_at, and "status = 2" alone would not match its
+-- predicate. Every DEAD row has a dead_at: mark_others sets it with status
+-- 2, dead retry clears it with status 0, migrations 004 and 005 gave one to
+-- the rows already DEAD, and the trigger {{outbox_dead_at}} (005) gives one
+-- to a row that someone else's UPDATE sets to 2 without it. A row inserted
+-- with status 2 and no dead_at (no statement of the outbox does that) is not
+-- found here, only by Stats. "status = 2" stays: a row set back from DEAD by
+-- hand may keep its dead_at.
+dead_at IS NOT NULL AND status = 2

@@ -1,0 +1,1 @@
+DELETE FROM {{outbox}} WHERE msg_id = ANY($1::text[])

@@ -1,0 +1,3 @@
+INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (msg_id) DO NOTHING

@@ -1,0 +1,1 @@
+SELECT topic, count(*) FROM {{outbox}} WHERE {{> dead_rows}} GROUP BY topic

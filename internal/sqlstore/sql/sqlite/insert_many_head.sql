@@ -1,0 +1,1 @@
+INSERT INTO {{outbox}} (msg_id, topic, msg_key, payload, headers) VALUES

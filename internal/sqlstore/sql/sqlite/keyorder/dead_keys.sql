@@ -1,0 +1,4 @@
+SELECT DISTINCT msg_key FROM {{outbox}}
+WHERE status = 2 AND msg_key IS NOT NULL
+  AND (msg_id IN (SELECT value FROM json_each(?1)) OR ?2)
+  AND topic = COALESCE(NULLIF(?3, ''), topic)

@@ -1,0 +1,1 @@
+INSERT OR IGNORE INTO {{migrations}} (version, name) VALUES (?, ?)

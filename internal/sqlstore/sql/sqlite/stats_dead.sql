@@ -1,0 +1,1 @@
+SELECT topic, count(*) FROM {{outbox}} WHERE status = 2 GROUP BY topic
