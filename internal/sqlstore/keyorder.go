@@ -53,15 +53,11 @@ type batchKey struct {
 	Lo int64 `json:"lo"`
 }
 
-// HoldBack implements outbox.KeyOrderer. One statement reads the blockers of
-// the batch's keys; a second, only when a message is held, moves the held
-// rows' next_retry_at. Neither reads a key's SENT history beyond the rows
-// the dialect's index cannot tell from NEW ones (PostgreSQL: those above the
-// low-water mark).
-func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.HoldParams) ([]bool, error) {
-	keys := map[string]*batchKey{}
-	inBatch := map[int64]bool{}
-	var order []*batchKey
+// batchKeysOf returns the keys of msgs in their first message's order, the
+// same by key, and the ids of msgs that have a key. Each key's Lo is its
+// done id (done) when below its Hi.
+func batchKeysOf(msgs []outbox.Message, done map[string]int64) (order []*batchKey, keys map[string]*batchKey, inBatch map[int64]bool) {
+	keys, inBatch = map[string]*batchKey{}, map[int64]bool{}
 	for _, m := range msgs {
 		if m.Key == "" {
 			continue
@@ -75,13 +71,23 @@ func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.Ho
 		}
 		k.Hi, k.N = max(k.Hi, m.ID), k.N+1
 	}
-	if len(order) == 0 {
-		return nil, nil
-	}
 	for _, k := range order {
-		if lo, ok := p.Done[k.Key]; ok && lo < k.Hi {
+		if lo, ok := done[k.Key]; ok && lo < k.Hi {
 			k.Lo = lo
 		}
+	}
+	return order, keys, inBatch
+}
+
+// HoldBack implements outbox.KeyOrderer. One statement reads the blockers of
+// the batch's keys; a second, only when a message is held, moves the held
+// rows' next_retry_at. Neither reads a key's SENT history beyond the rows
+// the dialect's index cannot tell from NEW ones (PostgreSQL: those above the
+// low-water mark).
+func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.HoldParams) ([]bool, error) {
+	order, keys, inBatch := batchKeysOf(msgs, p.Done)
+	if len(order) == 0 {
+		return nil, nil
 	}
 	for _, m := range p.InFlight {
 		if k := keys[m.Key]; k != nil && m.ID < k.Hi && !inBatch[m.ID] {
@@ -307,23 +313,7 @@ var _ outbox.KeyOrderer = (*Store)(nil)
 // none), one line per plan line; on PostgreSQL it runs the statement (it
 // only reads) and the plan carries its timings and buffers.
 func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message, done map[string]int64) (string, error) {
-	var keys []*batchKey
-	byKey := map[string]*batchKey{}
-	for _, m := range msgs {
-		if m.Key == "" {
-			continue
-		}
-		if byKey[m.Key] == nil {
-			byKey[m.Key] = &batchKey{Key: m.Key}
-			keys = append(keys, byKey[m.Key])
-		}
-		byKey[m.Key].Hi, byKey[m.Key].N = max(byKey[m.Key].Hi, m.ID), byKey[m.Key].N+1
-	}
-	for _, k := range keys {
-		if lo, ok := done[k.Key]; ok && lo < k.Hi {
-			k.Lo = lo
-		}
-	}
+	keys, _, _ := batchKeysOf(msgs, done)
 	b, _ := json.Marshal(keys)
 	args := []any{string(b), 2}
 	prefix := s.c.Explain + " "
