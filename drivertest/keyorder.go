@@ -128,6 +128,12 @@ func (s suite[TTx]) runRelaysUntil(t *testing.T, env *Env[TTx], n int, pub outbo
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Errorf("after 45s, %d of %d rows SENT, %d of %d DEAD", s.count(t, env, "status = 1"), total, s.count(t, env, "status = 2"), dead)
+	if pending, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusNew}); err == nil {
+		for _, m := range pending {
+			t.Logf("NEW: id %d %s key %q retries %d next_retry_at %s (in %s) last_error %q",
+				m.ID, m.MsgID, m.Key, m.Retries, m.NextRetryAt.Format(time.RFC3339Nano), time.Until(m.NextRetryAt).Round(time.Millisecond), m.LastError)
+		}
+	}
 }
 
 // testKeyOrder: the messages of one key are published in id order across
