@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,9 @@ func TestReleaseBuild(t *testing.T) {
 	if linked := linkedModules(info, devOnlyModules); len(linked) > 0 {
 		t.Errorf("the release binary links %v", linked)
 	}
+	if runtime.GOARCH == "amd64" {
+		checkStatedSize(t, bin)
+	}
 	// The developer build keeps them: the check above can fail.
 	devInfo, err := buildinfo.ReadFile(binary)
 	if err != nil {
@@ -111,4 +116,30 @@ func linkedModules(info *buildinfo.BuildInfo, mods []string) []string {
 		}
 	}
 	return linked
+}
+
+// checkStatedSize checks the size the README and docs/operations.md give for
+// the linux/amd64 release binary against bin's, to within 2 MB.
+func checkStatedSize(t *testing.T, bin string) {
+	t.Helper()
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb := float64(fi.Size()) / 1e6
+	stated := regexp.MustCompile(`about (\d+) MB for linux/amd64`)
+	for _, doc := range []string{"../../README.md", "../../docs/operations.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := stated.FindSubmatch(text)
+		if m == nil {
+			t.Errorf("%s does not say the release binary's size (\"about N MB for linux/amd64\")", doc)
+			continue
+		}
+		if n, _ := strconv.ParseFloat(string(m[1]), 64); n < mb-2 || n > mb+2 {
+			t.Errorf("%s says the release binary is about %s MB; it is %.1f MB", doc, m[1], mb)
+		}
+	}
 }
