@@ -104,44 +104,6 @@ func (r *Relay) runPolling(ctx context.Context, watch bool) error {
 	}
 }
 
-// ClaimOverlap says how far Relay.Run may overlap the claim of the next batch
-// with the batch before it.
-type ClaimOverlap int
-
-const (
-	// OverlapAll: claim while the previous batch is published and marked.
-	// The store's claims never make another claim's Finish wait (PostgreSQL's
-	// chunk locks). The default for a store that does not say.
-	OverlapAll ClaimOverlap = iota
-	// OverlapPublish: claim while the previous batch is published, never
-	// while it is marked, for a store whose claims and marks take one write
-	// lock and hold no connection in between (SQLite): beside each other they
-	// would only wait for that lock.
-	OverlapPublish
-	// OverlapNone: claim only once the previous batch is marked, for a store
-	// whose open claim could make a mark wait (MySQL: InnoDB's row and gap
-	// locks), which with Run's claim held ahead would stall the relay.
-	OverlapNone
-)
-
-func (o ClaimOverlap) String() string {
-	switch o {
-	case OverlapAll:
-		return "OverlapAll"
-	case OverlapPublish:
-		return "OverlapPublish"
-	case OverlapNone:
-		return "OverlapNone"
-	}
-	return fmt.Sprintf("ClaimOverlap(%d)", int(o))
-}
-
-// ClaimOverlapper is implemented by a Store that needs Relay.Run to overlap
-// less than OverlapAll.
-type ClaimOverlapper interface {
-	ClaimOverlap() ClaimOverlap
-}
-
 // pipeline connects Run's claiming loop with its publishing goroutine.
 type pipeline struct {
 	batches chan batch
