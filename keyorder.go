@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // RetriedHeader is the header a DEAD message carries once a person has
@@ -34,13 +36,13 @@ const heldWait = 10 * time.Second
 // not ctx is cancelled.
 func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held []bool, err error) {
 	msgs := b.msgs
-	ko, ok := r.store.(KeyOrderer)
+	ko, ok := r.store.(outboxdriver.KeyOrderer)
 	if !ok || !anyKey(msgs) {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(b)/2, time.Millisecond))
 	defer cancel()
-	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait,
+	held, err = ko.HoldBack(ctx, msgs, outboxdriver.HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait,
 		InFlight: inflight, Done: r.keysDoneFor(msgs)})
 	if err == nil {
 		return held, nil
@@ -57,7 +59,7 @@ func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held
 // not wait for it. On an error the batch is left to publishBatch, which asks
 // again.
 func (r *Relay) holdEarly(ctx context.Context, b *batch, inflight []Message) {
-	if _, ok := r.store.(KeyOrderer); !ok || !anyKey(b.msgs) {
+	if _, ok := r.store.(outboxdriver.KeyOrderer); !ok || !anyKey(b.msgs) {
 		return
 	}
 	if held, err := r.holdBack(ctx, *b, inflight); err == nil {
@@ -93,7 +95,7 @@ const maxKeysDone = 1 << 16
 // so no other message of the key below that id was NEW then, and one that
 // goes back to NEW later does so through a retry or a requeue.
 func (r *Relay) noteKeysDone(msgs []Message, outcomes []Outcome) {
-	if _, ok := r.store.(KeyOrderer); !ok || !anyKey(msgs) {
+	if _, ok := r.store.(outboxdriver.KeyOrderer); !ok || !anyKey(msgs) {
 		return
 	}
 	r.keysMu.Lock()

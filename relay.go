@@ -12,13 +12,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/internal/redact"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Relay moves messages from the outbox table to a Publisher: it claims a batch,
 // publishes it, and records the outcome of every message in one transaction.
 // Several relays, in one process or many, may run against one table.
 type Relay struct {
-	store Store
+	store outboxdriver.Store
 	pub   Publisher
 	cfg   RelayConfig
 	hooks []BatchHook
@@ -57,7 +59,7 @@ type Relay struct {
 }
 
 // NewRelay returns a Relay that moves messages from store to pub.
-func NewRelay(store Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
+func NewRelay(store outboxdriver.Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	if store == nil || pub == nil {
 		return nil, errors.New("outbox: NewRelay: store and publisher are required")
 	}
@@ -188,7 +190,7 @@ func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 
 // batch is one claim on its way through the relay.
 type batch struct {
-	claim      Claim
+	claim      outboxdriver.Claim
 	msgs       []Message
 	limit      int // the claim's limit
 	start      time.Time
@@ -210,11 +212,11 @@ type batch struct {
 
 // claimBatch claims the next batch, from the cursor or from the first id;
 // prev is the claim before it, which the publisher may still hold, or nil.
-func (r *Relay) claimBatch(ctx context.Context, prev Claim) (batch, error) {
+func (r *Relay) claimBatch(ctx context.Context, prev outboxdriver.Claim) (batch, error) {
 	start := time.Now()
 	after := r.claimFrom(start)
 	limit := r.scaledLimit(r.health.claimLimit())
-	claim, err := r.store.Claim(ctx, ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease, Prev: prev})
+	claim, err := r.store.Claim(ctx, outboxdriver.ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease, Prev: prev})
 	if ctx.Err() == nil {
 		r.noteDB(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Run relays until ctx is cancelled, then finishes the batch in flight, records
@@ -33,7 +35,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // runPolling is Run's polling loop; watch runs the store's Watcher beside it.
 func (r *Relay) runPolling(ctx context.Context, watch bool) error {
 	p := &pipeline{batches: make(chan batch)}
-	if o, ok := r.store.(ClaimOverlapper); ok {
+	if o, ok := r.store.(outboxdriver.ClaimOverlapper); ok {
 		p.overlap = o.ClaimOverlap()
 	}
 	done := make(chan struct{})
@@ -77,7 +79,7 @@ func (r *Relay) runPolling(ctx context.Context, watch bool) error {
 		}
 		pause = 0
 		if len(b.msgs) > 0 {
-			if p.overlap == OverlapNone {
+			if p.overlap == outboxdriver.OverlapNone {
 				b.handled = make(chan struct{})
 			}
 			select {
@@ -107,13 +109,13 @@ func (r *Relay) runPolling(ctx context.Context, watch bool) error {
 // pipeline connects Run's claiming loop with its publishing goroutine.
 type pipeline struct {
 	batches chan batch
-	overlap ClaimOverlap
+	overlap outboxdriver.ClaimOverlap
 	// db is held around claims and marks with OverlapPublish.
 	db sync.Mutex
 
 	// last is the claim of the batch handed to the publisher last, which it
 	// may still hold, and lastMsgs its messages.
-	last     Claim
+	last     outboxdriver.Claim
 	lastMsgs []Message
 	// failed: the keys of the batch the publisher handled last whose
 	// messages did not go (see Relay.failedKeys). The publisher's own.
@@ -142,7 +144,7 @@ func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
 // dbTurn waits for the store's turn when claims and marks must not overlap
 // (OverlapPublish) and returns the function that ends it.
 func (p *pipeline) dbTurn() (done func()) {
-	if p.overlap != OverlapPublish {
+	if p.overlap != outboxdriver.OverlapPublish {
 		return func() {}
 	}
 	p.db.Lock()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Defaults of the wait between looks.
@@ -104,7 +106,7 @@ func (r *Relay) noteBatch(n, limit int) {
 // the last look (looked).
 func (r *Relay) idle(ctx context.Context, w *waiter, found bool, looked time.Time) bool {
 	w.settle(found)
-	dc, _ := r.store.(DueChecker)
+	dc, _ := r.store.(outboxdriver.DueChecker)
 	for first := true; ; first = false {
 		woken, ok := r.sleepWoken(ctx, w.cur)
 		if !ok {
@@ -166,14 +168,14 @@ func (r *Relay) startWatch(ctx context.Context) (stop func()) {
 // first failure at Warn and the next ones at Debug, and tries again after a
 // pause that doubles up to PauseMax.
 func (r *Relay) watch(ctx context.Context) {
-	wt, ok := r.store.(Watcher)
+	wt, ok := r.store.(outboxdriver.Watcher)
 	if !ok || r.cfg.NoWatch {
 		return
 	}
 	log := r.cfg.Logger
 	pause := time.Duration(0)
 	var fellBack atomic.Bool
-	wake := func(c Change) {
+	wake := func(c outboxdriver.Change) {
 		// A CDC relay has said so already (streamLoop).
 		if c.Fallback != nil && !r.cfg.CDC && !fellBack.Swap(true) {
 			log.Warn("outbox relay: cannot stream the outbox table's changes; waking on notifications instead", "error", c.Fallback)

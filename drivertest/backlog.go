@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // testBacklog checks outbox.BacklogReader against Stats: the NEW rows below
@@ -20,7 +21,7 @@ func (s suite[TTx]) testBacklog(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
-	br, ok := env.Driver.(outbox.BacklogReader)
+	br, ok := env.Driver.(outboxdriver.BacklogReader)
 	if !ok {
 		t.Fatalf("driver %T is no outbox.BacklogReader", env.Driver)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // ClaimIDs checks a store's claim by id (outbox.IDClaimer), as the CDC
@@ -16,7 +17,7 @@ import (
 func ClaimIDs[TTx any](t *testing.T, env *Env[TTx]) {
 	t.Helper()
 	ctx := context.Background()
-	ic, ok := env.Driver.(outbox.IDClaimer)
+	ic, ok := env.Driver.(outboxdriver.IDClaimer)
 	if !ok {
 		t.Fatalf("%T does not implement outbox.IDClaimer", env.Driver)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // deadExplainer is a driver that can show the plans of its statements on the
@@ -143,7 +144,7 @@ func (s suite[TTx]) testDeadRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := env.Driver.(outbox.BacklogReader).Backlog(ctx)
+		b, err := env.Driver.(outboxdriver.BacklogReader).Backlog(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +264,7 @@ func (s suite[TTx]) testMigrateDeadIndex(t *testing.T) {
 			t.Fatalf("%d DEAD rows have a dead_at and are out of the requeued index after the migration, want 4", n)
 		}
 	}
-	b, err := env.Driver.(outbox.BacklogReader).Backlog(ctx)
+	b, err := env.Driver.(outboxdriver.BacklogReader).Backlog(ctx)
 	if err != nil || !b.DeadCounted || b.Dead != 4 || b.Pending != 2 {
 		t.Fatalf("backlog after the migration = %+v, %v; want 2 pending, 4 DEAD", b, err)
 	}

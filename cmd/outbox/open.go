@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
 	"github.com/outbox-go/outbox/internal/redact"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/webhook"
 )
 
@@ -32,7 +33,7 @@ const connectTimeout = 10 * time.Second
 
 // database is an opened outbox database.
 type database struct {
-	Store   outbox.Store        // the driver, as a Store (relay, admin)
+	Store   outboxdriver.Store  // the driver, as a Store (relay, admin)
 	Dialect string              // "postgres", "mysql", "sqlite"
 	PG      *outboxpgx.Driver   // set for postgres (pgxpool based)
 	SQL     *sqlstore.SQLDriver // set for mysql and sqlite (database/sql based)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // BinlogConfig says how a BinlogDriver reads the server's binary log.
@@ -92,10 +93,10 @@ type BinlogDriver struct {
 }
 
 var (
-	_ outbox.Streamer        = (*BinlogDriver)(nil)
-	_ outbox.StreamLagger    = (*BinlogDriver)(nil)
-	_ outbox.Watcher         = (*BinlogDriver)(nil)
-	_ outbox.Driver[*sql.Tx] = (*BinlogDriver)(nil)
+	_ outboxdriver.Streamer        = (*BinlogDriver)(nil)
+	_ outboxdriver.StreamLagger    = (*BinlogDriver)(nil)
+	_ outboxdriver.Watcher         = (*BinlogDriver)(nil)
+	_ outboxdriver.Driver[*sql.Tx] = (*BinlogDriver)(nil)
 )
 
 // WithBinlog returns d reading the binary log as cfg says. Close releases
@@ -105,7 +106,7 @@ func (d *Driver) WithBinlog(cfg BinlogConfig) (*BinlogDriver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	schema, table, _ := outbox.SplitTableName(d.Tables().Outbox)
+	schema, table, _ := outboxdriver.SplitTableName(d.Tables().Outbox)
 	if schema == "" {
 		schema = cfg.Conn.DBName
 	}
@@ -148,7 +149,7 @@ func (b *BinlogDriver) StreamFrom(ctx context.Context, from BinlogPosition, fn f
 	b.mu.Lock()
 	if b.streaming {
 		b.mu.Unlock()
-		return fmt.Errorf("%w: a Stream of this BinlogDriver is already running", outbox.ErrStreamBusy)
+		return fmt.Errorf("%w: a Stream of this BinlogDriver is already running", outboxdriver.ErrStreamBusy)
 	}
 	b.streaming = true
 	if from.IsZero() {
@@ -185,7 +186,7 @@ func (b *BinlogDriver) confirm(p BinlogPosition, lin int64) {
 // server's position when it starts and calls fn with Change{Via: "binlog"}
 // after every transaction that inserted into the outbox table, whoever
 // wrote it.
-func (b *BinlogDriver) Watch(ctx context.Context, fn func(outbox.Change)) error {
+func (b *BinlogDriver) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
 	return b.watch(ctx, fn)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // New returns a driver on db, opened with the "mysql" driver. The DSN should set
@@ -29,7 +30,7 @@ type Driver struct {
 	*sqlstore.SQLDriver
 }
 
-var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
+var _ outboxdriver.Driver[*sql.Tx] = (*Driver)(nil)
 
 // classify translates MySQL error numbers for the store.
 func classify(err error) sqlstore.ErrorKind {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Driver is an outbox.Driver for pgx: the Writer and Inbox take a pgx.Tx.
@@ -32,7 +33,7 @@ type Driver struct {
 	lag   *pgStream
 }
 
-var _ outbox.Driver[pgx.Tx] = (*Driver)(nil)
+var _ outboxdriver.Driver[pgx.Tx] = (*Driver)(nil)
 
 // New returns a driver on pool. tables may be zero for the default names.
 func New(pool *pgxpool.Pool, tables outbox.Tables) (*Driver, error) {
@@ -65,7 +66,7 @@ type StdlibDriver struct {
 	notify     *notifier
 }
 
-var _ outbox.Driver[*sql.Tx] = (*StdlibDriver)(nil)
+var _ outboxdriver.Driver[*sql.Tx] = (*StdlibDriver)(nil)
 
 // Pool returns the pool the driver runs on.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // TestHoldBackReadsNoSentHistory: the hold-back's check of a hot key with
@@ -138,7 +139,7 @@ FROM generate_series(1, 20000) AS g`)
 		t.Fatal(err)
 	}
 	checkPlan(t, plan, "outbox_requeued_key_idx")
-	held, err := e.d.HoldBack(e.ctx, batch, outbox.HoldParams{HeldWait: time.Second, DeadWait: time.Second})
+	held, err := e.d.HoldBack(e.ctx, batch, outboxdriver.HoldParams{HeldWait: time.Second, DeadWait: time.Second})
 	if err != nil || len(held) != 1 || !held[0] {
 		t.Fatalf("HoldBack = %v, %v; want the batch's message held behind the requeued row of its key", held, err)
 	}

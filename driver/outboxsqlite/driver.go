@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // New returns a driver on db, which must be opened with the "sqlite" driver of
@@ -34,7 +35,7 @@ type Driver struct {
 	*sqlstore.SQLDriver
 }
 
-var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
+var _ outboxdriver.Driver[*sql.Tx] = (*Driver)(nil)
 
 // Open opens the SQLite file at path for the outbox: WAL journal, NORMAL
 // synchronous (durable at each checkpoint, safe against corruption), a busy

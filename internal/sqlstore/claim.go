@@ -8,12 +8,13 @@ import (
 	"sort"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Claim implements outbox.Store: see claimMode for how each dialect keeps two
 // relays off the same rows. The claim commits before it returns; the batch is
 // held by a lease of p.Lease, which must be positive.
-func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+func (s *Store) Claim(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("outbox: claim: limit %d must be positive", p.Limit)
 	}

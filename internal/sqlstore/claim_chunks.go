@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // claimChunks claims for PostgreSQL in one statement and commits at once:
 // the statement records the chunks it took in {{claims}} under a new token,
 // with the lease's end (see sql/postgres/claim.sql).
-func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+func (s *Store) claimChunks(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	after := p.AfterID
 	if after == 0 && s.c.SweepCheck != "" {
 		lwm, err := s.sweep(ctx)
@@ -52,7 +53,7 @@ func (s *Store) claimChunks(ctx context.Context, p outbox.ClaimParams) (outbox.C
 // predecessor returns the token and the last id of p.Prev, whose chunks
 // the claim may take over for the rows past that id (see sql/postgres/_partials/hold_chunks.sql), or
 // "" and 0.
-func (s *Store) predecessor(p outbox.ClaimParams) (token string, last int64) {
+func (s *Store) predecessor(p outboxdriver.ClaimParams) (token string, last int64) {
 	prev, ok := p.Prev.(*leaseClaim)
 	if !ok || prev.s != s || len(prev.msgs) == 0 {
 		return "", 0
@@ -64,7 +65,7 @@ func (s *Store) predecessor(p outbox.ClaimParams) (token string, last int64) {
 // own (in one round trip where the DB is a TxPipeliner), and adds the rows
 // it claimed to c. changed reports a chunk left because it changed after
 // the statement's snapshot.
-func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after any, p outbox.ClaimParams) (changed bool, err error) {
+func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after any, p outboxdriver.ClaimParams) (changed bool, err error) {
 	args := []any{after, p.Limit - len(c.msgs), c.token, p.Lease.Milliseconds(), c.prevToken, c.prevLast}
 	var msgs []outbox.Message
 	var ctids []string

@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // claimRange claims in one short write transaction: expired claims are
 // dropped first (which also takes SQLite's write lock at once, so the
 // transaction never has to upgrade), then the due rows outside every live
 // claim are read and this claim's id range is recorded with its lease.
-func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+func (s *Store) claimRange(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	if p.Lease <= 0 {
 		return nil, fmt.Errorf("outbox: claim: a %s store needs a positive lease", s.c.name)
 	}
@@ -19,7 +20,7 @@ func (s *Store) claimRange(ctx context.Context, p outbox.ClaimParams) (outbox.Cl
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
-	fail := func(op string, err error) (outbox.Claim, error) {
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}

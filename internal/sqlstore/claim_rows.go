@@ -3,14 +3,14 @@ package sqlstore
 import (
 	"context"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // claimRows claims for MySQL in one short READ COMMITTED transaction (see
 // sql/mysql/claim.sql): the due rows that no live lease holds are locked
 // (SKIP LOCKED: rows another relay is claiming are passed over), a lease
 // per row is recorded, and the transaction commits.
-func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+func (s *Store) claimRows(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	begin := s.db.Begin
 	if rc, ok := s.db.(readCommittedDB); ok {
 		// At REPEATABLE READ InnoDB's locking scan would also lock the
@@ -21,7 +21,7 @@ func (s *Store) claimRows(ctx context.Context, p outbox.ClaimParams) (outbox.Cla
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
-	fail := func(op string, err error) (outbox.Claim, error) {
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}

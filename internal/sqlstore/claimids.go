@@ -6,17 +6,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-var _ outbox.IDClaimer = (*Store)(nil)
+var _ outboxdriver.IDClaimer = (*Store)(nil)
 
 // ClaimIDs implements outbox.IDClaimer: it claims those of ids whose rows
 // are NEW, due and outside every live claim, by the dialect's own claim
 // (PostgreSQL: the rows' chunks under a lease; MySQL: the rows, locked and
 // leased; SQLite: the range from the first to the last claimed id), and
 // commits before it returns.
-func (s *Store) ClaimIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
+func (s *Store) ClaimIDs(ctx context.Context, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("outbox: claim: lease %s must be positive (RelayConfig.Lease)", lease)
 	}
@@ -45,10 +45,10 @@ func (s *Store) idsSQL(n int) string {
 	return strings.Replace(s.c.ClaimIDs, "{{ids}}", ph[:len(ph)-2], 1)
 }
 
-func (s *Store) claimChunksIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
+func (s *Store) claimChunksIDs(ctx context.Context, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
 	q := s.idsSQL(0)
 	c := &leaseClaim{s: s, token: newToken()}
-	p := outbox.ClaimParams{Limit: len(ids), Lease: lease}
+	p := outboxdriver.ClaimParams{Limit: len(ids), Lease: lease}
 	for range 4 {
 		// See claimChunks: a chunk that changed after the snapshot is
 		// looked at again.
@@ -70,7 +70,7 @@ func (s *Store) claimChunksIDs(ctx context.Context, ids []int64, lease time.Dura
 }
 
 // claimRowsIDs is claimRows for the rows of ids.
-func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
+func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
 	begin := s.db.Begin
 	if rc, ok := s.db.(readCommittedDB); ok {
 		begin = rc.BeginReadCommitted
@@ -79,7 +79,7 @@ func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Durati
 	if err != nil {
 		return nil, s.wrap("claim by id: begin", err)
 	}
-	fail := func(op string, err error) (outbox.Claim, error) {
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
@@ -113,12 +113,12 @@ func (s *Store) claimRowsIDs(ctx context.Context, ids []int64, lease time.Durati
 
 // claimRangeIDs is claimRange for the rows of ids: the claim records the
 // range from the first to the last id it took.
-func (s *Store) claimRangeIDs(ctx context.Context, ids []int64, lease time.Duration) (outbox.Claim, error) {
+func (s *Store) claimRangeIDs(ctx context.Context, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return nil, s.wrap("claim by id: begin", err)
 	}
-	fail := func(op string, err error) (outbox.Claim, error) {
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // keyOrderSQL is the SQL of the per-key hold-back (outbox.KeyOrderer) of one
@@ -84,7 +85,7 @@ func batchKeysOf(msgs []outbox.Message, done map[string]int64) (order []*batchKe
 // rows' next_retry_at. Neither reads a key's SENT history beyond the rows
 // the dialect's index cannot tell from NEW ones (PostgreSQL: those above the
 // low-water mark).
-func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.HoldParams) ([]bool, error) {
+func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outboxdriver.HoldParams) ([]bool, error) {
 	order, keys, inBatch := batchKeysOf(msgs, p.Done)
 	if len(order) == 0 {
 		return nil, nil
@@ -306,7 +307,7 @@ func (s *Store) releaseAfterMark(ctx context.Context, msgs []outbox.Message, out
 	tx.Commit(ctx)
 }
 
-var _ outbox.KeyOrderer = (*Store)(nil)
+var _ outboxdriver.KeyOrderer = (*Store)(nil)
 
 // ExplainHoldBack returns the database's plan of HoldBack's blockers
 // statement for msgs and the keys' done ids (outbox.HoldParams.Done, nil for

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // probeSweepEvery is how often AnyDue sweeps while the low-water mark lags
@@ -18,7 +18,7 @@ type prober struct {
 	swept time.Time
 }
 
-var _ outbox.DueChecker = (*Store)(nil)
+var _ outboxdriver.DueChecker = (*Store)(nil)
 
 // AnyDue implements outbox.DueChecker in one statement (statements.Probe). On
 // PostgreSQL it also advances the low-water mark (two more statements),

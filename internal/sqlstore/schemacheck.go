@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // SchemaCheck is what CheckSchema found: the recorded version, the newest
@@ -73,7 +73,7 @@ func (s *Store) specTable(table string) string {
 // checkTable reads one table's columns, indexes and triggers from the
 // catalog and lists how they differ from want, and what want does not name.
 func (s *Store) checkTable(ctx context.Context, cat catalog, name string, want tableSpec) (problems, unlisted []string, err error) {
-	_, bare, _ := outbox.SplitTableName(name)
+	_, bare, _ := outboxdriver.SplitTableName(name)
 	args := cat.args(s.c.dialect, name)
 	rows, err := s.db.Query(ctx, cat.columns, args...)
 	if err != nil {
@@ -175,7 +175,7 @@ FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DAT
 		indexes:  `SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ?`,
 		triggers: `SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND EVENT_OBJECT_TABLE = ?`,
 		args: func(_ dialect, name string) []any {
-			schema, table, _ := outbox.SplitTableName(name)
+			schema, table, _ := outboxdriver.SplitTableName(name)
 			return []any{schema, table}
 		},
 	},

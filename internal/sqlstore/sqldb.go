@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // SQLDB adapts a *sql.DB to DB.
@@ -91,7 +92,7 @@ func NewSQLDriver(db *sql.DB, dialectName string, tables outbox.Tables, classify
 	return &SQLDriver{Store: s, db: db}, nil
 }
 
-var _ outbox.Driver[*sql.Tx] = (*SQLDriver)(nil)
+var _ outboxdriver.Driver[*sql.Tx] = (*SQLDriver)(nil)
 
 // InsertTx implements outbox.Driver.
 func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {

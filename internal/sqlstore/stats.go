@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // RescanMark is where a PostgreSQL relay's rescans start: every row at or
@@ -98,12 +99,12 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	return st, nil
 }
 
-var _ outbox.BacklogReader = (*Store)(nil)
+var _ outboxdriver.BacklogReader = (*Store)(nil)
 
 // Backlog implements outbox.BacklogReader: it reads the NEW rows and the
 // DEAD rows, each through an index.
-func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	var b outbox.Backlog
+func (s *Store) Backlog(ctx context.Context) (outboxdriver.Backlog, error) {
+	var b outboxdriver.Backlog
 	q, done, err := s.backlogQuerier(ctx)
 	if err != nil {
 		return b, s.wrap("backlog", err)

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Rows is the part of a result set the store reads.
@@ -127,7 +128,7 @@ func New(db DB, dialectName string, tables outbox.Tables, classify Classifier) (
 	return &Store{db: db, c: c, classify: classify, tables: tables, ko: c.ko}, nil
 }
 
-var _ outbox.Store = (*Store)(nil)
+var _ outboxdriver.Store = (*Store)(nil)
 
 // Dialect implements outbox.Store.
 func (s *Store) Dialect() string { return s.c.name }
@@ -136,11 +137,11 @@ func (s *Store) Dialect() string { return s.c.name }
 // claims commit at once and leave no lock behind, so Relay.Run may claim
 // beside a mark. SQLite's claims and marks take the one write lock (and hold
 // no connection in between), so a claim goes only beside a publish.
-func (s *Store) ClaimOverlap() outbox.ClaimOverlap {
+func (s *Store) ClaimOverlap() outboxdriver.ClaimOverlap {
 	if s.c.mode == claimRange {
-		return outbox.OverlapPublish
+		return outboxdriver.OverlapPublish
 	}
-	return outbox.OverlapAll
+	return outboxdriver.OverlapAll
 }
 
 // Tables implements outbox.Store.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/plugin/outboxotel"
 )
 
@@ -187,7 +188,7 @@ func TestPropagatorFieldNames(t *testing.T) {
 
 // fakeDriver is an outbox.Driver that keeps what the Writer inserts.
 type fakeDriver struct {
-	outbox.Store
+	outboxdriver.Store
 	inserted []outbox.Message
 	err      error
 }
