@@ -13,11 +13,11 @@ import (
 // consumer's own change. With at-least-once delivery that gives an effect
 // exactly once.
 type Inbox[TTx any] struct {
-	driver outboxdriver.Driver[TTx]
+	driver outboxdriver.InboxStore[TTx]
 }
 
 // NewInbox returns an Inbox that works through driver.
-func NewInbox[TTx any](driver outboxdriver.Driver[TTx]) *Inbox[TTx] {
+func NewInbox[TTx any](driver outboxdriver.InboxStore[TTx]) *Inbox[TTx] {
 	return &Inbox[TTx]{driver: driver}
 }
 

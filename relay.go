@@ -20,7 +20,7 @@ import (
 // publishes it, and records the outcome of every message in one transaction.
 // Several relays, in one process or many, may run against one table.
 type Relay struct {
-	store outboxdriver.Store
+	store outboxdriver.Claimer
 	pub   Publisher
 	cfg   RelayConfig
 	hooks []BatchHook
@@ -58,8 +58,11 @@ type Relay struct {
 	keysDone map[string]int64
 }
 
-// NewRelay returns a Relay that moves messages from store to pub.
-func NewRelay(store outboxdriver.Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
+// NewRelay returns a Relay that moves messages from store, a driver, to pub.
+// The relay also uses the optional interfaces of package outboxdriver that
+// store implements (ClaimOverlapper, DueChecker, Watcher, KeyOrderer, and
+// for RelayConfig.CDC Streamer and IDClaimer).
+func NewRelay(store outboxdriver.Claimer, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	if store == nil || pub == nil {
 		return nil, errors.New("outbox: NewRelay: store and publisher are required")
 	}

@@ -31,7 +31,7 @@ const (
 // pauses and probes as it does when polling, and streams again after.
 var errStreamOutage = errors.New("outbox: broker outage while streaming")
 
-func (cfg RelayConfig) validateCDC(store outboxdriver.Store) error {
+func (cfg RelayConfig) validateCDC(store outboxdriver.Claimer) error {
 	if !cfg.CDC {
 		return nil
 	}

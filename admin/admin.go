@@ -23,8 +23,9 @@ import (
 
 // Config configures the admin handler.
 type Config struct {
-	// Store is the outbox table to serve. Required.
-	Store outboxdriver.Store
+	// Store is the outbox table to serve: a driver. Required. GET /backlog
+	// needs it to implement outboxdriver.BacklogReader.
+	Store outboxdriver.Admin
 	// Writable enables POST /dead/retry and POST /dead/drop. Without it they
 	// answer 403 and the handler only reads. Defaults to false.
 	Writable bool

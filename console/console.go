@@ -50,9 +50,10 @@ type Token struct {
 // Config configures the console.
 type Config struct {
 	// Store is the outbox table to serve. Required. It must implement
-	// outbox.DeadSearcher for the DEAD pages and outbox.TopicBacklogReader
-	// for the backlog; the SQL stores of every driver do.
-	Store outboxdriver.Store
+	// outboxdriver.DeadSearcher for the DEAD pages and
+	// outboxdriver.TopicBacklogReader for the backlog; every driver of this
+	// repository does.
+	Store outboxdriver.Admin
 	// Writable enables retry and drop. Defaults to false: the console reads.
 	Writable bool
 	// Tokens are the secrets that open the console. Each needs a Name and

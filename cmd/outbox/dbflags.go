@@ -87,7 +87,7 @@ func isSQLite(dsn string) bool {
 
 // latestVersion is the newest migration the binary knows, when the store says.
 func latestVersion(s outboxdriver.Store) (int, bool) {
-	lv, ok := s.(interface{ LatestVersion() int })
+	lv, ok := s.(outboxdriver.SchemaChecker)
 	if !ok {
 		return 0, false
 	}

@@ -201,9 +201,7 @@ func (o *migrateOptions) runCheck(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	checker, ok := d.Store.(interface {
-		CheckSchema(context.Context) (sqlstore.SchemaCheck, error)
-	})
+	checker, ok := d.Store.(outboxdriver.SchemaChecker)
 	if !ok {
 		return fmt.Errorf("migrate --check: the %s driver cannot check its schema", d.Dialect)
 	}

@@ -9,26 +9,13 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// SchemaCheck is what CheckSchema found: the recorded version, the newest
-// this build knows, and each way the tables differ from what the relay
-// needs. Problems is empty when the schema is current.
-type SchemaCheck struct {
-	Version, Latest int
-	Problems        []string
-	// Unlisted names the columns, indexes and triggers of the tables that
-	// the check does not know: your own additions, or, on tables that only
-	// 'outbox migrate' made, something a migration added that the check
-	// does not yet look at. They are not problems.
-	Unlisted []string
-}
-
 // CheckSchema compares the database with the schema this build needs: the
 // recorded version against the latest one and, when they are equal, the
 // columns (and their types), indexes and triggers of every table against
 // the database's catalog (pg_catalog, information_schema, sqlite_master).
 // It changes nothing.
-func (s *Store) CheckSchema(ctx context.Context) (SchemaCheck, error) {
-	c := SchemaCheck{Latest: s.LatestVersion()}
+func (s *Store) CheckSchema(ctx context.Context) (outboxdriver.SchemaCheck, error) {
+	c := outboxdriver.SchemaCheck{Latest: s.LatestVersion()}
 	v, err := s.SchemaVersion(ctx)
 	if err != nil {
 		return c, err
@@ -186,3 +173,5 @@ FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DAT
 		args:     func(_ dialect, name string) []any { return []any{name} },
 	},
 }
+
+var _ outboxdriver.SchemaChecker = (*Store)(nil)

@@ -9,22 +9,11 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// RescanMark is where a PostgreSQL relay's rescans start: every row at or
-// below ID is SENT, DEAD, or in the requeued index. A mark far behind the
-// newest row means something holds it back (a transaction left open, a
-// prepared transaction), and each rescan walks the rows in between.
-type RescanMark struct {
-	ID int64
-	// NewestID is the highest id in the table.
-	NewestID int64
-	// Behind is how long ago the first row above the mark was written (0 when
-	// there is none).
-	Behind time.Duration
-}
-
 // RescanMark returns the low-water mark of the relays' rescans; ok is false
 // for a dialect that has none (MySQL, SQLite).
-func (s *Store) RescanMark(ctx context.Context) (m RescanMark, ok bool, err error) {
+var _ outboxdriver.RescanMarker = (*Store)(nil)
+
+func (s *Store) RescanMark(ctx context.Context) (m outboxdriver.RescanMark, ok bool, err error) {
 	if s.c.RescanMark == "" {
 		return m, false, nil
 	}
