@@ -95,12 +95,7 @@ func (s suite[TTx]) testBacklog(t *testing.T) {
 		t.Fatalf("dead: %d counted %v on %s, want 2 counted (stats: %d)", b.Dead, b.DeadCounted, env.Driver.Dialect(), st.Dead)
 	}
 
-	ex, ok := env.Driver.(interface {
-		ExplainBacklog(context.Context) (string, error)
-	})
-	if !ok {
-		t.Fatalf("driver %T cannot explain its backlog", env.Driver)
-	}
+	ex := engine(t, env.Driver)
 	plan, err := ex.ExplainBacklog(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -146,12 +141,7 @@ func (s suite[TTx]) testStatsPlans(t *testing.T) {
 	if err := analyze(ctx, dialect, env.Exec); err != nil {
 		t.Fatal(err)
 	}
-	ex, ok := any(env.Driver).(interface {
-		ExplainStats(context.Context) (string, error)
-	})
-	if !ok {
-		t.Fatalf("driver %T cannot explain the statements of Stats", env.Driver)
-	}
+	ex := engine(t, env.Driver)
 	bad := map[string]string{"postgres": "Seq Scan on outbox ", "mysql": " outbox ALL ", "sqlite": "SCAN outbox\n"}[dialect]
 	var problems []string
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {

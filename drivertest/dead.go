@@ -13,12 +13,6 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// deadExplainer is a driver that can show the plans of its statements on the
-// DEAD rows (sqlstore.Store.ExplainDead).
-type deadExplainer interface {
-	ExplainDead(context.Context) (string, error)
-}
-
 // deadIndex is the index each dialect's DEAD statements must walk.
 var deadIndex = map[string]string{"postgres": "outbox_dead_idx", "mysql": "outbox_pending_idx", "sqlite": "outbox_dead_idx"}
 
@@ -48,10 +42,7 @@ func analyze(ctx context.Context, dialect string, exec func(context.Context, str
 // plans are read again until then.
 func checkDeadPlans(t *testing.T, ctx context.Context, d any, dialect string) {
 	t.Helper()
-	ex, ok := d.(deadExplainer)
-	if !ok {
-		t.Fatalf("driver %T cannot explain its DEAD statements", d)
-	}
+	ex := engine(t, d)
 	var plan string
 	var problems []string
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {

@@ -159,12 +159,7 @@ func (s suite[TTx]) testDeadSearchPlans(t *testing.T) {
 	if err := analyze(ctx, dialect, env.Exec); err != nil {
 		t.Fatal(err)
 	}
-	ex, ok := any(env.Driver).(interface {
-		ExplainConsole(context.Context) (string, error)
-	})
-	if !ok {
-		t.Fatalf("driver %T cannot explain the console's statements", env.Driver)
-	}
+	ex := engine(t, env.Driver)
 	bad := map[string]string{"postgres": "Seq Scan on outbox ", "mysql": " outbox ALL ", "sqlite": "SCAN outbox\n"}[dialect]
 	var problems []string
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {

@@ -553,12 +553,7 @@ func (s suite[TTx]) testClaimPlan(t *testing.T) {
 	s.write(t, env, manyMsgs("plan", 2000)...)
 	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{BatchSize: 1000}))
 	s.write(t, env, manyMsgs("plan-new", 50)...)
-	ex, ok := env.Driver.(interface {
-		ExplainClaim(context.Context) (string, error)
-	})
-	if !ok {
-		t.Fatalf("driver %T cannot explain its claim", env.Driver)
-	}
+	ex := engine(t, env.Driver)
 	plan, err := ex.ExplainClaim(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -298,10 +298,8 @@ func scalingCap(relays int, util float64) float64 {
 
 // rawStore is the SQL store under the driver, for Truncate.
 func rawStore(db *database) *sqlstore.Store {
-	if db.PG != nil {
-		return db.PG.Store
-	}
-	return db.SQL.Store
+	s, _ := sqlstore.Of(db.Store)
+	return s
 }
 
 // withPoolSize makes a PostgreSQL pool large enough for every relay and

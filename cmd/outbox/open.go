@@ -44,6 +44,12 @@ type database struct {
 	where string
 }
 
+// sqlDriver is the database/sql driver under drv, for the bench.
+func sqlDriver(drv outboxdriver.Store) *sqlstore.SQLDriver {
+	d, _ := sqlstore.SQLOf(drv)
+	return d
+}
+
 // openDatabase opens the database named by dsn (postgres://, postgresql://,
 // mysql://, sqlite:), checks that it answers, and returns a driver for tables.
 // Error messages never contain the password.
@@ -254,7 +260,7 @@ func openMySQL(ctx context.Context, dsn string, t dbTLS, tables outbox.Tables) (
 		db.Close()
 		return nil, err
 	}
-	return &database{Store: bd, Dialect: "mysql", SQL: drv.SQLDriver, Close: func() { bd.Close(); db.Close() }, where: where}, nil
+	return &database{Store: bd, Dialect: "mysql", SQL: sqlDriver(drv), Close: func() { bd.Close(); db.Close() }, where: where}, nil
 }
 
 // mysqlLogger sends the MySQL driver's own messages (a connection dropped by
@@ -297,7 +303,7 @@ func openSQLite(ctx context.Context, dsn string, tables outbox.Tables) (*databas
 		db.Close()
 		return nil, err
 	}
-	return &database{Store: drv, Dialect: "sqlite", SQL: drv.SQLDriver, Close: func() { db.Close() }, where: where}, nil
+	return &database{Store: drv, Dialect: "sqlite", SQL: sqlDriver(drv), Close: func() { db.Close() }, where: where}, nil
 }
 
 // connectError is the error of a first connection to where that failed.

@@ -162,7 +162,7 @@ func (d *StdlibDriver) notifier() *notifier {
 	d.notifyOnce.Do(func() {
 		ch := WakeChannel(d.Tables().Outbox)
 		d.notify = &notifier{send: func(ctx context.Context) error {
-			_, err := d.SQLDB().ExecContext(ctx, "SELECT pg_notify($1, '')", ch)
+			_, err := d.sql.SQLDB().ExecContext(ctx, "SELECT pg_notify($1, '')", ch)
 			return err
 		}}
 	})
@@ -174,7 +174,7 @@ var _ outboxdriver.Watcher = (*StdlibDriver)(nil)
 // Watch implements outbox.Watcher as Driver's does, on one connection of
 // the *sql.DB, held out of it while the relay watches.
 func (d *StdlibDriver) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
-	c, err := d.SQLDB().Conn(ctx)
+	c, err := d.sql.SQLDB().Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("outboxpgx: watch: connect: %w", err)
 	}

@@ -26,14 +26,19 @@ func New(db *sql.DB, tables outbox.Tables) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{d}, nil
+	return &Driver{engine: sqlstore.HandleOfSQL(d), sql: d}, nil
 }
 
 // Driver is an outbox.Driver on a *sql.DB: the Writer and Inbox take the
-// caller's *sql.Tx. Its methods are the outbox.Driver and outbox.Store calls.
+// caller's *sql.Tx.
 type Driver struct {
-	*sqlstore.SQLDriver
+	engine
+	sql *sqlstore.SQLDriver
 }
+
+// engine gives this repository's own code the SQL engine under a driver
+// (sqlstore.Of), out of the driver's godoc and method set.
+type engine = sqlstore.Handle
 
 var _ outboxdriver.Driver[*sql.Tx] = (*Driver)(nil)
 
@@ -136,7 +141,7 @@ func classify(err error) sqlstore.ErrorKind {
 // MarkConsumedTx implements outbox.Driver. An error that means the
 // database cannot be used for now satisfies outbox.IsUnavailable.
 func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
-	fresh, err := d.SQLDriver.MarkConsumedTx(ctx, tx, group, msgID)
+	fresh, err := d.sql.MarkConsumedTx(ctx, tx, group, msgID)
 	return fresh, unavailable(err)
 }
 
@@ -148,7 +153,7 @@ func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID st
 // After a commit it wakes the relays of this process that watch the
 // *sql.DB (Notify).
 func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
-	err := d.SQLDriver.RunInTx(ctx, fn)
+	err := d.sql.RunInTx(ctx, fn)
 	if err == nil {
 		d.Notify()
 	}

@@ -61,7 +61,7 @@ func (h *hub) wake() {
 // it itself. Relays in other processes see the commit in the database's
 // files (see Watch).
 func (d *Driver) Notify() {
-	if h, ok := hubs.Load(d.SQLDB()); ok {
+	if h, ok := hubs.Load(d.sql.SQLDB()); ok {
 		h.(*hub).wake()
 	}
 }
@@ -76,10 +76,10 @@ var _ outboxdriver.Watcher = (*Driver)(nil)
 // commit changes, and calls fn when they change. An in-memory database has
 // no file: only Notify wakes the relay then.
 func (d *Driver) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
-	defer watchOn(d.SQLDB(), &fn)()
+	defer watchOn(d.sql.SQLDB(), &fn)()
 	fn(outboxdriver.Change{Via: "start"})
 	var path string
-	if err := d.SQLDB().QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
+	if err := d.sql.SQLDB().QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
