@@ -8,8 +8,8 @@ import (
 )
 
 // RetriedHeader is the header a DEAD message carries once a person has
-// retried it (`outbox dead retry`, Store.RetryDead): the time of the retry,
-// RFC 3339 in UTC. Such a message is published after the messages of its key
+// retried it (`outbox dead retry`, a driver's RetryDead): the time of the
+// retry, RFC 3339 in UTC. Such a message is published after the messages of its key
 // that were sent while it was DEAD, so a consumer that needs a key's order
 // can tell it from one in order. Transports carry it as the CloudEvents
 // extension of the same name.

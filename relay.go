@@ -146,7 +146,7 @@ type BatchReport struct {
 	// the message was held back behind an earlier one of its key.
 	Released int
 	// HeldBack counts the released messages that waited for an earlier
-	// message of their key outside the batch (see KeyOrderer).
+	// message of their key outside the batch (see outboxdriver.KeyOrderer).
 	HeldBack int
 	// Duration is the time from claim to finished mark.
 	Duration time.Duration
@@ -200,7 +200,7 @@ type batch struct {
 	claimTook  time.Duration // how long the store's Claim took
 	fromCursor bool
 	// heldBack counts the claimed messages held back behind an earlier
-	// message of their key (see KeyOrderer): they are not in msgs.
+	// message of their key (see outboxdriver.KeyOrderer): they are not in msgs.
 	heldBack int
 	// handled, when set (OverlapNone), is closed once the batch is marked or
 	// released.

@@ -17,7 +17,7 @@ import (
 // broker and being marked, the next is claimed, so that a relay waits for the
 // two at once instead of one after the other. Batches are still published
 // one after the other, in claim order. A store that implements
-// [ClaimOverlapper] may ask for less overlap (SQLite: the claim only beside
+// outboxdriver.ClaimOverlapper may ask for less overlap (SQLite: the claim only beside
 // the publish). Run holds up to two claims.
 //
 // With RelayConfig.CDC, Run streams instead (see runCDC in relay_cdc.go):

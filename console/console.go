@@ -118,10 +118,10 @@ func New(cfg Config) (*Console, error) {
 	_, _ = rand.Read(c.key)
 	var ok bool
 	if c.search, ok = cfg.Store.(outboxdriver.DeadSearcher); !ok {
-		return nil, fmt.Errorf("console: store %T does not search its DEAD rows (outbox.DeadSearcher)", cfg.Store)
+		return nil, fmt.Errorf("console: store %T does not search its DEAD rows (outboxdriver.DeadSearcher)", cfg.Store)
 	}
 	if c.backlog, ok = cfg.Store.(outboxdriver.TopicBacklogReader); !ok {
-		return nil, fmt.Errorf("console: store %T does not read its backlog per topic (outbox.TopicBacklogReader)", cfg.Store)
+		return nil, fmt.Errorf("console: store %T does not read its backlog per topic (outboxdriver.TopicBacklogReader)", cfg.Store)
 	}
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)

@@ -13,7 +13,7 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// testBacklog checks outbox.BacklogReader against Stats: the NEW rows below
+// testBacklog checks outboxdriver.BacklogReader against Stats: the NEW rows below
 // PostgreSQL's low-water mark (a retry waiting out its backoff) and above it
 // (rows written since), the DEAD rows, and a plan that reads no SENT
 // history.
@@ -23,7 +23,7 @@ func (s suite[TTx]) testBacklog(t *testing.T) {
 	ctx := ctxT(t)
 	br, ok := env.Driver.(outboxdriver.BacklogReader)
 	if !ok {
-		t.Fatalf("driver %T is no outbox.BacklogReader", env.Driver)
+		t.Fatalf("driver %T is no outboxdriver.BacklogReader", env.Driver)
 	}
 	b, err := br.Backlog(ctx)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// testDeadSearch checks the console's DEAD search (outbox.DeadSearcher)
-// and per-topic backlog (outbox.TopicBacklogReader): every filter, the
+// testDeadSearch checks the console's DEAD search (outboxdriver.DeadSearcher)
+// and per-topic backlog (outboxdriver.TopicBacklogReader): every filter, the
 // scan window's paging, the count's bounds.
 func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	t.Parallel()
@@ -22,7 +22,7 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	ctx := ctxT(t)
 	ds, ok := any(env.Driver).(outboxdriver.DeadSearcher)
 	if !ok {
-		t.Fatalf("driver %T is not an outbox.DeadSearcher", env.Driver)
+		t.Fatalf("driver %T is not an outboxdriver.DeadSearcher", env.Driver)
 	}
 	var msgs []outbox.Message
 	for i := range 12 {
@@ -128,7 +128,7 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 
 	tb, ok := any(env.Driver).(outboxdriver.TopicBacklogReader)
 	if !ok {
-		t.Fatalf("driver %T is not an outbox.TopicBacklogReader", env.Driver)
+		t.Fatalf("driver %T is not an outboxdriver.TopicBacklogReader", env.Driver)
 	}
 	topics, maxID, err := tb.TopicBacklog(ctx)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// testAnyDue: the relay's idle probe (outbox.DueChecker) answers no only
+// testAnyDue: the relay's idle probe (outboxdriver.DueChecker) answers no only
 // when no committed row is NEW and due: not for a fresh row, not for a row
 // that commits after later ids were relayed and swept past, not for a row
 // requeued for a retry that has come due.
@@ -18,7 +18,7 @@ func (s suite[TTx]) testAnyDue(t *testing.T) {
 	ctx := ctxT(t)
 	dc, ok := env.Driver.(outboxdriver.DueChecker)
 	if !ok {
-		t.Fatalf("%T does not implement outbox.DueChecker", env.Driver)
+		t.Fatalf("%T does not implement outboxdriver.DueChecker", env.Driver)
 	}
 	due := func(want bool, what string) {
 		t.Helper()

@@ -609,7 +609,7 @@ func (s suite[TTx]) runUntilNoneNew(t *testing.T, ctx context.Context, env *Env[
 
 // testRelaySlowBroker runs Relay.Run against a broker slower than the
 // claim, where Run claims the next batch while the broker has the previous
-// one (as far as the store's outbox.ClaimOverlap allows): the claim held ahead
+// one (as far as the store's outboxdriver.ClaimOverlap allows): the claim held ahead
 // must never hold up the previous batch's mark, and every row goes out once.
 func (s suite[TTx]) testRelaySlowBroker(t *testing.T) {
 	t.Parallel()

@@ -77,7 +77,7 @@ type Claimer interface {
 	// Claim takes up to p.Limit messages that are NEW and due, oldest id first,
 	// such that no other claim holds any of them until this one is finished or
 	// aborted (or, for lease-based stores, until p.Lease has passed).
-	// Relay.Run may hold the next claim while it finishes the previous one,
+	// outbox.Relay.Run may hold the next claim while it finishes the previous one,
 	// so an open claim must never make another claim's Finish wait; a store
 	// that cannot promise that implements ClaimOverlapper.
 	Claim(ctx context.Context, p ClaimParams) (Claim, error)

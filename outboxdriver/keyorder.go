@@ -6,13 +6,11 @@ import (
 )
 
 // KeyOrderer is implemented by a Store that keeps the messages of one key in
-// id order across batches and relays. Relay calls HoldBack for every batch
+// id order across batches and relays. outbox.Relay calls HoldBack for every batch
 // that has a message with a key, before it publishes it: as soon as it is
 // claimed, while the batch before it may still be published
 // (HoldParams.InFlight), or after the batch before it is marked. A Store
 // that does not implement it keeps a key's order only inside one batch.
-//
-// This interface is for driver authors and is not stable.
 type KeyOrderer interface {
 	// HoldBack reports, one entry per message of msgs (a claim's messages,
 	// in id order), whether it must wait: an earlier message of its key
@@ -31,7 +29,7 @@ type KeyOrderer interface {
 // HoldParams says what holds a keyed message back.
 type HoldParams struct {
 	// DeadBlocks: a DEAD message holds back the later messages of its key
-	// (RelayConfig.StopKeyAtDead).
+	// (outbox.RelayConfig.StopKeyAtDead).
 	DeadBlocks bool
 	// DeadWait is how long a message held behind a DEAD one waits before it
 	// is looked at again.

@@ -7,7 +7,7 @@ import (
 
 // DueChecker is implemented by a Store that can tell, in one cheap
 // statement, whether a claim from the first id could find a message. While
-// the table stays empty Relay.Run asks it instead of claiming.
+// the table stays empty outbox.Relay.Run asks it instead of claiming.
 type DueChecker interface {
 	// AnyDue reports whether a message may be NEW and due. It may report
 	// true when a claim finds nothing (rows another relay holds), never
@@ -16,8 +16,8 @@ type DueChecker interface {
 }
 
 // Watcher is implemented by a Store that learns of commits to the outbox
-// table as they happen (PostgreSQL: LISTEN; SQLite: data_version). Relay.Run
-// watches while it runs, unless RelayConfig.NoWatch, and looks for messages
+// table as they happen (PostgreSQL: LISTEN; SQLite: data_version). outbox.Relay.Run
+// watches while it runs, unless outbox.RelayConfig.NoWatch, and looks for messages
 // at once on every change; its polling stays on as the safety net for
 // commits no watcher reports.
 type Watcher interface {
@@ -41,7 +41,7 @@ type Change struct {
 	Fallback error
 }
 
-// ClaimOverlap says how far Relay.Run may overlap the claim of the next batch
+// ClaimOverlap says how far outbox.Relay.Run may overlap the claim of the next batch
 // with the batch before it.
 type ClaimOverlap int
 
@@ -73,7 +73,7 @@ func (o ClaimOverlap) String() string {
 	return fmt.Sprintf("ClaimOverlap(%d)", int(o))
 }
 
-// ClaimOverlapper is implemented by a Store that needs Relay.Run to overlap
+// ClaimOverlapper is implemented by a Store that needs outbox.Relay.Run to overlap
 // less than OverlapAll.
 type ClaimOverlapper interface {
 	ClaimOverlap() ClaimOverlap

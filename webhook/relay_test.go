@@ -16,7 +16,7 @@ import (
 	"github.com/outbox-go/outbox/webhook"
 )
 
-// memStore is an in-memory outbox.Store, just enough for a Relay to run the
+// memStore is an in-memory outboxdriver.Store, just enough for a Relay to run the
 // publisher end to end against a real HTTP server: claims of due NEW rows,
 // and marks that spend retries, set next_retry_at and make rows DEAD. The
 // stores' own behaviour is tested by package drivertest.

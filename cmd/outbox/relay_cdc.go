@@ -26,7 +26,7 @@ func addCDCFlags(f *cli.FlagSet, o *cdcOptions) {
 }
 
 // streamCollector exports the change stream's lag of a store that streams
-// (outbox.StreamLagger), for outbox relay --cdc.
+// (outboxdriver.StreamLagger), for outbox relay --cdc.
 type streamCollector struct {
 	sl                outboxdriver.StreamLagger
 	up, bytes, behind *prometheus.Desc

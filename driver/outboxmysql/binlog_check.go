@@ -14,7 +14,7 @@ import (
 )
 
 // unavailableError is the error of a reader that the server's settings or
-// the user's privileges do not allow: it matches outbox.ErrStreamUnavailable.
+// the user's privileges do not allow: it matches outboxdriver.ErrStreamUnavailable.
 type unavailableError struct{ msg string }
 
 func (e *unavailableError) Error() string {

@@ -34,7 +34,7 @@ func LockName(schema, table string) string {
 }
 
 // lock takes the table's stream lock on a connection of its own, or
-// returns an error matching outbox.ErrStreamBusy when another connection
+// returns an error matching outboxdriver.ErrStreamBusy when another connection
 // holds it. The context it returns ends, with errLockLost as its cause,
 // when the connection fails; release frees the lock and the connection.
 func (b *BinlogDriver) lock(ctx context.Context) (context.Context, func(), error) {
@@ -117,7 +117,7 @@ func (b *BinlogDriver) noteOldest(t time.Time) {
 	b.mu.Unlock()
 }
 
-// StreamLag implements outbox.StreamLagger without a query: Bytes is the
+// StreamLag implements outboxdriver.StreamLagger without a query: Bytes is the
 // binary log the running Stream has read past the position it confirmed,
 // across rotations; Behind is the age of the oldest transaction it
 // received and has not confirmed, by the server's commit time (whole

@@ -16,7 +16,7 @@ import (
 )
 
 // unavailable asserts that Stream and Watch of bd both return an error
-// matching outbox.ErrStreamUnavailable that contains want.
+// matching outboxdriver.ErrStreamUnavailable that contains want.
 func unavailable(t *testing.T, bd *outboxmysql.BinlogDriver, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -27,7 +27,7 @@ func unavailable(t *testing.T, bd *outboxmysql.BinlogDriver, want string) {
 	}
 	for name, err := range errs {
 		if !errors.Is(err, outboxdriver.ErrStreamUnavailable) || !strings.Contains(err.Error(), want) {
-			t.Fatalf("%s returned %v; want outbox.ErrStreamUnavailable saying %q", name, err, want)
+			t.Fatalf("%s returned %v; want outboxdriver.ErrStreamUnavailable saying %q", name, err, want)
 		}
 		t.Logf("%s: %v", name, err)
 	}

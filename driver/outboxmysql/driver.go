@@ -24,7 +24,7 @@ func New(db *sql.DB, tables outbox.Tables) (*Driver, error) {
 	return &Driver{engine: sqlstore.HandleOfSQL(d), sql: d}, nil
 }
 
-// Driver is an outbox.Driver on a *sql.DB: the Writer and Inbox take the
+// Driver is an outboxdriver.Driver on a *sql.DB: the Writer and Inbox take the
 // caller's *sql.Tx.
 type Driver struct {
 	engine
@@ -66,14 +66,14 @@ func classify(err error) sqlstore.ErrorKind {
 	return sqlstore.ErrOther
 }
 
-// MarkConsumedTx implements outbox.Driver. An error that means the server
+// MarkConsumedTx implements outboxdriver.Driver. An error that means the server
 // cannot be reached satisfies outbox.IsUnavailable.
 func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
 	fresh, err := d.sql.MarkConsumedTx(ctx, tx, group, msgID)
 	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver. An error that means the server cannot be
+// RunInTx implements outboxdriver.Driver. An error that means the server cannot be
 // reached (connection refused, reset or killed, the server shutting down,
 // too many connections) satisfies outbox.IsUnavailable, fn's own error
 // included.

@@ -20,7 +20,7 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// Driver is an outbox.Driver for pgx: the Writer and Inbox take a pgx.Tx.
+// Driver is an outboxdriver.Driver for pgx: the Writer and Inbox take a pgx.Tx.
 type Driver struct {
 	engine
 	s    *sqlstore.Store
@@ -62,7 +62,7 @@ func NewStdlib(db *sql.DB, tables outbox.Tables) (*StdlibDriver, error) {
 	return &StdlibDriver{engine: sqlstore.HandleOfSQL(d), sql: d}, nil
 }
 
-// StdlibDriver is an outbox.Driver on a *sql.DB opened with pgx's stdlib: the
+// StdlibDriver is an outboxdriver.Driver on a *sql.DB opened with pgx's stdlib: the
 // Writer and Inbox take the caller's *sql.Tx.
 type StdlibDriver struct {
 	engine
@@ -77,19 +77,19 @@ var _ outboxdriver.Driver[*sql.Tx] = (*StdlibDriver)(nil)
 // Pool returns the pool the driver runs on.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
-// InsertTx implements outbox.Driver.
+// InsertTx implements outboxdriver.Driver.
 func (d *Driver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) error {
 	return d.s.InsertTx(ctx, txQuerier{tx}, msgs)
 }
 
-// MarkConsumedTx implements outbox.Driver. An error that means the server
+// MarkConsumedTx implements outboxdriver.Driver. An error that means the server
 // cannot be reached satisfies outbox.IsUnavailable.
 func (d *Driver) MarkConsumedTx(ctx context.Context, tx pgx.Tx, group, msgID string) (bool, error) {
 	fresh, err := d.s.MarkConsumedTx(ctx, txQuerier{tx}, group, msgID)
 	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver. An error that means the server cannot be
+// RunInTx implements outboxdriver.Driver. An error that means the server cannot be
 // reached (the pool cannot connect, the connection was refused, reset or
 // terminated, the server is shutting down or starting) satisfies
 // outbox.IsUnavailable, fn's own error included.
@@ -97,13 +97,13 @@ func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, pgx.Tx) e
 	return unavailable(pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(ctx, tx) }))
 }
 
-// MarkConsumedTx implements outbox.Driver, as Driver's does.
+// MarkConsumedTx implements outboxdriver.Driver, as Driver's does.
 func (d *StdlibDriver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
 	fresh, err := d.sql.MarkConsumedTx(ctx, tx, group, msgID)
 	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver, as Driver's does.
+// RunInTx implements outboxdriver.Driver, as Driver's does.
 func (d *StdlibDriver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
 	return unavailable(d.sql.RunInTx(ctx, fn))
 }

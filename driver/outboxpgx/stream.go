@@ -64,7 +64,7 @@ var (
 	_ outboxdriver.StreamLagger = (*Driver)(nil)
 )
 
-// Stream implements outbox.Streamer over PostgreSQL's logical replication
+// Stream implements outboxdriver.Streamer over PostgreSQL's logical replication
 // with the built-in pgoutput plugin: it reads the inserts of the
 // publication PublicationName (created on first use, FOR TABLE the outbox
 // table WITH publish = 'insert', which needs the table's owner or a role
@@ -73,11 +73,11 @@ var (
 // WAL. The stream starts at the slot's creation; what was committed before
 // is the polling's.
 //
-// It returns an error matching outbox.ErrStreamUnavailable when wal_level
+// It returns an error matching outboxdriver.ErrStreamUnavailable when wal_level
 // is not logical, the role has no REPLICATION attribute, pg_hba.conf lets
 // it make no replication connection, every replication slot or WAL sender
 // is in use, or the publication is missing and the role may not create
-// it; and one matching outbox.ErrStreamBusy while another stream of the
+// it; and one matching outboxdriver.ErrStreamBusy while another stream of the
 // table holds the slot.
 func (d *Driver) Stream(ctx context.Context, fn func(ctx context.Context, msgs []outbox.Message) error) error {
 	s := &pgStream{d: d, slot: SlotName(d.Tables().Outbox), exclusive: true, deliver: fn}
@@ -96,7 +96,7 @@ func (d *Driver) Stream(ctx context.Context, fn func(ctx context.Context, msgs [
 	return s.run(ctx)
 }
 
-// StreamLag implements outbox.StreamLagger.
+// StreamLag implements outboxdriver.StreamLagger.
 func (d *Driver) StreamLag() (outboxdriver.StreamLag, bool) {
 	d.lagMu.Lock()
 	s := d.lag

@@ -98,7 +98,7 @@ func (d *Driver) notifier() *notifier {
 
 var _ outboxdriver.Watcher = (*Driver)(nil)
 
-// Watch implements outbox.Watcher: it LISTENs on the table's WakeChannel on
+// Watch implements outboxdriver.Watcher: it LISTENs on the table's WakeChannel on
 // a connection of its own, opened with the pool's configuration and not
 // counted in the pool, and calls fn for every notification.
 //
@@ -171,7 +171,7 @@ func (d *StdlibDriver) notifier() *notifier {
 
 var _ outboxdriver.Watcher = (*StdlibDriver)(nil)
 
-// Watch implements outbox.Watcher as Driver's does, on one connection of
+// Watch implements outboxdriver.Watcher as Driver's does, on one connection of
 // the *sql.DB, held out of it while the relay watches.
 func (d *StdlibDriver) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
 	c, err := d.sql.SQLDB().Conn(ctx)

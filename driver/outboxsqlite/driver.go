@@ -29,7 +29,7 @@ func New(db *sql.DB, tables outbox.Tables) (*Driver, error) {
 	return &Driver{engine: sqlstore.HandleOfSQL(d), sql: d}, nil
 }
 
-// Driver is an outbox.Driver on a *sql.DB: the Writer and Inbox take the
+// Driver is an outboxdriver.Driver on a *sql.DB: the Writer and Inbox take the
 // caller's *sql.Tx.
 type Driver struct {
 	engine
@@ -138,14 +138,14 @@ func classify(err error) sqlstore.ErrorKind {
 	return sqlstore.ErrOther
 }
 
-// MarkConsumedTx implements outbox.Driver. An error that means the
+// MarkConsumedTx implements outboxdriver.Driver. An error that means the
 // database cannot be used for now satisfies outbox.IsUnavailable.
 func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
 	fresh, err := d.sql.MarkConsumedTx(ctx, tx, group, msgID)
 	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver. An error that means the database cannot
+// RunInTx implements outboxdriver.Driver. An error that means the database cannot
 // be used for now (the file cannot be opened, an I/O error, the disk full,
 // the database locked by another writer beyond the busy timeout) satisfies
 // outbox.IsUnavailable, fn's own error included.

@@ -68,7 +68,7 @@ func (d *Driver) Notify() {
 
 var _ outboxdriver.Watcher = (*Driver)(nil)
 
-// Watch implements outbox.Watcher. A commit through Notify (or RunInTx) in
+// Watch implements outboxdriver.Watcher. A commit through Notify (or RunInTx) in
 // this process calls fn at once. The commits of other processes, and of
 // transactions the application commits itself without Notify, are seen
 // within ChangeCheckInterval: Watch reads the size and modification time of

@@ -11,7 +11,7 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// Claim implements outbox.Store: see claimMode for how each dialect keeps two
+// Claim implements outboxdriver.Store: see claimMode for how each dialect keeps two
 // relays off the same rows. The claim commits before it returns; the batch is
 // held by a lease of p.Lease, which must be positive.
 func (s *Store) Claim(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {

@@ -11,7 +11,7 @@ import (
 
 var _ outboxdriver.IDClaimer = (*Store)(nil)
 
-// ClaimIDs implements outbox.IDClaimer: it claims those of ids whose rows
+// ClaimIDs implements outboxdriver.IDClaimer: it claims those of ids whose rows
 // are NEW, due and outside every live claim, by the dialect's own claim
 // (PostgreSQL: the rows' chunks under a lease; MySQL: the rows, locked and
 // leased; SQLite: the range from the first to the last claimed id), and

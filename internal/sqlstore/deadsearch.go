@@ -100,7 +100,7 @@ func idBounds(b *query, q outboxdriver.DeadQuery) string {
 	return w
 }
 
-// SearchDead implements outbox.DeadSearcher. A search by msg_id reads
+// SearchDead implements outboxdriver.DeadSearcher. A search by msg_id reads
 // that row through the msg_id key; any other reads a window of at most
 // q.Scan DEAD rows in id order through the DEAD index and filters it.
 func (s *Store) SearchDead(ctx context.Context, q outboxdriver.DeadQuery) ([]outbox.Message, int64, error) {
@@ -142,7 +142,7 @@ func (s *Store) SearchDead(ctx context.Context, q outboxdriver.DeadQuery) ([]out
 	return msgs, 0, nil
 }
 
-// CountDead implements outbox.DeadSearcher. It walks the DEAD index in id
+// CountDead implements outboxdriver.DeadSearcher. It walks the DEAD index in id
 // order and stops after limit+1 matches.
 func (s *Store) CountDead(ctx context.Context, q outboxdriver.DeadQuery, limit int) (outboxdriver.DeadCount, error) {
 	var c outboxdriver.DeadCount
@@ -200,7 +200,7 @@ func (s *Store) topicPending() string {
 	return `SELECT topic, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now') FROM ` + t + ` WHERE status = 0 GROUP BY topic`
 }
 
-// TopicBacklog implements outbox.TopicBacklogReader.
+// TopicBacklog implements outboxdriver.TopicBacklogReader.
 func (s *Store) TopicBacklog(ctx context.Context) ([]outboxdriver.TopicBacklog, int64, error) {
 	q, done, err := s.backlogQuerier(ctx)
 	if err != nil {

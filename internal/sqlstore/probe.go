@@ -20,7 +20,7 @@ type prober struct {
 
 var _ outboxdriver.DueChecker = (*Store)(nil)
 
-// AnyDue implements outbox.DueChecker in one statement (statements.Probe). On
+// AnyDue implements outboxdriver.DueChecker in one statement (statements.Probe). On
 // PostgreSQL it also advances the low-water mark (two more statements),
 // at most once a second, while the mark lags the highest id: so the mark
 // reaches the top once the relay is idle, and an idle probe walks no row.

@@ -26,7 +26,7 @@ func (s *Store) RescanMark(ctx context.Context) (m outboxdriver.RescanMark, ok b
 	return m, found, nil
 }
 
-// Stats implements outbox.Store: the NEW rows as Backlog reads them, the
+// Stats implements outboxdriver.Store: the NEW rows as Backlog reads them, the
 // DEAD rows through their index, and Sent estimated from the two ends of
 // the primary key.
 func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
@@ -90,7 +90,7 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 
 var _ outboxdriver.BacklogReader = (*Store)(nil)
 
-// Backlog implements outbox.BacklogReader: it reads the NEW rows and the
+// Backlog implements outboxdriver.BacklogReader: it reads the NEW rows and the
 // DEAD rows, each through an index.
 func (s *Store) Backlog(ctx context.Context) (outboxdriver.Backlog, error) {
 	var b outboxdriver.Backlog

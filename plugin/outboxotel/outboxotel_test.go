@@ -186,7 +186,7 @@ func TestPropagatorFieldNames(t *testing.T) {
 	}
 }
 
-// fakeDriver is an outbox.Driver that keeps what the Writer inserts.
+// fakeDriver is an outboxdriver.Driver that keeps what the Writer inserts.
 type fakeDriver struct {
 	outboxdriver.Store
 	inserted []outbox.Message

@@ -13,7 +13,7 @@ import (
 	"github.com/outbox-go/outbox/plugin/outboxotel"
 )
 
-// memDriver is an outbox.Driver that keeps the rows the Writer inserts and
+// memDriver is an outboxdriver.Driver that keeps the rows the Writer inserts and
 // hands them all to the relay's next claim.
 type memDriver struct {
 	outboxdriver.Store
