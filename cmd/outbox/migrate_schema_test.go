@@ -169,8 +169,29 @@ func TestMigrateQualifiedTables(t *testing.T) {
 				t.Errorf("%d objects in the connection's schema, %d in %s; want none and some", inHome, inOther, otherName)
 			}
 			other.exec(t, "INSERT INTO events (msg_id, topic, payload) VALUES ('q-1', 't', '{}')")
-			stop := startRelay(t, nil, append([]string{"--db", home.dsn, "--broker", "discard:", "--interval", "50ms"}, tables...)...)
+			other.exec(t, "INSERT INTO events (msg_id, topic, payload, status) VALUES ('q-dead', 't', '{}', 0)")
+			other.exec(t, "UPDATE events SET status = 2, retries = 10, last_error = 'said no' WHERE msg_id = 'q-dead'")
+			var stderr func() string
+			stop := startRelayLogged(t, &stderr, nil, append([]string{"--db", home.dsn, "--broker", "discard:", "--interval", "50ms",
+				"--admin-addr", "127.0.0.1:0", "--admin-insecure"}, tables...)...)
 			waitFor(t, "the message SENT", 30e9, func() bool { return other.queryInt(t, "SELECT count(*) FROM events WHERE status = 1") == 1 })
+			// The console reads the qualified tables: DEAD search, count,
+			// failure groups and the per-topic backlog.
+			base := urlInLog(t, stderr, consoleLogURL)
+			for path, want := range map[string]string{
+				"/api/dead?error=said":       "q-dead",
+				"/api/dead/count?error=said": `"count":1`,
+				"/api/groups":                "said no",
+				"/api/message?msg_id=q-dead": "said no",
+			} {
+				if code, body := adminCall(t, "GET", base+path, "", ""); code != 200 || !strings.Contains(body, want) {
+					t.Errorf("GET %s over %s: %d %s, want %s", path, otherName+".events", code, body, want)
+				}
+			}
+			waitFor(t, "the console's backlog of topic t", 30e9, func() bool {
+				code, body := adminCall(t, "GET", base+"/api/backlog", "", "")
+				return code == 200 && strings.Contains(body, `"topic":"t"`)
+			})
 			stop()
 
 			r := runCLI(t, nil, "migrate", "--db", home.dsn, "--table", "no_such_schema_x.outbox")

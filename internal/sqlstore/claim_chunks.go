@@ -8,10 +8,29 @@ import (
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// claimChunks claims for PostgreSQL in one statement and commits at once:
-// the statement records the chunks it took in {{claims}} under a new token,
-// with the lease's end (see sql/postgres/claim.sql).
-func (s *Store) claimChunks(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
+// chunksClaimer is PostgreSQL's claim design. The claim takes chunks of 256
+// ids, each under a transaction-scoped advisory lock while it claims, and
+// records each chunk with its token and the end of its lease in {{claims}}
+// (INSERT ... ON CONFLICT, which reads the newest committed lease whatever
+// the statement's snapshot). The rows are not written until the mark, whose
+// SENT statement also drops the lease.
+type chunksClaimer struct {
+	// rescan, cursor and byIDs are Claim, ClaimAfter and ClaimIDs.
+	rescan, cursor, byIDs string
+	// sent and sentRequeued are MarkSent and MarkSentRequeued.
+	sent, sentRequeued string
+}
+
+// claimChunks is the design of chunksClaimer.
+var claimChunks = claimDesign{need: "chunks", build: func(st *statements) claimer {
+	return &chunksClaimer{rescan: st.Claim, cursor: st.ClaimAfter, byIDs: st.ClaimIDs,
+		sent: st.MarkSent, sentRequeued: st.MarkSentRequeued}
+}}
+
+// claim claims in one statement and commits at once: the statement records
+// the chunks it took in {{claims}} under a new token, with the lease's end
+// (see sql/postgres/claim.sql).
+func (k *chunksClaimer) claim(ctx context.Context, s *Store, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	after := p.AfterID
 	if after == 0 && s.c.SweepCheck != "" {
 		lwm, err := s.sweep(ctx)
@@ -20,9 +39,9 @@ func (s *Store) claimChunks(ctx context.Context, p outboxdriver.ClaimParams) (ou
 		}
 		after = lwm
 	}
-	q := s.c.Claim
-	if p.AfterID > 0 && s.c.ClaimAfter != "" {
-		q = s.c.ClaimAfter
+	q := k.rescan
+	if p.AfterID > 0 && k.cursor != "" {
+		q = k.cursor
 	}
 	c := &leaseClaim{s: s, token: newToken()}
 	c.prevToken, c.prevLast = s.predecessor(p)
@@ -49,6 +68,53 @@ func (s *Store) claimChunks(ctx context.Context, p outboxdriver.ClaimParams) (ou
 	}
 	return c, nil
 }
+
+// claimIDs claims the rows of ids as claim does, in ClaimIDs' statement.
+func (k *chunksClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
+	q := k.byIDs
+	c := &leaseClaim{s: s, token: newToken()}
+	p := outboxdriver.ClaimParams{Limit: len(ids), Lease: lease}
+	for range 4 {
+		// See claim: a chunk that changed after the snapshot is looked at
+		// again.
+		changed, err := s.claimChunksOnce(ctx, c, q, ids, p)
+		if err != nil {
+			if len(c.msgs) > 0 || ctx.Err() != nil {
+				c.release(context.WithoutCancel(ctx), "claim: release")
+			}
+			return nil, s.wrap("claim by id", err)
+		}
+		if !changed || len(c.msgs) >= p.Limit {
+			break
+		}
+	}
+	if !sortedByID(c.msgs) {
+		sortClaimed(c.msgs, c.ctids)
+	}
+	return c, nil
+}
+
+// markSent takes the ids in a bigint array, the token whose lease it drops
+// and the rows' ctids; MarkSentRequeued, where set, when a row had been
+// requeued (it takes the rows out of the requeued index).
+func (k *chunksClaimer) markSent(ids []int64, token string, ctids []string, requeued bool) (string, []any) {
+	if requeued && k.sentRequeued != "" {
+		return k.sentRequeued, []any{ids, token, ctids}
+	}
+	return k.sent, []any{ids, token, ctids}
+}
+
+func (k *chunksClaimer) sentDropsLease() bool { return true }
+
+// explain plans the claims with an example token, a lease of a second and
+// no predecessor.
+func (k *chunksClaimer) explain() []explained {
+	return explainClaims(k.rescan, k.cursor, "explain", int64(1000), "", int64(0))
+}
+
+// overlap: the claims commit at once and leave no lock behind, so Relay.Run
+// may claim beside a mark.
+func (k *chunksClaimer) overlap() outboxdriver.ClaimOverlap { return outboxdriver.OverlapAll }
 
 // predecessor returns the token and the last id of p.Prev, whose chunks
 // the claim may take over for the rows past that id (see sql/postgres/_partials/hold_chunks.sql), or

@@ -50,14 +50,14 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err
 		if len(sent) == 0 {
 			return c.release(ctx, "finish: release claim")
 		}
-		// The common case: one statement, its own transaction, which on
-		// PostgreSQL also drops the lease.
-		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
+		// The common case: one statement, its own transaction, which may
+		// also drop the lease (sentDropsLease).
+		q, args := s.c.claimer.markSent(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
 		if err := s.execMark(ctx, q, args); err != nil {
 			return s.wrap("mark sent", err)
 		}
 		s.releaseAfterMark(ctx, c.msgs, outcomes)
-		if s.c.mode == claimChunks {
+		if s.c.claimer.sentDropsLease() {
 			return nil
 		}
 		return c.release(ctx, "finish: release claim")
@@ -86,12 +86,12 @@ func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err
 		return fail("mark failed", err)
 	}
 	if len(sent) > 0 {
-		q, args := s.c.markSentArgs(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
+		q, args := s.c.claimer.markSent(sent, c.token, c.sentCtids(outcomes), requeuedSent(c.msgs, outcomes))
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}
 	}
-	if len(sent) == 0 || s.c.mode != claimChunks {
+	if len(sent) == 0 || !s.c.claimer.sentDropsLease() {
 		if _, err := tx.Exec(ctx, s.c.ClaimRelease, c.token); err != nil {
 			return fail("finish: release claim", err)
 		}

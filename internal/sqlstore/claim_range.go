@@ -3,16 +3,33 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// claimRange claims in one short write transaction: expired claims are
-// dropped first (which also takes SQLite's write lock at once, so the
-// transaction never has to upgrade), then the due rows outside every live
-// claim are read and this claim's id range is recorded with its lease.
-func (s *Store) claimRange(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
+// rangeClaimer is SQLite's claim design: in one short write transaction,
+// read the due rows outside every live claim's id range and record this
+// claim's range with a lease; mark later, and drop the claim.
+type rangeClaimer struct {
+	// rescan and byIDs are Claim and ClaimIDs.
+	rescan, byIDs string
+	// expire, record and sent are ClaimExpire, ClaimRecord and MarkSent.
+	expire, record, sent string
+}
+
+// claimRange is the design of rangeClaimer.
+var claimRange = claimDesign{need: "range", build: func(st *statements) claimer {
+	return &rangeClaimer{rescan: st.Claim, byIDs: st.ClaimIDs,
+		expire: st.ClaimExpire, record: st.ClaimRecord, sent: st.MarkSent}
+}}
+
+// claim claims in one short write transaction: expired claims are dropped
+// first (which also takes SQLite's write lock at once, so the transaction
+// never has to upgrade), then the due rows outside every live claim are
+// read and this claim's id range is recorded with its lease.
+func (k *rangeClaimer) claim(ctx context.Context, s *Store, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	if p.Lease <= 0 {
 		return nil, fmt.Errorf("outbox: claim: a %s store needs a positive lease", s.c.name)
 	}
@@ -24,10 +41,10 @@ func (s *Store) claimRange(ctx context.Context, p outboxdriver.ClaimParams) (out
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
-	if _, err := tx.Exec(ctx, s.c.ClaimExpire); err != nil {
+	if _, err := tx.Exec(ctx, k.expire); err != nil {
 		return fail("claim: expire", err)
 	}
-	rows, err := tx.Query(ctx, s.c.Claim, p.AfterID, p.Limit)
+	rows, err := tx.Query(ctx, k.rescan, p.AfterID, p.Limit)
 	if err != nil {
 		return fail("claim", err)
 	}
@@ -38,7 +55,7 @@ func (s *Store) claimRange(ctx context.Context, p outboxdriver.ClaimParams) (out
 	c := &rangeClaim{s: s, msgs: msgs}
 	if len(msgs) > 0 {
 		c.token = newToken()
-		if _, err := tx.Exec(ctx, s.c.ClaimRecord, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, p.Lease.Milliseconds()); err != nil {
+		if _, err := tx.Exec(ctx, k.record, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, p.Lease.Milliseconds()); err != nil {
 			return fail("claim: record", err)
 		}
 	}
@@ -47,6 +64,56 @@ func (s *Store) claimRange(ctx context.Context, p outboxdriver.ClaimParams) (out
 	}
 	return c, nil
 }
+
+// claimIDs is claim for the rows of ids: the claim records the range from
+// the first to the last id it took.
+func (k *rangeClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, s.wrap("claim by id: begin", err)
+	}
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap(op, err)
+	}
+	if _, err := tx.Exec(ctx, k.expire); err != nil {
+		return fail("claim by id: expire", err)
+	}
+	q, args := withIDList(k.byIDs, nil, ids)
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return fail("claim by id", err)
+	}
+	msgs, err := scanClaimed(rows, false, len(ids), nil)
+	if err != nil {
+		return fail("claim by id", err)
+	}
+	c := &rangeClaim{s: s, msgs: msgs}
+	if len(msgs) > 0 {
+		c.token = newToken()
+		if _, err := tx.Exec(ctx, k.record, c.token, msgs[0].ID, msgs[len(msgs)-1].ID, lease.Milliseconds()); err != nil {
+			return fail("claim by id: record", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, s.wrap("claim by id: commit", err)
+	}
+	return c, nil
+}
+
+// markSent takes the ids in a JSON array.
+func (k *rangeClaimer) markSent(ids []int64, _ string, _ []string, _ bool) (string, []any) {
+	return k.sent, []any{jsonArray(ids)}
+}
+
+func (k *rangeClaimer) sentDropsLease() bool { return false }
+
+// explain plans the rescan: the design claims from a cursor with it too.
+func (k *rangeClaimer) explain() []explained { return explainClaims(k.rescan, "") }
+
+// overlap: the claims and marks take SQLite's one write lock (and hold no
+// connection in between), so a claim goes only beside a publish.
+func (k *rangeClaimer) overlap() outboxdriver.ClaimOverlap { return outboxdriver.OverlapPublish }
 
 // rangeClaim holds the ids from its first to its last message until it is
 // finished, aborted, or its lease runs out. A relay that outlives its lease
@@ -88,7 +155,7 @@ func (c *rangeClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err
 		return c.s.wrap(op, err)
 	}
 	if len(sent) > 0 {
-		q, args := c.s.c.markSentArgs(sent, c.token, nil, false)
+		q, args := c.s.c.claimer.markSent(sent, c.token, nil, false)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fail("mark sent", err)
 		}

@@ -2,15 +2,33 @@ package sqlstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// claimRows claims for MySQL in one short READ COMMITTED transaction (see
+// rowsClaimer is MySQL's claim design. The claim locks the due rows with
+// SELECT ... FOR UPDATE SKIP LOCKED, records a lease per row in {{claims}}
+// (a MEMORY table, which every relay sees at once), and commits; the rows
+// are not written until the mark.
+type rowsClaimer struct {
+	// rescan, cursor and byIDs are Claim, ClaimAfter and ClaimIDs.
+	rescan, cursor, byIDs string
+	// expire, record and sent are ClaimExpire, ClaimRecord and MarkSent.
+	expire, record, sent string
+}
+
+// claimRowLease is the design of rowsClaimer.
+var claimRowLease = claimDesign{need: "rows", build: func(st *statements) claimer {
+	return &rowsClaimer{rescan: st.Claim, cursor: st.ClaimAfter, byIDs: st.ClaimIDs,
+		expire: st.ClaimExpire, record: st.ClaimRecord, sent: st.MarkSent}
+}}
+
+// claim claims in one short READ COMMITTED transaction (see
 // sql/mysql/claim.sql): the due rows that no live lease holds are locked
 // (SKIP LOCKED: rows another relay is claiming are passed over), a lease
 // per row is recorded, and the transaction commits.
-func (s *Store) claimRows(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
+func (k *rowsClaimer) claim(ctx context.Context, s *Store, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	begin := s.db.Begin
 	if rc, ok := s.db.(readCommittedDB); ok {
 		// At REPEATABLE READ InnoDB's locking scan would also lock the
@@ -25,10 +43,10 @@ func (s *Store) claimRows(ctx context.Context, p outboxdriver.ClaimParams) (outb
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
-	q := s.c.Claim
-	if p.AfterID > 0 && s.c.ClaimAfter != "" {
-		q = s.c.ClaimAfter
-	} else if _, err := tx.Exec(ctx, s.c.ClaimExpire); err != nil {
+	q := k.rescan
+	if p.AfterID > 0 && k.cursor != "" {
+		q = k.cursor
+	} else if _, err := tx.Exec(ctx, k.expire); err != nil {
 		return fail("claim: expire", err)
 	}
 	rows, err := tx.Query(ctx, q, p.AfterID, p.Limit)
@@ -46,7 +64,7 @@ func (s *Store) claimRows(ctx context.Context, p outboxdriver.ClaimParams) (outb
 		for i, m := range msgs {
 			ids[i] = m.ID
 		}
-		if _, err := tx.Exec(ctx, s.c.ClaimRecord, c.token, p.Lease.Microseconds(), jsonArray(ids)); err != nil {
+		if _, err := tx.Exec(ctx, k.record, c.token, p.Lease.Microseconds(), jsonArray(ids)); err != nil {
 			return fail("claim: lease", err)
 		}
 	}
@@ -58,3 +76,59 @@ func (s *Store) claimRows(ctx context.Context, p outboxdriver.ClaimParams) (outb
 	}
 	return c, nil
 }
+
+// claimIDs is claim for the rows of ids.
+func (k *rowsClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
+	begin := s.db.Begin
+	if rc, ok := s.db.(readCommittedDB); ok {
+		begin = rc.BeginReadCommitted
+	}
+	tx, err := s.beginRetrying(ctx, begin)
+	if err != nil {
+		return nil, s.wrap("claim by id: begin", err)
+	}
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, s.wrap(op, err)
+	}
+	q, args := withIDList(k.byIDs, nil, ids)
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return fail("claim by id", err)
+	}
+	msgs, err := scanClaimed(rows, false, len(ids), nil)
+	if err != nil {
+		return fail("claim by id", err)
+	}
+	c := &leaseClaim{s: s, msgs: msgs}
+	if len(msgs) > 0 {
+		c.token = newToken()
+		got := make([]int64, len(msgs))
+		for i, m := range msgs {
+			got[i] = m.ID
+		}
+		if _, err := tx.Exec(ctx, k.record, c.token, lease.Microseconds(), jsonArray(got)); err != nil {
+			return fail("claim by id: lease", err)
+		}
+	}
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		if c.token != "" {
+			c.release(context.WithoutCancel(ctx), "claim: release")
+		}
+		return nil, s.wrap("claim by id: commit", err)
+	}
+	return c, nil
+}
+
+// markSent names the rows in {{ids}}.
+func (k *rowsClaimer) markSent(ids []int64, _ string, _ []string, _ bool) (string, []any) {
+	return withIDList(k.sent, nil, ids)
+}
+
+func (k *rowsClaimer) sentDropsLease() bool { return false }
+
+func (k *rowsClaimer) explain() []explained { return explainClaims(k.rescan, k.cursor) }
+
+// overlap: the claims commit at once and leave no lock behind, so Relay.Run
+// may claim beside a mark.
+func (k *rowsClaimer) overlap() outboxdriver.ClaimOverlap { return outboxdriver.OverlapAll }

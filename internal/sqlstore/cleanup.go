@@ -73,10 +73,11 @@ func scanInboxKey(rows Rows) (any, error) {
 // execCleanup runs a cleanup's DELETE. On InnoDB it runs at READ COMMITTED:
 // at REPEATABLE READ a DELETE also locks the gaps between the rows it
 // reads, until it ends, and the gap after the last SENT row (or after a key
-// that is gone) is where writers and consumers insert.
+// that is gone) is where writers and consumers insert (see
+// dialect.readCommitted).
 func (s *Store) execCleanup(ctx context.Context, stmt string, args ...any) (int64, error) {
 	rc, ok := s.db.(readCommittedDB)
-	if !ok || s.c.mode != claimRowLease {
+	if !ok || !s.c.readCommitted {
 		return s.db.Exec(ctx, stmt, args...)
 	}
 	tx, err := rc.BeginReadCommitted(ctx)

@@ -34,8 +34,15 @@ func (q *query) arg(v any) string {
 	return "?"
 }
 
-// table is the quoted outbox table.
-func (s *Store) table() string { return s.c.quote(s.tables.Outbox) }
+// table is the quoted outbox table, with its schema when it has one.
+func (s *Store) table() string { return s.c.qualified(s.tables.Outbox) }
+
+// bareName is a table's name without its schema: the name that the
+// table's indexes are named after.
+func bareName(name string) string {
+	_, table, _ := outboxdriver.SplitTableName(name)
+	return table
+}
 
 // deadRowsOf names the DEAD rows the way the dialect's DEAD index does:
 // PostgreSQL's names dead_at, SQLite's and MySQL's status.
@@ -195,7 +202,7 @@ func (s *Store) topicPending() string {
 ) AS p GROUP BY p.topic`
 	case "mysql":
 		return `SELECT topic, count(*), min(created_at), UTC_TIMESTAMP(6) FROM ` + t + ` FORCE INDEX (` +
-			s.c.quote(s.tables.Outbox+"_pending_idx") + `) WHERE status = 0 GROUP BY topic`
+			s.c.quote(bareName(s.tables.Outbox)+"_pending_idx") + `) WHERE status = 0 GROUP BY topic`
 	}
 	return `SELECT topic, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now') FROM ` + t + ` WHERE status = 0 GROUP BY topic`
 }

@@ -15,52 +15,33 @@ import (
 //go:embed migrations
 var migrationFS embed.FS
 
-// claimMode is how a dialect keeps two relays off the same rows. In every
-// mode the claim is one short transaction that commits before the publish,
-// and the batch is held by a lease that other relays respect; the mark is a
-// transaction of its own, which moves a row only from status 0. No
-// transaction stays open while the broker has the batch, so a server's or a
-// pooler's idle-in-transaction timeout never ends a claim.
-type claimMode int
-
-const (
-	// claimChunks (PostgreSQL): the claim takes chunks of 256 ids, each
-	// under a transaction-scoped advisory lock while it claims, and records
-	// each chunk with its token and the end of its lease in {{claims}}
-	// (INSERT ... ON CONFLICT, which reads the newest committed lease
-	// whatever the statement's snapshot). The rows are not written until
-	// the mark.
-	claimChunks claimMode = iota
-	// claimRowLease (MySQL): the claim locks the due rows with SELECT ...
-	// FOR UPDATE SKIP LOCKED, records a lease per row in {{claims}} (a
-	// MEMORY table, which every relay sees at once), and commits; the rows
-	// are not written until the mark.
-	claimRowLease
-	// claimRange (SQLite): in one short write transaction, read the due rows
-	// outside every live claim's id range and record this claim's range
-	// with a lease; mark later, and drop the claim.
-	claimRange
-)
-
 // dialect is what sets one database apart besides its SQL, which its folder
 // sql/<name> holds (see statements).
 type dialect struct {
 	name  string
 	quote func(string) string
-	mode  claimMode
+	// claims is the dialect's claim design (see claimer).
+	claims claimDesign
 
 	// claimReturnsDue: the claim returns a ninth column, the row's
 	// next_retry_at (PostgreSQL).
 	claimReturnsDue bool
-	// idList: MarkSent, MarkOthers and ClaimIDs name their rows in {{ids}},
-	// one placeholder per id, after their other arguments.
+	// idList: MarkOthers and MarkLock name their rows in {{ids}}, one
+	// placeholder per id, after their other arguments (see withIDs).
 	idList bool
+	// noSchemas: a table's name takes no schema (SQLite).
+	noSchemas bool
+	// readCommitted: the cleanups' DELETEs run at READ COMMITTED where the
+	// DB can begin such a transaction (InnoDB; see Store.execCleanup).
+	readCommitted bool
 }
 
 // compiled is a dialect with table names substituted.
 type compiled struct {
 	dialect
 	statements
+	// claimer is the dialect's claim design, with its statements.
+	claimer claimer
 	// ko is the SQL of the per-key hold-back (keyorder.go).
 	ko keyOrderSQL
 	// parts are the dialect's partials (sql/<name>/_partials), with table
@@ -87,6 +68,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 	if err := substitute(r, &c.statements, d.name); err != nil {
 		return nil, err
 	}
+	c.claimer = d.claims.build(&c.statements)
 	if err := substitute(r, &c.ko, d.name+" keyorder"); err != nil {
 		return nil, err
 	}
@@ -206,12 +188,18 @@ func (c *compiled) insertMany(n int) string {
 	return b.String()
 }
 
-// withIDs expands {{ids}} in q to one placeholder per id and appends the ids
-// to args.
+// withIDs is withIDList where the dialect names rows in {{ids}} (idList);
+// elsewhere it returns q and args as they are.
 func (c *compiled) withIDs(q string, args []any, ids []int64) (string, []any) {
 	if !c.idList {
 		return q, args
 	}
+	return withIDList(q, args, ids)
+}
+
+// withIDList expands {{ids}} in q to one placeholder per id, of which there
+// is at least one, and appends the ids to args.
+func withIDList(q string, args []any, ids []int64) (string, []any) {
 	ph := strings.Repeat("?, ", len(ids))
 	q = strings.Replace(q, "{{ids}}", ph[:len(ph)-2], 1)
 	for _, id := range ids {

@@ -22,18 +22,11 @@ func (s *Store) ExplainClaim(ctx context.Context) (string, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var plan strings.Builder
-	for i, q := range []string{s.c.Claim, s.c.ClaimAfter} {
-		if q == "" {
-			continue
+	for _, e := range s.c.claimer.explain() {
+		if e.name != "" {
+			plan.WriteString("-- " + e.name + "\n")
 		}
-		if i > 0 {
-			plan.WriteString("-- from a cursor\n")
-		}
-		args := []any{int64(i), 500}
-		if s.c.mode == claimChunks {
-			args = append(args, "explain", int64(1000), "", int64(0))
-		}
-		if err := s.explainInto(ctx, tx, &plan, q, args...); err != nil {
+		if err := s.explainInto(ctx, tx, &plan, e.stmt, e.args...); err != nil {
 			return "", s.wrap("explain claim", err)
 		}
 	}

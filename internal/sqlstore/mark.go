@@ -46,22 +46,6 @@ func (c *compiled) markOthersArgs(rows []outcomeRow, token string) (string, []an
 	return c.withIDs(c.MarkOthers, []any{string(b), token}, ids)
 }
 
-// markSentArgs: PostgreSQL's MarkSent takes a bigint array, the token whose
-// lease it drops and the rows' ctids; the others a JSON array, or {{ids}}.
-// requeued says that a row marked had been requeued (markSentRequeued).
-func (c *compiled) markSentArgs(ids []int64, token string, ctids []string, requeued bool) (string, []any) {
-	switch {
-	case c.idList:
-		return c.withIDs(c.MarkSent, nil, ids)
-	case c.mode == claimChunks:
-		if requeued && c.MarkSentRequeued != "" {
-			return c.MarkSentRequeued, []any{ids, token, ctids}
-		}
-		return c.MarkSent, []any{ids, token, ctids}
-	}
-	return c.MarkSent, []any{jsonArray(ids)}
-}
-
 // execMark runs the mark q as a transaction of its own, after the dialect's
 // markSetup where it has one, in one round trip where the DB is a
 // TxPipeliner.

@@ -5,6 +5,6 @@ package sqlstore
 var postgresDialect = dialect{
 	name:            "postgres",
 	quote:           quoteDouble,
-	mode:            claimChunks,
+	claims:          claimChunks,
 	claimReturnsDue: true,
 }

@@ -71,7 +71,7 @@ func compileFor(dialectName string, tables outbox.Tables) (dialect, *compiled, o
 	if err := tables.Validate(); err != nil {
 		return d, nil, tables, err
 	}
-	if d.mode == claimRange {
+	if d.noSchemas {
 		for _, name := range []string{tables.Outbox, tables.Inbox} {
 			if _, _, qualified := outboxdriver.SplitTableName(name); qualified {
 				return d, nil, tables, fmt.Errorf("%w: table %q: SQLite takes no schema; name the table alone (a schema is for PostgreSQL and MariaDB/MySQL)", outbox.ErrInvalidIdentifier, name)

@@ -6,7 +6,8 @@ package sqlstore
 // statement on the pending rows says "status = 0" as a literal so that the
 // planner can use the partial index.
 var sqliteDialect = dialect{
-	name:  "sqlite",
-	quote: quoteDouble,
-	mode:  claimRange,
+	name:      "sqlite",
+	quote:     quoteDouble,
+	claims:    claimRange,
+	noSchemas: true,
 }

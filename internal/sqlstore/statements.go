@@ -19,7 +19,8 @@ var sqlFS embed.FS
 // sql/<dialect>: one file per field, named after the field in snake case
 // (ClaimAfter: claim_after.sql). A field without a file stays empty, which
 // means "none" where the field says "when set". The tag need names the
-// claim modes whose dialect must have the field ("all": every dialect).
+// claim designs whose dialect must have the field, as claimDesign.need
+// names them ("all": every dialect).
 // Table names appear as {{outbox}}, {{inbox}}, {{migrations}} and derived
 // {{outbox_*}} names (see dialect.names). The per-dialect contract of a
 // statement is the comment that heads its file.
@@ -177,9 +178,6 @@ type statements struct {
 	UnlockMigration string
 }
 
-// modeNames are the claim modes as the tag need names them.
-var modeNames = map[claimMode]string{claimChunks: "chunks", claimRowLease: "rows", claimRange: "range"}
-
 // includeRE matches an include of a partial: {{> name}} or {{> name arg}}.
 var includeRE = regexp.MustCompile(`\{\{> ([a-z_]+)(?: ([^{}]+))?\}\}`)
 
@@ -260,8 +258,9 @@ func (src *sqlSource) expand(s string, depth int) (string, error) {
 // load fills the string fields of the struct dst points to from the .sql
 // files of the folder dir (under the dialect's), one per field, with the
 // partials included. A file that names no field is an error, and so is a
-// field that the tag need asks of mode and that has no file.
-func (src *sqlSource) load(dir string, dst any, mode claimMode) error {
+// field that the tag need asks of the claim design named design and that
+// has no file.
+func (src *sqlSource) load(dir string, dst any, design string) error {
 	v := reflect.ValueOf(dst).Elem()
 	fields := map[string]reflect.Value{}
 	for i := 0; i < v.NumField(); i++ {
@@ -292,17 +291,18 @@ func (src *sqlSource) load(dir string, dst any, mode claimMode) error {
 	}
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Type().Field(i)
-		if v.Field(i).String() == "" && needs(f.Tag.Get("need"), mode) {
+		if v.Field(i).String() == "" && needs(f.Tag.Get("need"), design) {
 			return fmt.Errorf("outbox: %s has no %s.sql", folder, snakeCase(f.Name))
 		}
 	}
 	return nil
 }
 
-// needs reports whether the tag need asks a field of mode.
-func needs(tag string, mode claimMode) bool {
+// needs reports whether the tag need asks a field of the claim design named
+// design.
+func needs(tag, design string) bool {
 	for _, m := range strings.Split(tag, ",") {
-		if m == "all" || m == modeNames[mode] {
+		if m == "all" || m == design {
 			return true
 		}
 	}
@@ -351,10 +351,10 @@ func loadSQL(d dialect, st *statements, ko *keyOrderSQL) (*sqlSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := src.load(".", st, d.mode); err != nil {
+	if err := src.load(".", st, d.claims.need); err != nil {
 		return nil, err
 	}
-	return src, src.load("keyorder", ko, d.mode)
+	return src, src.load("keyorder", ko, d.claims.need)
 }
 
 // expandedPartials returns the partials with their includes expanded and

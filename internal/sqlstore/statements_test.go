@@ -14,7 +14,7 @@ import (
 // TestSQLFilesUsed checks that every embedded .sql file belongs to a
 // dialect and names one of its statements or partials, that every partial
 // is included by some statement, and that every statement a dialect's claim
-// mode needs is there.
+// design needs is there.
 func TestSQLFilesUsed(t *testing.T) {
 	err := fs.WalkDir(sqlFS, "sql", func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
@@ -47,7 +47,7 @@ func TestSQLFilesUsed(t *testing.T) {
 		for _, v := range []reflect.Value{reflect.ValueOf(st), reflect.ValueOf(ko)} {
 			for i := 0; i < v.NumField(); i++ {
 				f := v.Type().Field(i)
-				if needs(f.Tag.Get("need"), d.mode) && v.Field(i).String() == "" {
+				if needs(f.Tag.Get("need"), d.claims.need) && v.Field(i).String() == "" {
 					t.Errorf("%s: %s is empty", name, f.Name)
 				}
 			}
@@ -132,7 +132,7 @@ func TestLoadFailsLoudly(t *testing.T) {
 		src, err := newSQLSource(tc.fsys, "x")
 		if err == nil {
 			var st statements
-			err = src.load(".", &st, claimChunks)
+			err = src.load(".", &st, claimChunks.need)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
@@ -149,5 +149,38 @@ func TestLoadFailsLoudly(t *testing.T) {
 	st := statements{Claim: "SELECT 1 FROM {{outbox}} WHERE id IN ({{ids}})", Get: "SELECT {{nope}}"}
 	if err := substitute(r, &st, "x"); err == nil || !strings.Contains(err.Error(), "get: unknown placeholder") {
 		t.Errorf("substitute: %v", err)
+	}
+}
+
+// TestNeedTagsNameDesigns checks that every name in a need tag is "all" or
+// the need of a dialect's claim design, and that every dialect's claimer
+// runs its dialect's compiled statements.
+func TestNeedTagsNameDesigns(t *testing.T) {
+	designs := map[string]bool{"all": true}
+	for _, d := range dialects {
+		designs[d.claims.need] = true
+	}
+	for _, typ := range []reflect.Type{reflect.TypeOf(statements{}), reflect.TypeOf(keyOrderSQL{})} {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			tag, ok := f.Tag.Lookup("need")
+			if !ok {
+				continue
+			}
+			for _, n := range strings.Split(tag, ",") {
+				if !designs[n] {
+					t.Errorf("%s.%s: need %q names no claim design", typ.Name(), f.Name, n)
+				}
+			}
+		}
+	}
+	for name := range dialects {
+		_, c, _, err := compileFor(name, outbox.Tables{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := c.claimer.explain(); len(e) == 0 || e[0].stmt != c.Claim {
+			t.Errorf("%s: the claimer's rescan is not the dialect's Claim", name)
+		}
 	}
 }

@@ -137,12 +137,7 @@ func (s *Store) Dialect() string { return s.c.name }
 // claims commit at once and leave no lock behind, so Relay.Run may claim
 // beside a mark. SQLite's claims and marks take the one write lock (and hold
 // no connection in between), so a claim goes only beside a publish.
-func (s *Store) ClaimOverlap() outboxdriver.ClaimOverlap {
-	if s.c.mode == claimRange {
-		return outboxdriver.OverlapPublish
-	}
-	return outboxdriver.OverlapAll
-}
+func (s *Store) ClaimOverlap() outboxdriver.ClaimOverlap { return s.c.claimer.overlap() }
 
 // Tables implements outboxdriver.Store.
 func (s *Store) Tables() outbox.Tables { return s.tables }

@@ -1,4 +1,4 @@
--- A claim is a short READ COMMITTED transaction (Store.claimRows): record
+-- A claim is a short READ COMMITTED transaction (rowsClaimer.claim): record
 -- locks on the claimed rows only, no gap locks where writers insert, and
 -- none left once it commits, before the publish. It locks the due rows that
 -- no live lease in {{claims}} holds (SKIP LOCKED: rows another relay is

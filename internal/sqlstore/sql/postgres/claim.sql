@@ -66,9 +66,4 @@ WITH async AS MATERIALIZED (
   WHERE CASE WHEN g.live THEN false
         ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((c.id >> 8) & 2147483647)) END
   LIMIT $2
-), want AS MATERIALIZED (
-  SELECT DISTINCT d.id >> 8 AS chunk, d.gen FROM due AS d
-), held AS (
-  {{> hold_chunks}}
-)
-{{> claimed_rows}}
+), {{> claim_tail}}

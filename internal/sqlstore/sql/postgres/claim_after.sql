@@ -27,9 +27,4 @@ WITH RECURSIVE async AS MATERIALIZED (
     AND CASE WHEN g.live THEN false
         ELSE pg_try_advisory_xact_lock((SELECT '{{outbox}}'::regclass::oid::bigint << 31) | ((k.first >> 8) & 2147483647)) END
   LIMIT $2
-), want AS MATERIALIZED (
-  SELECT DISTINCT d.id >> 8 AS chunk, d.gen FROM due AS d
-), held AS (
-  {{> hold_chunks}}
-)
-{{> claimed_rows}}
+), {{> claim_tail}}
