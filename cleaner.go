@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // CleanerConfig configures a Cleaner.
@@ -89,7 +91,7 @@ func (cfg CleanerConfig) validate() error {
 // DEAD messages are never deleted. Several cleaners on one table are safe;
 // one is enough.
 type Cleaner struct {
-	store Store
+	store outboxdriver.Pruner
 	cfg   CleanerConfig
 	hooks []CleanupHook
 	// wait replaces pause's timer in tests.
@@ -100,7 +102,7 @@ type Cleaner struct {
 // cannot run: neither OlderThan nor InboxOlderThan, a negative age, Interval,
 // BatchSize or MaxBatches, a DutyCycle outside (0, 1], a value in Hooks that
 // is no hook.
-func NewCleaner(store Store, cfg CleanerConfig) (*Cleaner, error) {
+func NewCleaner(store outboxdriver.Pruner, cfg CleanerConfig) (*Cleaner, error) {
 	if store == nil {
 		return nil, errors.New("outbox: NewCleaner: store is nil")
 	}

@@ -11,18 +11,20 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // deleteStore counts DeleteSent calls and answers from a script; the
 // drivertest suite's Cleaner runs the cleaner against every real database.
 type deleteStore struct {
-	Store // nil: any other call panics
-	mu    sync.Mutex
-	calls int
-	left  int64 // rows old enough
-	inbox int64 // inbox records old enough
-	fail  error
-	took  time.Duration // how long each DeleteSent takes
+	outboxdriver.Store // nil: any other call panics
+	mu                 sync.Mutex
+	calls              int
+	left               int64 // rows old enough
+	inbox              int64 // inbox records old enough
+	fail               error
+	took               time.Duration // how long each DeleteSent takes
 }
 
 func (s *deleteStore) DeleteConsumed(_ context.Context, olderThan time.Duration, limit int) (int64, error) {

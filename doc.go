@@ -24,13 +24,13 @@
 //   - Effect once: through an [Inbox], a consumer's change happens once per
 //     msg_id and consumer group, however often the broker delivers the message.
 //   - Status only moves forward: NEW becomes SENT or DEAD ([Status]). A NEW row
-//     is never deleted; only an explicit [Store.RetryDead] moves DEAD back to
+//     is never deleted; only an explicit RetryDead moves DEAD back to
 //     NEW, and it records a note in last_error.
 //
 // Per-key order: a message with a key is published only after every earlier
 // message of its key (by id) is SENT or DEAD, across batches and any number
-// of relays, on every store that implements [KeyOrderer] (all three SQL
-// drivers do). A failing message holds back only the later messages of its
+// of relays, on every driver that implements outboxdriver.KeyOrderer (all
+// three SQL drivers do). A failing message holds back only the later messages of its
 // key. When it goes DEAD the key flows on, unless [RelayConfig].StopKeyAtDead
 // keeps it stopped until the message is retried or dropped. Within a batch, a
 // [Publisher] keeps a key's messages in id order and holds the rest of the key
@@ -49,7 +49,7 @@
 // exponential backoff, or DEAD after [RelayConfig].MaxRetries refusals.
 // [Relay.Run] loops until its context is cancelled and then finishes the batch
 // in flight; while the broker has one batch it already claims the next, as far
-// as the store allows ([ClaimOverlapper]). [Relay.RunOnce] does one batch,
+// as the store allows (outboxdriver.ClaimOverlapper). [Relay.RunOnce] does one batch,
 // which suits tests and cron-like callers. [Relay.Wake] makes a waiting relay look at once, for example from a
 // LISTEN loop of your own. Several relays, in one process or many, may run
 // against one table.
@@ -69,16 +69,7 @@
 // already has. The record and the change commit together, which is what makes
 // the effect happen once.
 //
-// A [Store] is the part of a driver that works on its own connections: besides
-// the relay's [Store.Claim] it has the calls for operators and programs that
-// look after the table: [Store.Migrate] and [Store.SchemaVersion],
-// [Store.Stats], [Store.ListMessages], [Store.GetMessage], [Store.RetryDead],
-// [Store.DropDead], [Store.DeleteSent] and [Store.DeleteConsumed]. The
-// outbox command line (module github.com/outbox-go/outbox/cmd/outbox) is
-// built on these calls; a [Cleaner] runs the last two round after round, and
-// package [github.com/outbox-go/outbox/admin] serves the others over HTTP.
-//
-// A [Driver] is the seam between this package and one database library. Each
+// A driver is the seam between this package and one database library. Each
 // driver is a module of its own, so that an application compiles only the
 // database client it uses:
 //
@@ -89,9 +80,19 @@
 //   - [github.com/outbox-go/outbox/driver/outboxsqlite]: SQLite in pure Go
 //     (*sql.Tx).
 //
-// The Driver interface is for driver authors and is not stable; applications
-// use Writer, Relay, Inbox and the Store calls. Tables are named by [Tables];
-// the zero value means "outbox" and "consumed_msg".
+// An application passes its driver to [NewWriter], [NewInbox], [NewRelay]
+// and [NewCleaner], and calls the driver's own methods to look after the
+// table: Migrate and SchemaVersion, Stats, ListMessages, GetMessage,
+// RetryDead, DropDead, DeleteSent and DeleteConsumed. The outbox command
+// line (module github.com/outbox-go/outbox/cmd/outbox) is built on these
+// calls; a [Cleaner] runs the last two round after round, and package
+// [github.com/outbox-go/outbox/admin] serves the others over HTTP.
+//
+// The contract a driver implements, and the optional capabilities the
+// relay uses where a driver has them, are in package
+// [github.com/outbox-go/outbox/outboxdriver], for driver authors; it is not
+// stable. Tables are named by [Tables]; the zero value means "outbox" and
+// "consumed_msg".
 //
 // # Errors
 //
@@ -122,9 +123,9 @@
 //   - [ErrHeldBack]: for Publisher authors too. Return it for a message not
 //     attempted because an earlier message of the same key failed in the
 //     batch; the relay leaves it untouched and does not pause.
-//   - [ErrSchemaMissing]: the outbox tables do not exist. Run [Store.Migrate]
-//     or `outbox migrate` first.
-//   - [ErrNotFound]: [Store.GetMessage] found no message with that msg_id.
+//   - [ErrSchemaMissing]: the outbox tables do not exist. Run the driver's
+//     Migrate or `outbox migrate` first.
+//   - [ErrNotFound]: a driver's GetMessage found no message with that msg_id.
 //   - [ErrInvalidIdentifier]: a table name in [Tables] is not a plain
 //     lower-case SQL identifier. Drivers check names once, when they are
 //     built, and never paste a name they have not checked into SQL.

@@ -21,9 +21,6 @@ var (
 	// wrapped in a *ValidationError, so errors.Is(err, ErrInvalidMessage) holds too.
 	ErrPayloadTooLarge = errors.New("outbox: payload too large")
 
-	// ErrInvalidIdentifier reports a table name that is not a plain SQL identifier.
-	ErrInvalidIdentifier = errors.New("outbox: invalid identifier")
-
 	// ErrSchemaMissing reports that the outbox tables do not exist: run
 	// `outbox migrate` (or Migrate) first.
 	ErrSchemaMissing = errors.New("outbox: tables missing; run `outbox migrate` first")

@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // writeDriver is a Driver that keeps what the Writer inserts.
 type writeDriver struct {
-	Store
+	outboxdriver.Store
 	inserts [][]Message
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Inbox applies a received message at most once per consumer group: it records
@@ -11,11 +13,11 @@ import (
 // consumer's own change. With at-least-once delivery that gives an effect
 // exactly once.
 type Inbox[TTx any] struct {
-	driver Driver[TTx]
+	driver outboxdriver.InboxStore[TTx]
 }
 
 // NewInbox returns an Inbox that works through driver.
-func NewInbox[TTx any](driver Driver[TTx]) *Inbox[TTx] {
+func NewInbox[TTx any](driver outboxdriver.InboxStore[TTx]) *Inbox[TTx] {
 	return &Inbox[TTx]{driver: driver}
 }
 

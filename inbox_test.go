@@ -5,13 +5,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // outageDriver is a Driver whose RunInTx fails as a driver reports a
 // database it cannot reach.
 type outageDriver struct {
-	Store // not used
-	err   error
+	outboxdriver.Store // not used
+	err                error
 }
 
 func (d outageDriver) InsertTx(context.Context, struct{}, []Message) error { return nil }

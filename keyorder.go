@@ -3,58 +3,13 @@ package outbox
 import (
 	"context"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// KeyOrderer is implemented by a Store that keeps the messages of one key in
-// id order across batches and relays. Relay calls HoldBack for every batch
-// that has a message with a key, before it publishes it: as soon as it is
-// claimed, while the batch before it may still be published
-// (HoldParams.InFlight), or after the batch before it is marked. A Store
-// that does not implement it keeps a key's order only inside one batch.
-//
-// This interface is for driver authors and is not stable.
-type KeyOrderer interface {
-	// HoldBack reports, one entry per message of msgs (a claim's messages,
-	// in id order), whether it must wait: an earlier message of its key
-	// (smaller id) that is not in msgs is still NEW, or, with p.DeadBlocks,
-	// DEAD. Messages without a key are never held. Each held message is
-	// left NEW with its retry count unchanged, and its next_retry_at moved
-	// so that rescans do not claim it again before its blocker can go:
-	// behind a blocker waiting out a backoff, p.HeldWait from now (the
-	// store makes it due at once when it marks the blocker SENT or DEAD);
-	// behind a DEAD blocker, p.DeadWait from now; behind a blocker due now
-	// (in another claim), the blocker's. held is nil when no message is
-	// held.
-	HoldBack(ctx context.Context, msgs []Message, p HoldParams) (held []bool, err error)
-}
-
-// HoldParams says what holds a keyed message back.
-type HoldParams struct {
-	// DeadBlocks: a DEAD message holds back the later messages of its key
-	// (RelayConfig.StopKeyAtDead).
-	DeadBlocks bool
-	// DeadWait is how long a message held behind a DEAD one waits before it
-	// is looked at again.
-	DeadWait time.Duration
-	// HeldWait is how long a message held behind one that waits out a
-	// backoff waits before it is looked at again. The store makes it due
-	// at once when its blocker is marked SENT or DEAD.
-	HeldWait time.Duration
-	// InFlight are the messages of the relay's previous claim, which it may
-	// still be publishing: they hold back none of msgs. The relay holds
-	// back, itself, the later messages of a key whose message there fails.
-	InFlight []Message
-	// Done gives, for some keys of msgs, an id below which the key has no
-	// NEW message other than one that went back to NEW through a retry or
-	// a requeue (next_retry_at past created_at): the relay published that
-	// id after its own check and saw it SENT or DEAD. The store need not
-	// look below it for any other NEW row of the key. Nil for none.
-	Done map[string]int64
-}
-
 // RetriedHeader is the header a DEAD message carries once a person has
-// retried it (`outbox dead retry`, Store.RetryDead): the time of the retry,
-// RFC 3339 in UTC. Such a message is published after the messages of its key
+// retried it (`outbox dead retry`, a driver's RetryDead): the time of the
+// retry, RFC 3339 in UTC. Such a message is published after the messages of its key
 // that were sent while it was DEAD, so a consumer that needs a key's order
 // can tell it from one in order. Transports carry it as the CloudEvents
 // extension of the same name.
@@ -81,13 +36,13 @@ const heldWait = 10 * time.Second
 // not ctx is cancelled.
 func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held []bool, err error) {
 	msgs := b.msgs
-	ko, ok := r.store.(KeyOrderer)
+	ko, ok := r.store.(outboxdriver.KeyOrderer)
 	if !ok || !anyKey(msgs) {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(b)/2, time.Millisecond))
 	defer cancel()
-	held, err = ko.HoldBack(ctx, msgs, HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait,
+	held, err = ko.HoldBack(ctx, msgs, outboxdriver.HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait,
 		InFlight: inflight, Done: r.keysDoneFor(msgs)})
 	if err == nil {
 		return held, nil
@@ -104,7 +59,7 @@ func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held
 // not wait for it. On an error the batch is left to publishBatch, which asks
 // again.
 func (r *Relay) holdEarly(ctx context.Context, b *batch, inflight []Message) {
-	if _, ok := r.store.(KeyOrderer); !ok || !anyKey(b.msgs) {
+	if _, ok := r.store.(outboxdriver.KeyOrderer); !ok || !anyKey(b.msgs) {
 		return
 	}
 	if held, err := r.holdBack(ctx, *b, inflight); err == nil {
@@ -140,7 +95,7 @@ const maxKeysDone = 1 << 16
 // so no other message of the key below that id was NEW then, and one that
 // goes back to NEW later does so through a retry or a requeue.
 func (r *Relay) noteKeysDone(msgs []Message, outcomes []Outcome) {
-	if _, ok := r.store.(KeyOrderer); !ok || !anyKey(msgs) {
+	if _, ok := r.store.(outboxdriver.KeyOrderer); !ok || !anyKey(msgs) {
 		return
 	}
 	r.keysMu.Lock()

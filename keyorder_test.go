@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // holdingStore is a fakeStore that keeps key order by holding back the
@@ -15,7 +17,7 @@ type holdingStore struct {
 	err  error
 }
 
-func (s *holdingStore) HoldBack(_ context.Context, msgs []Message, _ HoldParams) ([]bool, error) {
+func (s *holdingStore) HoldBack(_ context.Context, msgs []Message, _ outboxdriver.HoldParams) ([]bool, error) {
 	if s.err != nil {
 		return nil, s.err
 	}

@@ -12,13 +12,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/internal/redact"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Relay moves messages from the outbox table to a Publisher: it claims a batch,
 // publishes it, and records the outcome of every message in one transaction.
 // Several relays, in one process or many, may run against one table.
 type Relay struct {
-	store Store
+	store outboxdriver.Claimer
 	pub   Publisher
 	cfg   RelayConfig
 	hooks []BatchHook
@@ -56,8 +58,11 @@ type Relay struct {
 	keysDone map[string]int64
 }
 
-// NewRelay returns a Relay that moves messages from store to pub.
-func NewRelay(store Store, pub Publisher, cfg RelayConfig) (*Relay, error) {
+// NewRelay returns a Relay that moves messages from store, a driver, to pub.
+// The relay also uses the optional interfaces of package outboxdriver that
+// store implements (ClaimOverlapper, DueChecker, Watcher, KeyOrderer, and
+// for RelayConfig.CDC Streamer and IDClaimer).
+func NewRelay(store outboxdriver.Claimer, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	if store == nil || pub == nil {
 		return nil, errors.New("outbox: NewRelay: store and publisher are required")
 	}
@@ -141,7 +146,7 @@ type BatchReport struct {
 	// the message was held back behind an earlier one of its key.
 	Released int
 	// HeldBack counts the released messages that waited for an earlier
-	// message of their key outside the batch (see KeyOrderer).
+	// message of their key outside the batch (see outboxdriver.KeyOrderer).
 	HeldBack int
 	// Duration is the time from claim to finished mark.
 	Duration time.Duration
@@ -188,14 +193,14 @@ func (r *Relay) RunOnce(ctx context.Context) (BatchReport, error) {
 
 // batch is one claim on its way through the relay.
 type batch struct {
-	claim      Claim
+	claim      outboxdriver.Claim
 	msgs       []Message
 	limit      int // the claim's limit
 	start      time.Time
 	claimTook  time.Duration // how long the store's Claim took
 	fromCursor bool
 	// heldBack counts the claimed messages held back behind an earlier
-	// message of their key (see KeyOrderer): they are not in msgs.
+	// message of their key (see outboxdriver.KeyOrderer): they are not in msgs.
 	heldBack int
 	// handled, when set (OverlapNone), is closed once the batch is marked or
 	// released.
@@ -210,11 +215,11 @@ type batch struct {
 
 // claimBatch claims the next batch, from the cursor or from the first id;
 // prev is the claim before it, which the publisher may still hold, or nil.
-func (r *Relay) claimBatch(ctx context.Context, prev Claim) (batch, error) {
+func (r *Relay) claimBatch(ctx context.Context, prev outboxdriver.Claim) (batch, error) {
 	start := time.Now()
 	after := r.claimFrom(start)
 	limit := r.scaledLimit(r.health.claimLimit())
-	claim, err := r.store.Claim(ctx, ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease, Prev: prev})
+	claim, err := r.store.Claim(ctx, outboxdriver.ClaimParams{Limit: limit, AfterID: after, Lease: r.cfg.Lease, Prev: prev})
 	if ctx.Err() == nil {
 		r.noteDB(err)
 	}

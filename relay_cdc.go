@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // The states of a CDC relay (Relay.cdc).
@@ -29,14 +31,14 @@ const (
 // pauses and probes as it does when polling, and streams again after.
 var errStreamOutage = errors.New("outbox: broker outage while streaming")
 
-func (cfg RelayConfig) validateCDC(store Store) error {
+func (cfg RelayConfig) validateCDC(store outboxdriver.Claimer) error {
 	if !cfg.CDC {
 		return nil
 	}
-	if _, ok := store.(Streamer); !ok {
+	if _, ok := store.(outboxdriver.Streamer); !ok {
 		return fmt.Errorf("outbox: relay: CDC needs a store that streams its changes (Streamer); a %s store does not", store.Dialect())
 	}
-	if _, ok := store.(IDClaimer); !ok {
+	if _, ok := store.(outboxdriver.IDClaimer); !ok {
 		return fmt.Errorf("outbox: relay: CDC needs a store that claims by id (IDClaimer); a %s store does not", store.Dialect())
 	}
 	return nil
@@ -64,7 +66,7 @@ func (r *Relay) sweepWait() time.Duration {
 // held back behind their key, left by an outage, or after a crash) are
 // still NEW, and the sweep finds them.
 func (r *Relay) runCDC(ctx context.Context) error {
-	st := r.store.(Streamer)
+	st := r.store.(outboxdriver.Streamer)
 	r.cdc.Store(cdcStreaming)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -84,7 +86,7 @@ func (r *Relay) runCDC(ctx context.Context) error {
 // doubles up to PauseMax after a failure, every 2s while another relay
 // streams (standby), every minute while the server cannot stream, during
 // which the store's Watcher wakes the polling loop.
-func (r *Relay) streamLoop(ctx context.Context, st Streamer) {
+func (r *Relay) streamLoop(ctx context.Context, st outboxdriver.Streamer) {
 	log := r.cfg.Logger
 	var stopWatch func()
 	defer func() {
@@ -106,18 +108,18 @@ func (r *Relay) streamLoop(ctx context.Context, st Streamer) {
 		}
 		wait := time.Duration(0)
 		switch {
-		case errors.Is(err, ErrStreamUnavailable):
+		case errors.Is(err, outboxdriver.ErrStreamUnavailable):
 			r.cdc.Store(cdcPolling)
 			if stopWatch == nil {
 				stopWatch = r.startWatch(ctx)
 			}
-			if !errors.Is(last, ErrStreamUnavailable) {
+			if !errors.Is(last, outboxdriver.ErrStreamUnavailable) {
 				log.Warn("outbox relay: cannot stream the outbox table's changes; polling instead", "error", err, "retry_in", unavailableRetry)
 			}
 			wait = unavailableRetry
-		case errors.Is(err, ErrStreamBusy):
+		case errors.Is(err, outboxdriver.ErrStreamBusy):
 			r.cdc.Store(cdcStandby)
-			if !errors.Is(last, ErrStreamBusy) {
+			if !errors.Is(last, outboxdriver.ErrStreamBusy) {
 				log.Info("outbox relay: another relay streams the outbox table; standing by", "sweep_interval", r.cfg.SweepInterval)
 			}
 			wait = standbyRetry
@@ -130,19 +132,19 @@ func (r *Relay) streamLoop(ctx context.Context, st Streamer) {
 			if errors.Is(err, errStreamOutage) {
 				pause = min(pause, r.cfg.ProbeInterval)
 			}
-			if last == nil || errors.Is(last, ErrStreamBusy) || errors.Is(last, ErrStreamUnavailable) {
+			if last == nil || errors.Is(last, outboxdriver.ErrStreamBusy) || errors.Is(last, outboxdriver.ErrStreamUnavailable) {
 				log.Warn("outbox relay: the change stream ended; polling until it starts again", "error", err, "retry_in", pause)
 			} else {
 				log.Debug("outbox relay: the change stream ended again", "error", err, "retry_in", pause)
 			}
 			wait = pause
 		}
-		if stopWatch != nil && !errors.Is(err, ErrStreamUnavailable) {
+		if stopWatch != nil && !errors.Is(err, outboxdriver.ErrStreamUnavailable) {
 			stopWatch()
 			stopWatch = nil
 		}
 		last = err
-		if !errors.Is(err, ErrStreamBusy) {
+		if !errors.Is(err, outboxdriver.ErrStreamBusy) {
 			// The stream's messages not settled are the sweep's. A relay
 			// refused the stream held none, and sweeps at its interval.
 			r.Wake()
@@ -211,7 +213,7 @@ const streamRecheck = time.Millisecond
 // ids it did not claim.
 func (r *Relay) deliverIDs(ctx context.Context, ids []int64) (left []int64, err error) {
 	start := time.Now()
-	c, err := r.store.(IDClaimer).ClaimIDs(ctx, ids, r.cfg.Lease)
+	c, err := r.store.(outboxdriver.IDClaimer).ClaimIDs(ctx, ids, r.cfg.Lease)
 	if ctx.Err() == nil {
 		r.noteDB(err)
 	}
@@ -242,14 +244,14 @@ func (r *Relay) deliverIDs(ctx context.Context, ids []int64) (left []int64, err 
 // (commit order) rather than id order, and hands Finish the outcomes back
 // in the claim's own order.
 type orderedClaim struct {
-	Claim
+	outboxdriver.Claim
 	msgs []Message
 	pos  []int // pos[i]: the index in Claim.Messages() of msgs[i]
 	at   map[int64]int
 }
 
 // inOrder orders c's messages as ids lists them.
-func inOrder(c Claim, ids []int64) *orderedClaim {
+func inOrder(c outboxdriver.Claim, ids []int64) *orderedClaim {
 	got := c.Messages()
 	at := make(map[int64]int, len(got))
 	for i := range got {

@@ -14,8 +14,8 @@ type RelayConfig struct {
 	// messages while none come. A full batch is followed at once; after a
 	// batch that was not full the relay waits MinInterval, and the wait
 	// doubles with each look that finds nothing, up to Interval. A wake-up
-	// (Wake, or the store's Watcher) ends the wait at once. Defaults to
-	// 500ms.
+	// (Wake, or the driver's outboxdriver.Watcher) ends the wait at once.
+	// Defaults to 500ms.
 	Interval time.Duration
 	// MinInterval is the wait after a look that found messages. Defaults
 	// to 5ms, or Interval when that is shorter.
@@ -25,7 +25,7 @@ type RelayConfig struct {
 	// MaxBatchSize, and a short one sets it back to BatchSize. Defaults to
 	// BatchSize when BatchSize is set, else to 2000 (4×500).
 	MaxBatchSize int
-	// NoWatch turns off the store's Watcher (see Watcher): the relay then
+	// NoWatch turns off the driver's outboxdriver.Watcher: the relay then
 	// only polls, and wakes early only on Wake.
 	NoWatch bool
 	// MaxRetries is the number of failed attempts after which a message becomes
@@ -82,16 +82,17 @@ type RelayConfig struct {
 	// dead retry`, `outbox dead drop`). Without it the key flows on past a
 	// DEAD message, as it does past a SENT one. Either way a message with a
 	// key is published only after every earlier message of its key is SENT
-	// or DEAD (see KeyOrderer). Defaults to false.
+	// or DEAD (see outboxdriver.KeyOrderer). Defaults to false.
 	StopKeyAtDead bool
 	// Hooks are called after every finished batch: the relay calls those
 	// that implement BatchHook and passes over the others, so that one list
 	// can serve the writer, the relay and the cleaner (see Hook). A value
 	// that implements no hook interface is refused. Defaults to none.
 	Hooks []Hook
-	// CDC takes the messages from the store's change stream (Streamer), in
-	// commit order, instead of polling for them: see Relay.Run. The store
-	// must also implement IDClaimer. Defaults to false.
+	// CDC takes the messages from the driver's change stream
+	// (outboxdriver.Streamer), in commit order, instead of polling for them:
+	// see Relay.Run. The driver must also implement outboxdriver.IDClaimer.
+	// Defaults to false.
 	CDC bool
 	// SweepInterval is the wait between the polling sweeps of a CDC relay
 	// while it streams or stands by. Defaults to 1s.

@@ -15,7 +15,7 @@ import (
 const outageStreak = 10
 
 // outageKeys is how many different keys the messages of a streak must have
-// for the messages held back behind them by per-key order (see KeyOrderer)
+// for the messages held back behind them by per-key order (see outboxdriver.KeyOrderer)
 // to count towards outageStreak: held messages could not be tried, and
 // every message that could was refused alike. A streak of fewer keys stays
 // each message's own refusal, so a single poison message at the head of a

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Run relays until ctx is cancelled, then finishes the batch in flight, records
@@ -15,7 +17,7 @@ import (
 // broker and being marked, the next is claimed, so that a relay waits for the
 // two at once instead of one after the other. Batches are still published
 // one after the other, in claim order. A store that implements
-// [ClaimOverlapper] may ask for less overlap (SQLite: the claim only beside
+// outboxdriver.ClaimOverlapper may ask for less overlap (SQLite: the claim only beside
 // the publish). Run holds up to two claims.
 //
 // With RelayConfig.CDC, Run streams instead (see runCDC in relay_cdc.go):
@@ -33,7 +35,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // runPolling is Run's polling loop; watch runs the store's Watcher beside it.
 func (r *Relay) runPolling(ctx context.Context, watch bool) error {
 	p := &pipeline{batches: make(chan batch)}
-	if o, ok := r.store.(ClaimOverlapper); ok {
+	if o, ok := r.store.(outboxdriver.ClaimOverlapper); ok {
 		p.overlap = o.ClaimOverlap()
 	}
 	done := make(chan struct{})
@@ -77,7 +79,7 @@ func (r *Relay) runPolling(ctx context.Context, watch bool) error {
 		}
 		pause = 0
 		if len(b.msgs) > 0 {
-			if p.overlap == OverlapNone {
+			if p.overlap == outboxdriver.OverlapNone {
 				b.handled = make(chan struct{})
 			}
 			select {
@@ -104,54 +106,16 @@ func (r *Relay) runPolling(ctx context.Context, watch bool) error {
 	}
 }
 
-// ClaimOverlap says how far Relay.Run may overlap the claim of the next batch
-// with the batch before it.
-type ClaimOverlap int
-
-const (
-	// OverlapAll: claim while the previous batch is published and marked.
-	// The store's claims never make another claim's Finish wait (PostgreSQL's
-	// chunk locks). The default for a store that does not say.
-	OverlapAll ClaimOverlap = iota
-	// OverlapPublish: claim while the previous batch is published, never
-	// while it is marked, for a store whose claims and marks take one write
-	// lock and hold no connection in between (SQLite): beside each other they
-	// would only wait for that lock.
-	OverlapPublish
-	// OverlapNone: claim only once the previous batch is marked, for a store
-	// whose open claim could make a mark wait (MySQL: InnoDB's row and gap
-	// locks), which with Run's claim held ahead would stall the relay.
-	OverlapNone
-)
-
-func (o ClaimOverlap) String() string {
-	switch o {
-	case OverlapAll:
-		return "OverlapAll"
-	case OverlapPublish:
-		return "OverlapPublish"
-	case OverlapNone:
-		return "OverlapNone"
-	}
-	return fmt.Sprintf("ClaimOverlap(%d)", int(o))
-}
-
-// ClaimOverlapper is implemented by a Store that needs Relay.Run to overlap
-// less than OverlapAll.
-type ClaimOverlapper interface {
-	ClaimOverlap() ClaimOverlap
-}
-
 // pipeline connects Run's claiming loop with its publishing goroutine.
 type pipeline struct {
 	batches chan batch
-	overlap ClaimOverlap
+	overlap outboxdriver.ClaimOverlap
 	// db is held around claims and marks with OverlapPublish.
 	db sync.Mutex
 
 	// last is the claim of the batch handed to the publisher last, which it
 	// may still hold, and lastMsgs its messages.
-	last     Claim
+	last     outboxdriver.Claim
 	lastMsgs []Message
 	// failed: the keys of the batch the publisher handled last whose
 	// messages did not go (see Relay.failedKeys). The publisher's own.
@@ -180,7 +144,7 @@ func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
 // dbTurn waits for the store's turn when claims and marks must not overlap
 // (OverlapPublish) and returns the function that ends it.
 func (p *pipeline) dbTurn() (done func()) {
-	if p.overlap != OverlapPublish {
+	if p.overlap != outboxdriver.OverlapPublish {
 		return func() {}
 	}
 	p.db.Lock()

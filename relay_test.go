@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // fakeStore is an in-memory Store for unit tests of the relay's logic only;
@@ -80,7 +82,7 @@ func (s *fakeStore) DeleteConsumed(context.Context, time.Duration, int) (int64, 
 	return 0, nil
 }
 
-func (s *fakeStore) Claim(_ context.Context, p ClaimParams) (Claim, error) {
+func (s *fakeStore) Claim(_ context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	start := time.Now()
 	time.Sleep(s.claimDelay)
 	defer s.record("claim", start)
@@ -352,7 +354,7 @@ func TestTablesValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"", "A", "_ok;", "9x", "a-b", "aé"} {
-		if err := ValidateIdentifier(bad); !errors.Is(err, ErrInvalidIdentifier) {
+		if err := outboxdriver.ValidateIdentifier(bad); !errors.Is(err, ErrInvalidIdentifier) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
@@ -506,10 +508,10 @@ func TestRelayRunMarksWithinTheLease(t *testing.T) {
 // whether a claim ever ran beside an open claim or a running mark.
 type overlapStore struct {
 	*fakeStore
-	mode ClaimOverlap
+	mode outboxdriver.ClaimOverlap
 }
 
-func (s overlapStore) ClaimOverlap() ClaimOverlap { return s.mode }
+func (s overlapStore) ClaimOverlap() outboxdriver.ClaimOverlap { return s.mode }
 
 // A mark that fails pauses the relay; its rows stay due and are published
 // again, and the batches published meanwhile keep their marks.
@@ -560,7 +562,7 @@ func TestRelayRunMarkFailurePauses(t *testing.T) {
 // for: OverlapPublish never has a claim beside a mark, OverlapNone never has
 // two claims open.
 func TestRelayRunClaimOverlap(t *testing.T) {
-	for _, mode := range []ClaimOverlap{OverlapPublish, OverlapNone} {
+	for _, mode := range []outboxdriver.ClaimOverlap{outboxdriver.OverlapPublish, outboxdriver.OverlapNone} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			st := newFakeStore(60)
 			// A claim slower than a publish, so that with full overlap a
@@ -593,9 +595,9 @@ func TestRelayRunClaimOverlap(t *testing.T) {
 				t.Fatal("a claim ran beside a mark")
 			}
 			switch {
-			case mode == OverlapNone && besidePublish:
+			case mode == outboxdriver.OverlapNone && besidePublish:
 				t.Fatal("a claim ran beside a publish")
-			case mode == OverlapPublish && !besidePublish:
+			case mode == outboxdriver.OverlapPublish && !besidePublish:
 				t.Fatal("no claim ran beside a publish: Run did not overlap at all")
 			}
 		})

@@ -5,43 +5,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
-
-// DueChecker is implemented by a Store that can tell, in one cheap
-// statement, whether a claim from the first id could find a message. While
-// the table stays empty Relay.Run asks it instead of claiming.
-type DueChecker interface {
-	// AnyDue reports whether a message may be NEW and due. It may report
-	// true when a claim finds nothing (rows another relay holds), never
-	// false while a committed message is NEW and due.
-	AnyDue(ctx context.Context) (bool, error)
-}
-
-// Watcher is implemented by a Store that learns of commits to the outbox
-// table as they happen (PostgreSQL: LISTEN; SQLite: data_version). Relay.Run
-// watches while it runs, unless RelayConfig.NoWatch, and looks for messages
-// at once on every change; its polling stays on as the safety net for
-// commits no watcher reports.
-type Watcher interface {
-	// Watch runs until ctx ends, then returns nil. It calls fn, which must
-	// not block, whenever rows may have been committed to the outbox table,
-	// and once when it starts watching, for the commits made before. It
-	// returns an error when it cannot watch (or stops watching); the relay
-	// logs it, polls, and calls Watch again after a pause.
-	Watch(ctx context.Context, fn func(Change)) error
-}
-
-// Change is what a Watcher learned of one or more commits.
-type Change struct {
-	// Via names how the watcher learned of it: "stream" (PostgreSQL's
-	// logical replication), "notify", "data_version", "process" or
-	// "start".
-	Via string
-	// Fallback, set on a "start" change, says why the watcher watches by a
-	// slower way than it could (an error matching ErrStreamUnavailable that
-	// says what to change). The relay logs it once.
-	Fallback error
-}
 
 // Defaults of the wait between looks.
 const (
@@ -140,7 +106,7 @@ func (r *Relay) noteBatch(n, limit int) {
 // the last look (looked).
 func (r *Relay) idle(ctx context.Context, w *waiter, found bool, looked time.Time) bool {
 	w.settle(found)
-	dc, _ := r.store.(DueChecker)
+	dc, _ := r.store.(outboxdriver.DueChecker)
 	for first := true; ; first = false {
 		woken, ok := r.sleepWoken(ctx, w.cur)
 		if !ok {
@@ -202,14 +168,14 @@ func (r *Relay) startWatch(ctx context.Context) (stop func()) {
 // first failure at Warn and the next ones at Debug, and tries again after a
 // pause that doubles up to PauseMax.
 func (r *Relay) watch(ctx context.Context) {
-	wt, ok := r.store.(Watcher)
+	wt, ok := r.store.(outboxdriver.Watcher)
 	if !ok || r.cfg.NoWatch {
 		return
 	}
 	log := r.cfg.Logger
 	pause := time.Duration(0)
 	var fellBack atomic.Bool
-	wake := func(c Change) {
+	wake := func(c outboxdriver.Change) {
 		// A CDC relay has said so already (streamLoop).
 		if c.Fallback != nil && !r.cfg.CDC && !fellBack.Swap(true) {
 			log.Warn("outbox relay: cannot stream the outbox table's changes; waking on notifications instead", "error", c.Fallback)

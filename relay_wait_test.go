@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 func TestWaiterGrowsAndShrinks(t *testing.T) {
@@ -67,7 +69,7 @@ type probingStore struct {
 	due    atomic.Bool
 	fail   atomic.Bool
 	mu     sync.Mutex
-	notify func(Change)
+	notify func(outboxdriver.Change)
 }
 
 func (s *probingStore) AnyDue(context.Context) (bool, error) {
@@ -78,7 +80,7 @@ func (s *probingStore) AnyDue(context.Context) (bool, error) {
 	return s.due.Load(), nil
 }
 
-func (s *probingStore) Watch(ctx context.Context, fn func(Change)) error {
+func (s *probingStore) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
 	s.mu.Lock()
 	s.notify = fn
 	s.mu.Unlock()
@@ -126,7 +128,7 @@ func TestIdleProbesInsteadOfClaiming(t *testing.T) {
 	if fn == nil {
 		t.Fatal("the relay did not watch")
 	}
-	fn(Change{Via: "test"})
+	fn(outboxdriver.Change{Via: "test"})
 	deadline := time.Now().Add(time.Second)
 	for st.claims() == before && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

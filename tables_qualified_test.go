@@ -4,24 +4,26 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 func TestTablesQualified(t *testing.T) {
 	for _, good := range []string{"events.outbox", "_s.t", "s1.outbox_2"} {
-		if err := ValidateIdentifier(good); err != nil {
+		if err := outboxdriver.ValidateIdentifier(good); err != nil {
 			t.Errorf("%q: %v", good, err)
 		}
 	}
 	for _, bad := range []string{"a.b.c", ".outbox", "events.", "Events.outbox", "ev-s.outbox", `e"v.outbox`, "e v.outbox",
 		"s.9x", "1s.outbox", strings.Repeat("s", 64) + ".outbox"} {
-		if err := ValidateIdentifier(bad); !errors.Is(err, ErrInvalidIdentifier) {
+		if err := outboxdriver.ValidateIdentifier(bad); !errors.Is(err, ErrInvalidIdentifier) {
 			t.Errorf("%q: %v, want ErrInvalidIdentifier", bad, err)
 		}
 	}
-	if s, tb, q := SplitTableName("events.outbox"); s != "events" || tb != "outbox" || !q {
+	if s, tb, q := outboxdriver.SplitTableName("events.outbox"); s != "events" || tb != "outbox" || !q {
 		t.Errorf("SplitTableName(events.outbox) = %q, %q, %v", s, tb, q)
 	}
-	if s, tb, q := SplitTableName("outbox"); s != "" || tb != "outbox" || q {
+	if s, tb, q := outboxdriver.SplitTableName("outbox"); s != "" || tb != "outbox" || q {
 		t.Errorf("SplitTableName(outbox) = %q, %q, %v", s, tb, q)
 	}
 	// What a qualified outbox table brings with it clashes with an inbox of

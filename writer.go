@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // WriterConfig configures a Writer. Zero fields take their defaults.
@@ -37,14 +39,14 @@ func (cfg WriterConfig) validate() error {
 // Writer inserts messages inside the caller's own transaction, so that the
 // message commits or rolls back with the business change it describes.
 type Writer[TTx any] struct {
-	driver   Driver[TTx]
+	driver   outboxdriver.Inserter[TTx]
 	maxBytes int
 	hooks    []WriteHook
 }
 
 // NewWriter returns a Writer that inserts through driver. It refuses a
 // negative MaxPayloadBytes and a value in Hooks that is no hook.
-func NewWriter[TTx any](driver Driver[TTx], cfg WriterConfig) (*Writer[TTx], error) {
+func NewWriter[TTx any](driver outboxdriver.Inserter[TTx], cfg WriterConfig) (*Writer[TTx], error) {
 	if driver == nil {
 		return nil, fmt.Errorf("outbox: NewWriter: driver is nil")
 	}

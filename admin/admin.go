@@ -18,12 +18,14 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/redact"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Config configures the admin handler.
 type Config struct {
-	// Store is the outbox table to serve. Required.
-	Store outbox.Store
+	// Store is the outbox table to serve: a driver. Required. GET /backlog
+	// needs it to implement outboxdriver.BacklogReader.
+	Store outboxdriver.Admin
 	// Writable enables POST /dead/retry and POST /dead/drop. Without it they
 	// answer 403 and the handler only reads. Defaults to false.
 	Writable bool
@@ -173,7 +175,7 @@ func (h *handler) backlog(w http.ResponseWriter, r *http.Request) {
 	if !noQuery(w, r) {
 		return
 	}
-	br, ok := h.cfg.Store.(outbox.BacklogReader)
+	br, ok := h.cfg.Store.(outboxdriver.BacklogReader)
 	if !ok {
 		fail(w, http.StatusNotImplemented, "this store does not read a backlog cheaply; use GET /stats")
 		return

@@ -13,18 +13,19 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // fakeStore answers the admin calls from memory, for the handler's own
 // logic: request checks, status codes, paging. drivertest's AdminHTTP runs
 // the handler against every real database.
 type fakeStore struct {
-	outbox.Store // nil: a call the handler should not make panics
-	msgs         []outbox.Message
-	err          error
-	lastFilter   outbox.ListFilter
-	lastDead     outbox.DeadFilter
-	lastNote     string
+	outboxdriver.Store // nil: a call the handler should not make panics
+	msgs               []outbox.Message
+	err                error
+	lastFilter         outbox.ListFilter
+	lastDead           outbox.DeadFilter
+	lastNote           string
 }
 
 func (f *fakeStore) Tables() outbox.Tables { return outbox.Tables{}.WithDefaults() }
@@ -63,7 +64,7 @@ func (f *fakeStore) DropDead(_ context.Context, df outbox.DeadFilter) (int64, er
 	return 1, f.err
 }
 
-func newTestHandler(t *testing.T, st outbox.Store, cfg Config) http.Handler {
+func newTestHandler(t *testing.T, st outboxdriver.Store, cfg Config) http.Handler {
 	t.Helper()
 	cfg.Store = st
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -96,7 +96,7 @@ type Backlog struct {
 	Pending                 int64   `json:"pending"`
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
 	// Dead is absent when the store does not count DEAD messages cheaply
-	// (outbox.Backlog.DeadCounted).
+	// (outboxdriver.Backlog.DeadCounted).
 	Dead *int64 `json:"dead,omitempty"`
 }
 

@@ -13,8 +13,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/redact"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 //go:embed assets
@@ -50,9 +50,10 @@ type Token struct {
 // Config configures the console.
 type Config struct {
 	// Store is the outbox table to serve. Required. It must implement
-	// outbox.DeadSearcher for the DEAD pages and outbox.TopicBacklogReader
-	// for the backlog; the SQL stores of every driver do.
-	Store outbox.Store
+	// outboxdriver.DeadSearcher for the DEAD pages and
+	// outboxdriver.TopicBacklogReader for the backlog; every driver of this
+	// repository does.
+	Store outboxdriver.Admin
 	// Writable enables retry and drop. Defaults to false: the console reads.
 	Writable bool
 	// Tokens are the secrets that open the console. Each needs a Name and
@@ -93,8 +94,8 @@ type Config struct {
 // what they send and kill per topic, for the backlog's rates.
 type Console struct {
 	cfg      Config
-	search   outbox.DeadSearcher
-	backlog  outbox.TopicBacklogReader
+	search   outboxdriver.DeadSearcher
+	backlog  outboxdriver.TopicBacklogReader
 	mux      *http.ServeMux
 	turns    chan struct{}
 	key      []byte // signs CSRF tokens
@@ -116,11 +117,11 @@ func New(cfg Config) (*Console, error) {
 		counts: newCounts(), logins: newLimiter(20, time.Minute)}
 	_, _ = rand.Read(c.key)
 	var ok bool
-	if c.search, ok = cfg.Store.(outbox.DeadSearcher); !ok {
-		return nil, fmt.Errorf("console: store %T does not search its DEAD rows (outbox.DeadSearcher)", cfg.Store)
+	if c.search, ok = cfg.Store.(outboxdriver.DeadSearcher); !ok {
+		return nil, fmt.Errorf("console: store %T does not search its DEAD rows (outboxdriver.DeadSearcher)", cfg.Store)
 	}
-	if c.backlog, ok = cfg.Store.(outbox.TopicBacklogReader); !ok {
-		return nil, fmt.Errorf("console: store %T does not read its backlog per topic (outbox.TopicBacklogReader)", cfg.Store)
+	if c.backlog, ok = cfg.Store.(outboxdriver.TopicBacklogReader); !ok {
+		return nil, fmt.Errorf("console: store %T does not read its backlog per topic (outboxdriver.TopicBacklogReader)", cfg.Store)
 	}
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)

@@ -14,17 +14,18 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // fakeStore is an outbox table of DEAD messages in memory, for the
 // handler's logic; the SQL behind the same calls is tested on the real
 // databases by drivertest's DeadSearch.
 type fakeStore struct {
-	outbox.Store // the calls the console does not make
-	mu           sync.Mutex
-	msgs         []outbox.Message
-	queries      []outbox.DeadQuery
-	countLimits  []int
+	outboxdriver.Store // the calls the console does not make
+	mu                 sync.Mutex
+	msgs               []outbox.Message
+	queries            []outboxdriver.DeadQuery
+	countLimits        []int
 }
 
 func newFake(n int) *fakeStore {
@@ -41,13 +42,13 @@ func newFake(n int) *fakeStore {
 func (f *fakeStore) Dialect() string       { return "fake" }
 func (f *fakeStore) Tables() outbox.Tables { return outbox.Tables{Outbox: "outbox"} }
 
-func (f *fakeStore) match(m outbox.Message, q outbox.DeadQuery) bool {
+func (f *fakeStore) match(m outbox.Message, q outboxdriver.DeadQuery) bool {
 	return m.Status == outbox.StatusDead && (q.MsgID == "" || m.MsgID == q.MsgID) && (q.Topic == "" || m.Topic == q.Topic) &&
 		(q.ErrorContains == "" || strings.Contains(strings.ToLower(m.LastError), strings.ToLower(q.ErrorContains))) &&
 		(q.MaxID == 0 || m.ID <= q.MaxID) && (q.DeadUntil.IsZero() || !m.DeadAt.After(q.DeadUntil))
 }
 
-func (f *fakeStore) SearchDead(_ context.Context, q outbox.DeadQuery) ([]outbox.Message, int64, error) {
+func (f *fakeStore) SearchDead(_ context.Context, q outboxdriver.DeadQuery) ([]outbox.Message, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queries = append(f.queries, q)
@@ -76,11 +77,11 @@ func (f *fakeStore) SearchDead(_ context.Context, q outbox.DeadQuery) ([]outbox.
 	return out, 0, nil
 }
 
-func (f *fakeStore) CountDead(_ context.Context, q outbox.DeadQuery, limit int) (outbox.DeadCount, error) {
+func (f *fakeStore) CountDead(_ context.Context, q outboxdriver.DeadQuery, limit int) (outboxdriver.DeadCount, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.countLimits = append(f.countLimits, limit)
-	var c outbox.DeadCount
+	var c outboxdriver.DeadCount
 	for _, m := range f.msgs {
 		if f.match(m, q) && c.Count <= int64(limit) {
 			c.Count++
@@ -91,8 +92,8 @@ func (f *fakeStore) CountDead(_ context.Context, q outbox.DeadQuery, limit int) 
 	return c, nil
 }
 
-func (f *fakeStore) TopicBacklog(context.Context) ([]outbox.TopicBacklog, int64, error) {
-	return []outbox.TopicBacklog{{Topic: "a", Pending: 3, OldestPendingAge: time.Second}}, int64(len(f.msgs)), nil
+func (f *fakeStore) TopicBacklog(context.Context) ([]outboxdriver.TopicBacklog, int64, error) {
+	return []outboxdriver.TopicBacklog{{Topic: "a", Pending: 3, OldestPendingAge: time.Second}}, int64(len(f.msgs)), nil
 }
 
 func (f *fakeStore) GetMessage(_ context.Context, id string) (outbox.Message, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-go/outbox/admin"
 	"github.com/outbox-go/outbox/internal/errsig"
 	"github.com/outbox-go/outbox/internal/redact"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Filter is a search of DEAD messages, as the console's calls take it in
@@ -30,8 +31,8 @@ type Filter struct {
 	Until *time.Time `json:"until,omitempty"`
 }
 
-func (f Filter) query() outbox.DeadQuery {
-	q := outbox.DeadQuery{MsgID: f.MsgID, Topic: f.Topic, Key: f.Key, ErrorContains: f.Error}
+func (f Filter) query() outboxdriver.DeadQuery {
+	q := outboxdriver.DeadQuery{MsgID: f.MsgID, Topic: f.Topic, Key: f.Key, ErrorContains: f.Error}
 	if f.From != nil {
 		q.DeadFrom = *f.From
 	}

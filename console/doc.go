@@ -32,8 +32,8 @@
 // # Bounds
 //
 // Every read goes through an index: the DEAD list walks the DEAD index a
-// window at a time (outbox.DeadSearcher), the backlog reads the NEW and DEAD
-// rows per topic (outbox.TopicBacklogReader). A page holds at most MaxPage
+// window at a time (outboxdriver.DeadSearcher), the backlog reads the NEW and DEAD
+// rows per topic (outboxdriver.TopicBacklogReader). A page holds at most MaxPage
 // messages, a count stops at MaxAction, a failure grouping reads at most
 // MaxGroupScan DEAD rows, and a bulk action touches at most MaxAction rows,
 // only those its confirmation counted: the ids and dead_at at or below the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/redact"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // maxGroupTopics is the most topics a failure group names.
@@ -103,7 +104,7 @@ func addTopic(g *group, topic string) {
 // walk calls fn for every DEAD message that matches q, oldest first, up to
 // limit of them, a window at a time; truncated learns whether more were
 // left.
-func (c *Console) walk(ctx context.Context, q outbox.DeadQuery, limit int, fn func(outbox.Message), truncated func(bool)) error {
+func (c *Console) walk(ctx context.Context, q outboxdriver.DeadQuery, limit int, fn func(outbox.Message), truncated func(bool)) error {
 	q.Limit, q.Scan = scanWindow, scanWindow
 	seen := 0
 	for {

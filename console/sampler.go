@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // maxTopics bounds the topics one sample keeps; the rest are summed.
@@ -27,7 +28,7 @@ type sample struct {
 }
 
 type topicSample struct {
-	outbox.TopicBacklog
+	outboxdriver.TopicBacklog
 	sent, killed int64
 }
 
@@ -132,7 +133,7 @@ func (c *Console) sampleOnce(ctx context.Context) error {
 	for topic, n := range c.counts.sent {
 		s.sent += n
 		if _, ok := s.topics[topic]; !ok && len(s.topics) < maxTopics {
-			s.topics[topic] = topicSample{TopicBacklog: outbox.TopicBacklog{Topic: topic}, sent: n, killed: c.counts.killed[topic]}
+			s.topics[topic] = topicSample{TopicBacklog: outboxdriver.TopicBacklog{Topic: topic}, sent: n, killed: c.counts.killed[topic]}
 		}
 	}
 	for _, n := range c.counts.killed {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/admin"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // testAdminHTTP runs the admin handler against the real store: every route,
@@ -85,7 +86,7 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 		st.Table != env.Driver.Tables().Outbox {
 		t.Fatalf("GET /stats: %d %+v", code, st)
 	}
-	if _, ok := env.Driver.(outbox.BacklogReader); ok {
+	if _, ok := env.Driver.(outboxdriver.BacklogReader); ok {
 		var b admin.Backlog
 		if code := call("GET", "/backlog", "", &b); code != 200 || b.Pending != 1 || b.Dead == nil || *b.Dead != 4 {
 			t.Fatalf("GET /backlog: %d %+v", code, b)

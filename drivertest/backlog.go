@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// testBacklog checks outbox.BacklogReader against Stats: the NEW rows below
+// testBacklog checks outboxdriver.BacklogReader against Stats: the NEW rows below
 // PostgreSQL's low-water mark (a retry waiting out its backoff) and above it
 // (rows written since), the DEAD rows, and a plan that reads no SENT
 // history.
@@ -20,9 +21,9 @@ func (s suite[TTx]) testBacklog(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
-	br, ok := env.Driver.(outbox.BacklogReader)
+	br, ok := env.Driver.(outboxdriver.BacklogReader)
 	if !ok {
-		t.Fatalf("driver %T is no outbox.BacklogReader", env.Driver)
+		t.Fatalf("driver %T is no outboxdriver.BacklogReader", env.Driver)
 	}
 	b, err := br.Backlog(ctx)
 	if err != nil {
@@ -94,12 +95,7 @@ func (s suite[TTx]) testBacklog(t *testing.T) {
 		t.Fatalf("dead: %d counted %v on %s, want 2 counted (stats: %d)", b.Dead, b.DeadCounted, env.Driver.Dialect(), st.Dead)
 	}
 
-	ex, ok := env.Driver.(interface {
-		ExplainBacklog(context.Context) (string, error)
-	})
-	if !ok {
-		t.Fatalf("driver %T cannot explain its backlog", env.Driver)
-	}
+	ex := engine(t, env.Driver)
 	plan, err := ex.ExplainBacklog(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -145,12 +141,7 @@ func (s suite[TTx]) testStatsPlans(t *testing.T) {
 	if err := analyze(ctx, dialect, env.Exec); err != nil {
 		t.Fatal(err)
 	}
-	ex, ok := any(env.Driver).(interface {
-		ExplainStats(context.Context) (string, error)
-	})
-	if !ok {
-		t.Fatalf("driver %T cannot explain the statements of Stats", env.Driver)
-	}
+	ex := engine(t, env.Driver)
 	bad := map[string]string{"postgres": "Seq Scan on outbox ", "mysql": " outbox ALL ", "sqlite": "SCAN outbox\n"}[dialect]
 	var problems []string
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {

@@ -7,18 +7,19 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// ClaimIDs checks a store's claim by id (outbox.IDClaimer), as the CDC
+// ClaimIDs checks a store's claim by id (outboxdriver.IDClaimer), as the CDC
 // relay uses it: only the listed rows that are NEW and held by no other
 // claim are taken, in id order; a SENT row and a row another claim holds
 // are left out; a Finish marks as Claim's does.
 func ClaimIDs[TTx any](t *testing.T, env *Env[TTx]) {
 	t.Helper()
 	ctx := context.Background()
-	ic, ok := env.Driver.(outbox.IDClaimer)
+	ic, ok := env.Driver.(outboxdriver.IDClaimer)
 	if !ok {
-		t.Fatalf("%T does not implement outbox.IDClaimer", env.Driver)
+		t.Fatalf("%T does not implement outboxdriver.IDClaimer", env.Driver)
 	}
 	w, err := outbox.NewWriter(env.Driver, outbox.WriterConfig{})
 	if err != nil {

@@ -10,13 +10,8 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
-
-// deadExplainer is a driver that can show the plans of its statements on the
-// DEAD rows (sqlstore.Store.ExplainDead).
-type deadExplainer interface {
-	ExplainDead(context.Context) (string, error)
-}
 
 // deadIndex is the index each dialect's DEAD statements must walk.
 var deadIndex = map[string]string{"postgres": "outbox_dead_idx", "mysql": "outbox_pending_idx", "sqlite": "outbox_dead_idx"}
@@ -47,10 +42,7 @@ func analyze(ctx context.Context, dialect string, exec func(context.Context, str
 // plans are read again until then.
 func checkDeadPlans(t *testing.T, ctx context.Context, d any, dialect string) {
 	t.Helper()
-	ex, ok := d.(deadExplainer)
-	if !ok {
-		t.Fatalf("driver %T cannot explain its DEAD statements", d)
-	}
+	ex := engine(t, d)
 	var plan string
 	var problems []string
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -143,7 +135,7 @@ func (s suite[TTx]) testDeadRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := env.Driver.(outbox.BacklogReader).Backlog(ctx)
+		b, err := env.Driver.(outboxdriver.BacklogReader).Backlog(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +255,7 @@ func (s suite[TTx]) testMigrateDeadIndex(t *testing.T) {
 			t.Fatalf("%d DEAD rows have a dead_at and are out of the requeued index after the migration, want 4", n)
 		}
 	}
-	b, err := env.Driver.(outbox.BacklogReader).Backlog(ctx)
+	b, err := env.Driver.(outboxdriver.BacklogReader).Backlog(ctx)
 	if err != nil || !b.DeadCounted || b.Dead != 4 || b.Pending != 2 {
 		t.Fatalf("backlog after the migration = %+v, %v; want 2 pending, 4 DEAD", b, err)
 	}

@@ -10,18 +10,19 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// testDeadSearch checks the console's DEAD search (outbox.DeadSearcher)
-// and per-topic backlog (outbox.TopicBacklogReader): every filter, the
+// testDeadSearch checks the console's DEAD search (outboxdriver.DeadSearcher)
+// and per-topic backlog (outboxdriver.TopicBacklogReader): every filter, the
 // scan window's paging, the count's bounds.
 func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
-	ds, ok := any(env.Driver).(outbox.DeadSearcher)
+	ds, ok := any(env.Driver).(outboxdriver.DeadSearcher)
 	if !ok {
-		t.Fatalf("driver %T is not an outbox.DeadSearcher", env.Driver)
+		t.Fatalf("driver %T is not an outboxdriver.DeadSearcher", env.Driver)
 	}
 	var msgs []outbox.Message
 	for i := range 12 {
@@ -56,7 +57,7 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	if err := env.Exec(ctx, "INSERT INTO outbox (msg_id, topic, payload) VALUES ('p-1', 'gamma', '{}')"); err != nil {
 		t.Fatal(err)
 	}
-	search := func(q outbox.DeadQuery) ([]string, int64) {
+	search := func(q outboxdriver.DeadQuery) ([]string, int64) {
 		t.Helper()
 		got, next, err := ds.SearchDead(ctx, q)
 		if err != nil {
@@ -71,31 +72,31 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 		}
 		return ids, next
 	}
-	expect := func(q outbox.DeadQuery, want string) {
+	expect := func(q outboxdriver.DeadQuery, want string) {
 		t.Helper()
 		if ids, _ := search(q); strings.Join(ids, ",") != want {
 			t.Errorf("SearchDead(%+v) = %v, want %s", q, ids, want)
 		}
 	}
-	expect(outbox.DeadQuery{}, "s-00,s-01,s-02,s-03,s-04,s-05,s-06,s-07,s-08,s-09,s-10,s-11")
-	expect(outbox.DeadQuery{MsgID: "s-04"}, "s-04")
-	expect(outbox.DeadQuery{MsgID: "ok-1"}, "")
-	expect(outbox.DeadQuery{Topic: "beta"}, "s-00,s-03,s-06,s-09")
-	expect(outbox.DeadQuery{Topic: "beta", Key: "k-odd"}, "s-03,s-09")
-	expect(outbox.DeadQuery{ErrorContains: "rejected"}, "s-01,s-03,s-05,s-07,s-09,s-11")
-	expect(outbox.DeadQuery{ErrorContains: "no such text"}, "")
-	expect(outbox.DeadQuery{DeadFrom: time.Now().Add(time.Hour)}, "")
-	expect(outbox.DeadQuery{DeadFrom: time.Now().Add(-time.Hour), DeadUntil: time.Now().Add(time.Hour), Topic: "beta", Limit: 2}, "s-00,s-03")
+	expect(outboxdriver.DeadQuery{}, "s-00,s-01,s-02,s-03,s-04,s-05,s-06,s-07,s-08,s-09,s-10,s-11")
+	expect(outboxdriver.DeadQuery{MsgID: "s-04"}, "s-04")
+	expect(outboxdriver.DeadQuery{MsgID: "ok-1"}, "")
+	expect(outboxdriver.DeadQuery{Topic: "beta"}, "s-00,s-03,s-06,s-09")
+	expect(outboxdriver.DeadQuery{Topic: "beta", Key: "k-odd"}, "s-03,s-09")
+	expect(outboxdriver.DeadQuery{ErrorContains: "rejected"}, "s-01,s-03,s-05,s-07,s-09,s-11")
+	expect(outboxdriver.DeadQuery{ErrorContains: "no such text"}, "")
+	expect(outboxdriver.DeadQuery{DeadFrom: time.Now().Add(time.Hour)}, "")
+	expect(outboxdriver.DeadQuery{DeadFrom: time.Now().Add(-time.Hour), DeadUntil: time.Now().Add(time.Hour), Topic: "beta", Limit: 2}, "s-00,s-03")
 
 	// A window of 5 DEAD rows with a filter that matches 2 of them: the page
 	// is short, and the next one starts past the window.
-	ids, next := search(outbox.DeadQuery{Key: "k-odd", Scan: 5})
+	ids, next := search(outboxdriver.DeadQuery{Key: "k-odd", Scan: 5})
 	if strings.Join(ids, ",") != "s-01,s-03" || next == 0 {
 		t.Fatalf("windowed search = %v, next %d", ids, next)
 	}
 	var all []string
 	for after := int64(0); ; {
-		page, n := search(outbox.DeadQuery{Key: "k-odd", Scan: 5, Limit: 2, AfterID: after})
+		page, n := search(outboxdriver.DeadQuery{Key: "k-odd", Scan: 5, Limit: 2, AfterID: after})
 		all = append(all, page...)
 		if n == 0 {
 			break
@@ -106,28 +107,28 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 		t.Fatalf("paged windowed search = %v", all)
 	}
 
-	c, err := ds.CountDead(ctx, outbox.DeadQuery{ErrorContains: "REJECTED"}, 100)
+	c, err := ds.CountDead(ctx, outboxdriver.DeadQuery{ErrorContains: "REJECTED"}, 100)
 	if err != nil || c.Count != 6 || c.MaxID == 0 || c.LastDeadAt.IsZero() {
 		t.Fatalf("CountDead = %+v, %v", c, err)
 	}
 	// The bounds a bulk action passes on: a row made DEAD later is outside them.
-	bounded, err := ds.CountDead(ctx, outbox.DeadQuery{ErrorContains: "REJECTED", MaxID: c.MaxID, DeadUntil: c.LastDeadAt}, 100)
+	bounded, err := ds.CountDead(ctx, outboxdriver.DeadQuery{ErrorContains: "REJECTED", MaxID: c.MaxID, DeadUntil: c.LastDeadAt}, 100)
 	if err != nil || bounded.Count != 6 {
 		t.Fatalf("CountDead within its own bounds = %+v, %v", bounded, err)
 	}
-	if capped, err := ds.CountDead(ctx, outbox.DeadQuery{}, 3); err != nil || capped.Count != 4 {
+	if capped, err := ds.CountDead(ctx, outboxdriver.DeadQuery{}, 3); err != nil || capped.Count != 4 {
 		t.Fatalf("CountDead with limit 3 = %+v, %v (want 4: limit+1)", capped, err)
 	}
-	if lower, _ := ds.CountDead(ctx, outbox.DeadQuery{MaxID: c.MaxID - 1, ErrorContains: "rejected"}, 100); lower.Count != 5 {
+	if lower, _ := ds.CountDead(ctx, outboxdriver.DeadQuery{MaxID: c.MaxID - 1, ErrorContains: "rejected"}, 100); lower.Count != 5 {
 		t.Fatalf("CountDead below MaxID = %+v", lower)
 	}
-	if none, _ := ds.CountDead(ctx, outbox.DeadQuery{DeadUntil: time.Now().Add(-time.Hour)}, 100); none.Count != 0 || none.MaxID != 0 {
+	if none, _ := ds.CountDead(ctx, outboxdriver.DeadQuery{DeadUntil: time.Now().Add(-time.Hour)}, 100); none.Count != 0 || none.MaxID != 0 {
 		t.Fatalf("CountDead before any DEAD row = %+v", none)
 	}
 
-	tb, ok := any(env.Driver).(outbox.TopicBacklogReader)
+	tb, ok := any(env.Driver).(outboxdriver.TopicBacklogReader)
 	if !ok {
-		t.Fatalf("driver %T is not an outbox.TopicBacklogReader", env.Driver)
+		t.Fatalf("driver %T is not an outboxdriver.TopicBacklogReader", env.Driver)
 	}
 	topics, maxID, err := tb.TopicBacklog(ctx)
 	if err != nil {
@@ -158,12 +159,7 @@ func (s suite[TTx]) testDeadSearchPlans(t *testing.T) {
 	if err := analyze(ctx, dialect, env.Exec); err != nil {
 		t.Fatal(err)
 	}
-	ex, ok := any(env.Driver).(interface {
-		ExplainConsole(context.Context) (string, error)
-	})
-	if !ok {
-		t.Fatalf("driver %T cannot explain the console's statements", env.Driver)
-	}
+	ex := engine(t, env.Driver)
 	bad := map[string]string{"postgres": "Seq Scan on outbox ", "mysql": " outbox ALL ", "sqlite": "SCAN outbox\n"}[dialect]
 	var problems []string
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {

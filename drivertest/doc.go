@@ -30,7 +30,7 @@
 //		if err := d.Migrate(context.Background()); err != nil {
 //			t.Fatal(err)
 //		}
-//		return drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
+//		return drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outboxdriver.Driver[*sql.Tx], error) {
 //			return outboxsqlite.New(db, tb)
 //		}, false)
 //	}

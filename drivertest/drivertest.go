@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Env is one test's view of a fresh database namespace.
 type Env[TTx any] struct {
 	// Driver works on the default tables, already migrated.
-	Driver outbox.Driver[TTx]
+	Driver outboxdriver.Driver[TTx]
 	// WithTables returns a driver on other table names in the same namespace,
 	// not migrated.
-	WithTables func(outbox.Tables) (outbox.Driver[TTx], error)
+	WithTables func(outbox.Tables) (outboxdriver.Driver[TTx], error)
 	// Exec runs a statement outside any transaction; placeholders are '?'.
 	Exec func(ctx context.Context, query string, args ...any) error
 	// QueryInt runs a query that returns one integer; placeholders are '?'.
@@ -36,7 +37,7 @@ type Env[TTx any] struct {
 	// begins a transaction on such a connection, waits past d, and returns
 	// nil only if the server ended it. Nil where the database has no such
 	// setting (SQLite).
-	IdleInTxTimeout func(t *testing.T, d time.Duration) (st outbox.Store, ended func(context.Context) error)
+	IdleInTxTimeout func(t *testing.T, d time.Duration) (st outboxdriver.Store, ended func(context.Context) error)
 	// IsUniqueViolation is the driver's predicate for a unique-key violation
 	// (outboxpgx.IsUniqueViolation, ...), for the business-key strategy.
 	IsUniqueViolation func(error) bool

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // testIdleInTxTimeout: the relay's connections are ended by the server when
@@ -22,7 +23,7 @@ func (s suite[TTx]) testIdleInTxTimeout(t *testing.T) {
 	env := s.setup(t)
 	ctx := ctxT(t)
 	const idle = time.Second
-	var st outbox.Store = env.Driver
+	var st outboxdriver.Store = env.Driver
 	if env.IdleInTxTimeout != nil {
 		var ended func(context.Context) error
 		st, ended = env.IdleInTxTimeout(t, idle)
@@ -69,7 +70,7 @@ func (s suite[TTx]) testFailedFinishGivesUp(t *testing.T) {
 	env := s.setup(t)
 	ctx := ctxT(t)
 	s.write(t, env, manyMsgs("giveup", 3)...)
-	c, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	c, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func (s suite[TTx]) testFailedFinishGivesUp(t *testing.T) {
 	if n := s.count(t, env, "status = 0 AND retries = 0"); n != 3 {
 		t.Fatalf("%d rows NEW and untouched after the failed Finish, want 3", n)
 	}
-	again, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	again, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,14 +113,14 @@ func (s suite[TTx]) testLeaseRunsOut(t *testing.T) {
 	ctx := ctxT(t)
 	s.write(t, env, manyMsgs("lease", 4)...)
 	const lease = 500 * time.Millisecond
-	first, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: lease})
+	first, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(first.Messages()) != 4 {
 		t.Fatalf("first claim: %d messages, want 4", len(first.Messages()))
 	}
-	held, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	held, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func (s suite[TTx]) testLeaseRunsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(lease + 200*time.Millisecond)
-	second, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	second, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func (s suite[TTx]) testLeaseRunsOut(t *testing.T) {
 	}
 	// The second relay's batch is still held: no third relay gets it,
 	// although the late Finish released one of its rows.
-	if c, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute}); err != nil || len(c.Messages()) != 0 {
+	if c, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute}); err != nil || len(c.Messages()) != 0 {
 		t.Fatalf("a third claim beside the second relay's lease: %v, %v", c, err)
 	} else if err := c.Finish(ctx, nil); err != nil {
 		t.Fatal(err)

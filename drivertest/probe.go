@@ -5,9 +5,10 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// testAnyDue: the relay's idle probe (outbox.DueChecker) answers no only
+// testAnyDue: the relay's idle probe (outboxdriver.DueChecker) answers no only
 // when no committed row is NEW and due: not for a fresh row, not for a row
 // that commits after later ids were relayed and swept past, not for a row
 // requeued for a retry that has come due.
@@ -15,9 +16,9 @@ func (s suite[TTx]) testAnyDue(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
-	dc, ok := env.Driver.(outbox.DueChecker)
+	dc, ok := env.Driver.(outboxdriver.DueChecker)
 	if !ok {
-		t.Fatalf("%T does not implement outbox.DueChecker", env.Driver)
+		t.Fatalf("%T does not implement outboxdriver.DueChecker", env.Driver)
 	}
 	due := func(want bool, what string) {
 		t.Helper()
@@ -62,7 +63,7 @@ func (s suite[TTx]) testAnyDue(t *testing.T) {
 
 	// A retry that has come due, below every id written since.
 	s.write(t, env, msg("due-retry"))
-	c, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	c, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err != nil || len(c.Messages()) != 1 {
 		t.Fatalf("claim: %v, %d messages", err, len(c.Messages()))
 	}
@@ -71,7 +72,7 @@ func (s suite[TTx]) testAnyDue(t *testing.T) {
 	}
 	s.write(t, env, msg("due-after-retry"))
 	for range 3 {
-		c, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 1, AfterID: 0, Lease: time.Minute})
+		c, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 1, AfterID: 0, Lease: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,12 +5,13 @@ import (
 	"database/sql"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // SQLEnv builds an Env for a database/sql driver. rewrite turns '?'
 // placeholders into the dialect's own (nil for none).
-func SQLEnv(d outbox.Driver[*sql.Tx], db *sql.DB, rewrite func(string) string,
-	withTables func(outbox.Tables) (outbox.Driver[*sql.Tx], error), concurrentWriters bool) *Env[*sql.Tx] {
+func SQLEnv(d outboxdriver.Driver[*sql.Tx], db *sql.DB, rewrite func(string) string,
+	withTables func(outbox.Tables) (outboxdriver.Driver[*sql.Tx], error), concurrentWriters bool) *Env[*sql.Tx] {
 	if rewrite == nil {
 		rewrite = func(q string) string { return q }
 	}

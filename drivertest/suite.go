@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -102,7 +103,7 @@ func (r *recorder) ids() []string {
 	return out
 }
 
-func newRelay(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.RelayConfig) *outbox.Relay {
+func newRelay(t *testing.T, st outboxdriver.Store, pub outbox.Publisher, cfg outbox.RelayConfig) *outbox.Relay {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
@@ -217,7 +218,7 @@ func (s suite[TTx]) testSchemaMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute}); !errors.Is(err, outbox.ErrSchemaMissing) {
+	if _, err := d.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute}); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Fatalf("claim on missing tables: %v, want ErrSchemaMissing", err)
 	}
 	if _, err := d.Stats(ctx); !errors.Is(err, outbox.ErrSchemaMissing) {
@@ -552,12 +553,7 @@ func (s suite[TTx]) testClaimPlan(t *testing.T) {
 	s.write(t, env, manyMsgs("plan", 2000)...)
 	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{BatchSize: 1000}))
 	s.write(t, env, manyMsgs("plan-new", 50)...)
-	ex, ok := env.Driver.(interface {
-		ExplainClaim(context.Context) (string, error)
-	})
-	if !ok {
-		t.Fatalf("driver %T cannot explain its claim", env.Driver)
-	}
+	ex := engine(t, env.Driver)
 	plan, err := ex.ExplainClaim(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -613,7 +609,7 @@ func (s suite[TTx]) runUntilNoneNew(t *testing.T, ctx context.Context, env *Env[
 
 // testRelaySlowBroker runs Relay.Run against a broker slower than the
 // claim, where Run claims the next batch while the broker has the previous
-// one (as far as the store's outbox.ClaimOverlap allows): the claim held ahead
+// one (as far as the store's outboxdriver.ClaimOverlap allows): the claim held ahead
 // must never hold up the previous batch's mark, and every row goes out once.
 func (s suite[TTx]) testRelaySlowBroker(t *testing.T) {
 	t.Parallel()
@@ -1049,7 +1045,7 @@ func (s suite[TTx]) testWriterBesideClaims(t *testing.T) {
 	env := s.setup(t)
 	ctx := ctxT(t)
 	s.write(t, env, manyMsgs("claimed", 4)...)
-	first, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 2, Lease: time.Minute})
+	first, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 2, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1057,7 +1053,7 @@ func (s suite[TTx]) testWriterBesideClaims(t *testing.T) {
 	if len(first.Messages()) != 2 {
 		t.Fatalf("first claim: %d messages, want 2", len(first.Messages()))
 	}
-	second, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, AfterID: first.Messages()[1].ID, Lease: time.Minute})
+	second, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, AfterID: first.Messages()[1].ID, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1085,14 +1081,14 @@ func (s suite[TTx]) testWriterBesideClaims(t *testing.T) {
 		<-done
 		t.Fatal("a business transaction waited more than 5s for the relay's open claims")
 	}
-	sent := func(c outbox.Claim) []outbox.Outcome { return make([]outbox.Outcome, len(c.Messages())) } // OutcomeSent is 0
+	sent := func(c outboxdriver.Claim) []outbox.Outcome { return make([]outbox.Outcome, len(c.Messages())) } // OutcomeSent is 0
 	if err := first.Finish(ctx, sent(first)); err != nil {
 		t.Fatalf("mark of the first claim: %v", err)
 	}
 	if err := second.Finish(ctx, sent(second)); err != nil {
 		t.Fatalf("mark of the second claim: %v", err)
 	}
-	third, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	third, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1115,13 +1111,13 @@ func (s suite[TTx]) testCrash(t *testing.T) {
 	s.write(t, env, manyMsgs("crash", 5)...)
 	var deliveries []outbox.Message
 	lease := 400 * time.Millisecond
-	claim, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: lease})
+	claim, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
 	deliveries = append(deliveries, claim.Messages()...) // published...
 	// ...and the process dies: its lease runs out.
-	if c2, err := env.Driver.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: lease}); err != nil || len(c2.Messages()) != 0 {
+	if c2, err := env.Driver.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: lease}); err != nil || len(c2.Messages()) != 0 {
 		t.Fatalf("leased rows were claimed again before the lease ran out: %v", err)
 	}
 	time.Sleep(lease + 100*time.Millisecond)

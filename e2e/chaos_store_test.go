@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-go/outbox/broker/outboxamqp/rabbittest"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // relayLease is how long a relay's claim hides its batch on SQLite: twice
@@ -217,7 +218,7 @@ func newMySQLChaosStore(ctx context.Context, t *testing.T, b Broker) (*harness, 
 
 // sqlChaosStore migrates a database/sql producer database and creates its
 // accounts.
-func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, drv outbox.Driver[*sql.Tx], relayDSN string) *chaosStore {
+func sqlChaosStore(ctx context.Context, t *testing.T, h *harness, db *sql.DB, drv outboxdriver.Driver[*sql.Tx], relayDSN string) *chaosStore {
 	t.Helper()
 	var busy atomic.Int64
 	t.Cleanup(func() {

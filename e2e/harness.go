@@ -42,6 +42,7 @@ import (
 	"github.com/outbox-go/outbox/brokertest"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Broker is the adapter under test, pointed at a broker the test owns.
@@ -807,7 +808,7 @@ type beforeCommitKey struct{}
 // at its commit, after the inbox record and the change were written: both
 // must be rolled back together, and the redelivery must apply the message.
 type faultyInbox struct {
-	outbox.Driver[*sql.Tx]
+	outboxdriver.Driver[*sql.Tx]
 	h       *harness
 	mu      sync.Mutex
 	pending map[*sql.Tx]string // transactions to fail at their commit

@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/webhook"
 )
 
-// memStore is an in-memory outbox.Store, just enough for a Relay to run the
+// memStore is an in-memory outboxdriver.Store, just enough for a Relay to run the
 // publisher end to end against a real HTTP server: claims of due NEW rows,
 // and marks that spend retries, set next_retry_at and make rows DEAD. The
 // stores' own behaviour is tested by package drivertest.
@@ -80,7 +81,7 @@ func (s *memStore) DeleteConsumed(context.Context, time.Duration, int) (int64, e
 	return 0, nil
 }
 
-func (s *memStore) Claim(_ context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+func (s *memStore) Claim(_ context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -132,7 +133,7 @@ func (c *memClaim) Finish(_ context.Context, outcomes []outbox.Outcome) error {
 
 // runRelay runs a relay from st to pub until until() holds or within has
 // passed, then stops it.
-func runRelay(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.RelayConfig, within time.Duration, until func() bool) {
+func runRelay(t *testing.T, st outboxdriver.Store, pub outbox.Publisher, cfg outbox.RelayConfig, within time.Duration, until func() bool) {
 	t.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	r, err := outbox.NewRelay(st, pub, cfg)

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/admin"
 	"github.com/outbox-go/outbox/console"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // adminInFlight is how many requests of the admin server use the database
@@ -155,7 +155,7 @@ func (o *adminOptions) tokens() ([]console.Token, error) {
 // at /admin/ on s, both behind the console's access rules. It returns the
 // console, to be given to the relays as a hook and run for its backlog
 // samples.
-func serveAdmin(s *httpServer, store outbox.Store, o *adminOptions, log *slog.Logger) (*console.Console, error) {
+func serveAdmin(s *httpServer, store outboxdriver.Store, o *adminOptions, log *slog.Logger) (*console.Console, error) {
 	tokens := o.loaded
 	con, err := console.New(console.Config{Store: store, Writable: o.writable, Tokens: tokens, AuthHeader: o.authHeader,
 		Unauthenticated: len(tokens) == 0 && o.authHeader == "", Logger: log, MaxInFlight: adminInFlight / 2, SampleEvery: o.sampleEvery})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 type benchOptions struct {
@@ -297,10 +298,8 @@ func scalingCap(relays int, util float64) float64 {
 
 // rawStore is the SQL store under the driver, for Truncate.
 func rawStore(db *database) *sqlstore.Store {
-	if db.PG != nil {
-		return db.PG.Store
-	}
-	return db.SQL.Store
+	s, _ := sqlstore.Of(db.Store)
+	return s
 }
 
 // withPoolSize makes a PostgreSQL pool large enough for every relay and
@@ -506,11 +505,11 @@ func insertUnchecked(ctx context.Context, db *database, m outbox.Message) error 
 	return insertWith(ctx, db.SQL, m)
 }
 
-func insertWith[TTx any](ctx context.Context, d outbox.Driver[TTx], m outbox.Message) error {
+func insertWith[TTx any](ctx context.Context, d outboxdriver.Driver[TTx], m outbox.Message) error {
 	return d.RunInTx(ctx, func(ctx context.Context, tx TTx) error { return d.InsertTx(ctx, tx, []outbox.Message{m}) })
 }
 
-func writeWith[TTx any](ctx context.Context, d outbox.Driver[TTx], msgs []outbox.Message) error {
+func writeWith[TTx any](ctx context.Context, d outboxdriver.Driver[TTx], msgs []outbox.Message) error {
 	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // cdcPreflight refuses, for bench --cdc, a database that cannot stream:
@@ -149,7 +150,7 @@ func benchLiveRun(ctx context.Context, db *database, o *benchOptions, cdc bool, 
 
 // waitStreaming waits until the store's change stream runs (StreamLag
 // reports it), for at most 30s.
-func waitStreaming(ctx context.Context, sl outbox.StreamLagger) error {
+func waitStreaming(ctx context.Context, sl outboxdriver.StreamLagger) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, ok := sl.StreamLag(); ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // createBiz creates the business table the producers write beside the
@@ -102,7 +103,7 @@ func (rb *rateBench) txFunc() (func(ctx context.Context, id string, n int64) err
 	}
 	bizQ := "INSERT INTO " + rb.biz + " (n) VALUES (?)"
 	if writer {
-		drv, ok := rb.db.Store.(outbox.Driver[*sql.Tx])
+		drv, ok := rb.db.Store.(outboxdriver.Driver[*sql.Tx])
 		if !ok {
 			return nil, fmt.Errorf("the %s driver takes no *sql.Tx", rb.db.Dialect)
 		}

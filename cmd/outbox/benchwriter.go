@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // The business schema of the writer benchmark: an order is inserted and an
@@ -272,7 +273,7 @@ func writerRound(ctx context.Context, db *database, shape string, producers int,
 	return float64(n.Load()) / time.Since(start).Seconds(), nil
 }
 
-func writerLoop[TTx any](ctx context.Context, d outbox.Driver[TTx], ops txOps[TTx], dialect, shape string, p int,
+func writerLoop[TTx any](ctx context.Context, d outboxdriver.Driver[TTx], ops txOps[TTx], dialect, shape string, p int,
 	n *atomic.Int64, msg func(int, int64) outbox.Message) error {
 	w, err := outbox.NewWriter(d, outbox.WriterConfig{})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // dbOptions are the flags of every command that works on the database.
@@ -85,8 +86,8 @@ func isSQLite(dsn string) bool {
 }
 
 // latestVersion is the newest migration the binary knows, when the store says.
-func latestVersion(s outbox.Store) (int, bool) {
-	lv, ok := s.(interface{ LatestVersion() int })
+func latestVersion(s outboxdriver.Store) (int, bool) {
+	lv, ok := s.(outboxdriver.SchemaChecker)
 	if !ok {
 		return 0, false
 	}

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 var (
@@ -51,7 +52,7 @@ func exportedSeries(t *testing.T) map[string]bool {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv.serve(log, newReadiness())
 	// A store that streams (outbox relay --cdc), for the stream's series.
-	m, err := serveMetrics(srv, streamingStore{db.Store, db.Store.(outbox.BacklogReader)}, log)
+	m, err := serveMetrics(srv, streamingStore{db.Store, db.Store.(outboxdriver.BacklogReader)}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,10 +335,10 @@ func TestPromqlMetricNames(t *testing.T) {
 
 // streamingStore is a store whose change stream runs, 1 MiB and 2s behind.
 type streamingStore struct {
-	outbox.Store
-	outbox.BacklogReader
+	outboxdriver.Store
+	outboxdriver.BacklogReader
 }
 
-func (streamingStore) StreamLag() (outbox.StreamLag, bool) {
-	return outbox.StreamLag{Bytes: 1 << 20, Behind: 2 * time.Second}, true
+func (streamingStore) StreamLag() (outboxdriver.StreamLag, bool) {
+	return outboxdriver.StreamLag{Bytes: 1 << 20, Behind: 2 * time.Second}, true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // The health endpoints, served on the servers of --metrics-addr and
@@ -42,7 +43,7 @@ const (
 type readiness struct {
 	mu       sync.Mutex
 	starting string // why the relay is not running yet; "" once it runs
-	store    outbox.Store
+	store    outboxdriver.Store
 	relays   []*outbox.Relay
 	checked  time.Time
 	reason   string // of the last check, reused until readyCacheFor has passed
@@ -59,7 +60,7 @@ func (r *readiness) setStarting(step string) {
 }
 
 // running records that the relays run on store.
-func (r *readiness) running(store outbox.Store, relays []*outbox.Relay) {
+func (r *readiness) running(store outboxdriver.Store, relays []*outbox.Relay) {
 	r.mu.Lock()
 	r.starting, r.store, r.relays, r.checked = "", store, relays, time.Time{}
 	r.mu.Unlock()

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/plugin/outboxprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -15,9 +15,9 @@ import (
 // --metrics-addr: the relays' counters and the table's backlog
 // (outboxprom), and the Go runtime's and the process's. It returns the hook
 // for the relays' RelayConfig.Hooks.
-func serveMetrics(s *httpServer, store outbox.Store, log *slog.Logger) (*outboxprom.Metrics, error) {
+func serveMetrics(s *httpServer, store outboxdriver.Store, log *slog.Logger) (*outboxprom.Metrics, error) {
 	var opts []outboxprom.Opt
-	if br, ok := store.(outbox.BacklogReader); ok {
+	if br, ok := store.(outboxdriver.BacklogReader); ok {
 		opts = append(opts, outboxprom.Backlog(br))
 	}
 	m, err := outboxprom.New(opts...)
@@ -28,7 +28,7 @@ func serveMetrics(s *httpServer, store outbox.Store, log *slog.Logger) (*outboxp
 	if err := reg.Register(m); err != nil {
 		return nil, err
 	}
-	if sl, ok := store.(outbox.StreamLagger); ok {
+	if sl, ok := store.(outboxdriver.StreamLagger); ok {
 		if err := reg.Register(newStreamCollector(sl)); err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/plugin/outboxprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -22,8 +23,8 @@ import (
 
 // metricsStore is what the relay test needs of a driver.
 type metricsStore interface {
-	outbox.Store
-	outbox.BacklogReader
+	outboxdriver.Store
+	outboxdriver.BacklogReader
 }
 
 // metricsWriter writes messages in their own transaction.
@@ -60,7 +61,7 @@ func metricsSQLite(t *testing.T) (metricsStore, metricsWriter) {
 	return drv, migrateAndWriter(t, drv)
 }
 
-func migrateAndWriter[TTx any](t *testing.T, drv outbox.Driver[TTx]) metricsWriter {
+func migrateAndWriter[TTx any](t *testing.T, drv outboxdriver.Driver[TTx]) metricsWriter {
 	t.Helper()
 	if err := drv.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
@@ -163,7 +164,7 @@ outbox_pending_messages 1
 }
 
 // runRelayUntil runs a relay until cond holds (within 30s), then stops it.
-func runRelayUntil(t *testing.T, st outbox.Store, pub outbox.Publisher, cfg outbox.RelayConfig, cond func() bool) {
+func runRelayUntil(t *testing.T, st outboxdriver.Store, pub outbox.Publisher, cfg outbox.RelayConfig, cond func() bool) {
 	t.Helper()
 	cfg.Interval = 10 * time.Millisecond
 	cfg.RetryBudget = -1 // DEAD on MaxRetries alone

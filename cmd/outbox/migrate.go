@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // migrateOptions are the flags of outbox migrate beside the database's.
@@ -200,9 +201,7 @@ func (o *migrateOptions) runCheck(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	checker, ok := d.Store.(interface {
-		CheckSchema(context.Context) (sqlstore.SchemaCheck, error)
-	})
+	checker, ok := d.Store.(outboxdriver.SchemaChecker)
 	if !ok {
 		return fmt.Errorf("migrate --check: the %s driver cannot check its schema", d.Dialect)
 	}
@@ -240,7 +239,7 @@ func (o *migrateOptions) runPrintGrants(f *cli.FlagSet, w io.Writer) error {
 		// names do not.
 		if db := mysqlDatabase(o.db.dsn); db != "" {
 			for _, p := range []*string{&tables.Outbox, &tables.Inbox} {
-				if _, _, q := outbox.SplitTableName(*p); !q {
+				if _, _, q := outboxdriver.SplitTableName(*p); !q {
 					*p = db + "." + *p
 				}
 			}
@@ -263,8 +262,8 @@ func (o *migrateOptions) runPrintGrants(f *cli.FlagSet, w io.Writer) error {
 
 // qualifiedTables reports whether either table is named schema.table.
 func qualifiedTables(t outbox.Tables) bool {
-	_, _, a := outbox.SplitTableName(t.Outbox)
-	_, _, b := outbox.SplitTableName(t.Inbox)
+	_, _, a := outboxdriver.SplitTableName(t.Outbox)
+	_, _, b := outboxdriver.SplitTableName(t.Inbox)
 	return a || b
 }
 

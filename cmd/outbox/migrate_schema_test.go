@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // schemaCase is one database for the --print and --check tests.
@@ -226,9 +226,7 @@ func TestCheckSchemaKnowsEveryObject(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer d.Close()
-		c, err := d.Store.(interface {
-			CheckSchema(context.Context) (sqlstore.SchemaCheck, error)
-		}).CheckSchema(ctx)
+		c, err := d.Store.(outboxdriver.SchemaChecker).CheckSchema(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
 	"github.com/outbox-go/outbox/internal/redact"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/webhook"
 )
 
@@ -32,7 +33,7 @@ const connectTimeout = 10 * time.Second
 
 // database is an opened outbox database.
 type database struct {
-	Store   outbox.Store        // the driver, as a Store (relay, admin)
+	Store   outboxdriver.Store  // the driver, as a Store (relay, admin)
 	Dialect string              // "postgres", "mysql", "sqlite"
 	PG      *outboxpgx.Driver   // set for postgres (pgxpool based)
 	SQL     *sqlstore.SQLDriver // set for mysql and sqlite (database/sql based)
@@ -41,6 +42,12 @@ type database struct {
 	// where names the database for messages, without its password:
 	// "postgres at 127.0.0.1:5432/test", "sqlite file data/outbox.db".
 	where string
+}
+
+// sqlDriver is the database/sql driver under drv, for the bench.
+func sqlDriver(drv outboxdriver.Store) *sqlstore.SQLDriver {
+	d, _ := sqlstore.SQLOf(drv)
+	return d
 }
 
 // openDatabase opens the database named by dsn (postgres://, postgresql://,
@@ -253,7 +260,7 @@ func openMySQL(ctx context.Context, dsn string, t dbTLS, tables outbox.Tables) (
 		db.Close()
 		return nil, err
 	}
-	return &database{Store: bd, Dialect: "mysql", SQL: drv.SQLDriver, Close: func() { bd.Close(); db.Close() }, where: where}, nil
+	return &database{Store: bd, Dialect: "mysql", SQL: sqlDriver(drv), Close: func() { bd.Close(); db.Close() }, where: where}, nil
 }
 
 // mysqlLogger sends the MySQL driver's own messages (a connection dropped by
@@ -296,7 +303,7 @@ func openSQLite(ctx context.Context, dsn string, tables outbox.Tables) (*databas
 		db.Close()
 		return nil, err
 	}
-	return &database{Store: drv, Dialect: "sqlite", SQL: drv.SQLDriver, Close: func() { db.Close() }, where: where}, nil
+	return &database{Store: drv, Dialect: "sqlite", SQL: sqlDriver(drv), Close: func() { db.Close() }, where: where}, nil
 }
 
 // connectError is the error of a first connection to where that failed.

@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // privilegeEnv is one database with three roles made by the test: a
@@ -36,7 +37,7 @@ type privilegeEnv struct {
 	db  func(t *testing.T, role string) *sql.DB
 	// store opens the outbox as a role: its Store, and a function that
 	// writes messages with the project's Writer in a transaction of its own.
-	store func(t *testing.T, role string) (outbox.Store, func(context.Context, ...outbox.Message) error)
+	store func(t *testing.T, role string) (outboxdriver.Store, func(context.Context, ...outbox.Message) error)
 }
 
 func (e *privilegeEnv) tableFlags() []string {
@@ -89,7 +90,7 @@ func newPrivilegesPostgres(t *testing.T) *privilegeEnv {
 	e.db = func(t *testing.T, role string) *sql.DB {
 		return openOrFail(t, "pgx", e.dsn(role), "PostgreSQL as "+role)
 	}
-	e.store = func(t *testing.T, role string) (outbox.Store, func(context.Context, ...outbox.Message) error) {
+	e.store = func(t *testing.T, role string) (outboxdriver.Store, func(context.Context, ...outbox.Message) error) {
 		pool, err := pgxpool.New(context.Background(), e.dsn(role))
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +143,7 @@ func newPrivilegesMySQL(t *testing.T) *privilegeEnv {
 	e.db = func(t *testing.T, role string) *sql.DB {
 		return openOrFail(t, "mysql", driverDSN(role), "MariaDB as "+role)
 	}
-	e.store = func(t *testing.T, role string) (outbox.Store, func(context.Context, ...outbox.Message) error) {
+	e.store = func(t *testing.T, role string) (outboxdriver.Store, func(context.Context, ...outbox.Message) error) {
 		drv, err := outboxmysql.New(e.db(t, role), outbox.Tables{Outbox: name + ".outbox", Inbox: name + ".inbox"})
 		if err != nil {
 			t.Fatal(err)

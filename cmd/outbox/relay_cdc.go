@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // cdcOptions are the flags of the CDC relay.
@@ -26,13 +26,13 @@ func addCDCFlags(f *cli.FlagSet, o *cdcOptions) {
 }
 
 // streamCollector exports the change stream's lag of a store that streams
-// (outbox.StreamLagger), for outbox relay --cdc.
+// (outboxdriver.StreamLagger), for outbox relay --cdc.
 type streamCollector struct {
-	sl                outbox.StreamLagger
+	sl                outboxdriver.StreamLagger
 	up, bytes, behind *prometheus.Desc
 }
 
-func newStreamCollector(sl outbox.StreamLagger) *streamCollector {
+func newStreamCollector(sl outboxdriver.StreamLagger) *streamCollector {
 	return &streamCollector{
 		sl: sl,
 		up: prometheus.NewDesc("outbox_stream_up",

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/admin"
-	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
@@ -44,10 +44,8 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("stats of %s: %w", d.where, err)
 	}
-	var mark *sqlstore.RescanMark
-	if rm, ok := d.Store.(interface {
-		RescanMark(context.Context) (sqlstore.RescanMark, bool, error)
-	}); ok {
+	var mark *outboxdriver.RescanMark
+	if rm, ok := d.Store.(outboxdriver.RescanMarker); ok {
 		m, found, err := rm.RescanMark(ctx)
 		if err != nil {
 			return fmt.Errorf("stats of %s: %w", d.where, err)

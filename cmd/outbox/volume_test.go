@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 type volume struct {
@@ -143,14 +144,14 @@ func (v *volume) reads(ctx context.Context) {
 		return err
 	})
 	v.timed("get by msg_id", 5, func() error { _, err := s.GetMessage(ctx, "vol-1000"); return err })
-	v.timed("search dead, no filter", 5, func() error { _, _, err := st.SearchDead(ctx, outbox.DeadQuery{}); return err })
+	v.timed("search dead, no filter", 5, func() error { _, _, err := st.SearchDead(ctx, outboxdriver.DeadQuery{}); return err })
 	v.timed("search dead, error text", 5, func() error {
-		_, _, err := st.SearchDead(ctx, outbox.DeadQuery{ErrorContains: "no such text"})
+		_, _, err := st.SearchDead(ctx, outboxdriver.DeadQuery{ErrorContains: "no such text"})
 		return err
 	})
-	v.timed("search dead by msg_id", 5, func() error { _, _, err := st.SearchDead(ctx, outbox.DeadQuery{MsgID: "vol-1000"}); return err })
+	v.timed("search dead by msg_id", 5, func() error { _, _, err := st.SearchDead(ctx, outboxdriver.DeadQuery{MsgID: "vol-1000"}); return err })
 	v.timed("count dead, topic", 5, func() error {
-		_, err := st.CountDead(ctx, outbox.DeadQuery{Topic: "topic-0"}, 100000)
+		_, err := st.CountDead(ctx, outboxdriver.DeadQuery{Topic: "topic-0"}, 100000)
 		return err
 	})
 }
@@ -180,7 +181,7 @@ func (v *volume) plans(ctx context.Context) {
 func (v *volume) claims(ctx context.Context) {
 	s := v.d.Store
 	v.timed("claim 500 and abort", 7, func() error {
-		c, err := s.Claim(ctx, outbox.ClaimParams{Limit: 500, Lease: time.Minute})
+		c, err := s.Claim(ctx, outboxdriver.ClaimParams{Limit: 500, Lease: time.Minute})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // BinlogConfig says how a BinlogDriver reads the server's binary log.
@@ -67,7 +68,7 @@ func (p BinlogPosition) IsZero() bool { return p.File == "" }
 
 // BinlogDriver is a Driver that also reads the outbox table's inserts from
 // the server's binary log, as a replica would: it implements
-// outbox.Streamer, and outbox.Watcher so that a polling relay looks for
+// outboxdriver.Streamer, and outboxdriver.Watcher so that a polling relay looks for
 // rows within milliseconds of any writer's commit. Each reader registers
 // with the server under a server_id of its own, drawn at random.
 //
@@ -75,7 +76,7 @@ func (p BinlogPosition) IsZero() bool { return p.File == "" }
 // row images (binlog_format=ROW, binlog_row_image=FULL), and the user needs
 // REPLICATION SLAVE and REPLICATION CLIENT (MariaDB 10.5 and later:
 // REPLICATION SLAVE and BINLOG MONITOR) on *.*. Otherwise Stream and Watch
-// return an error matching outbox.ErrStreamUnavailable that says what to
+// return an error matching outboxdriver.ErrStreamUnavailable that says what to
 // change. The table's column order is read from information_schema when a
 // reader starts, so binlog_row_metadata may stay at its default.
 type BinlogDriver struct {
@@ -92,10 +93,10 @@ type BinlogDriver struct {
 }
 
 var (
-	_ outbox.Streamer        = (*BinlogDriver)(nil)
-	_ outbox.StreamLagger    = (*BinlogDriver)(nil)
-	_ outbox.Watcher         = (*BinlogDriver)(nil)
-	_ outbox.Driver[*sql.Tx] = (*BinlogDriver)(nil)
+	_ outboxdriver.Streamer        = (*BinlogDriver)(nil)
+	_ outboxdriver.StreamLagger    = (*BinlogDriver)(nil)
+	_ outboxdriver.Watcher         = (*BinlogDriver)(nil)
+	_ outboxdriver.Driver[*sql.Tx] = (*BinlogDriver)(nil)
 )
 
 // WithBinlog returns d reading the binary log as cfg says. Close releases
@@ -105,7 +106,7 @@ func (d *Driver) WithBinlog(cfg BinlogConfig) (*BinlogDriver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	schema, table, _ := outbox.SplitTableName(d.Tables().Outbox)
+	schema, table, _ := outboxdriver.SplitTableName(d.Tables().Outbox)
 	if schema == "" {
 		schema = cfg.Conn.DBName
 	}
@@ -128,7 +129,7 @@ func (d *Driver) WithBinlog(cfg BinlogConfig) (*BinlogDriver, error) {
 // Watch still running should be ended first, through its context.
 func (b *BinlogDriver) Close() error { return b.db.Close() }
 
-// Stream implements outbox.Streamer. The first Stream starts at the
+// Stream implements outboxdriver.Streamer. The first Stream starts at the
 // server's position when it starts; a later one resumes after the last
 // transaction a Stream of b confirmed (see Confirmed). It returns nil when
 // ctx ends.
@@ -136,7 +137,7 @@ func (b *BinlogDriver) Close() error { return b.db.Close() }
 // One Stream per outbox table runs at a time, across processes: a Stream
 // holds the named lock LockName (GET_LOCK) on a connection of its own
 // until it ends, and while another holds it, Stream returns an error
-// matching outbox.ErrStreamBusy at once. A second Stream of the same
+// matching outboxdriver.ErrStreamBusy at once. A second Stream of the same
 // BinlogDriver gets that error too.
 func (b *BinlogDriver) Stream(ctx context.Context, fn func(context.Context, []outbox.Message) error) error {
 	return b.StreamFrom(ctx, BinlogPosition{}, fn)
@@ -148,7 +149,7 @@ func (b *BinlogDriver) StreamFrom(ctx context.Context, from BinlogPosition, fn f
 	b.mu.Lock()
 	if b.streaming {
 		b.mu.Unlock()
-		return fmt.Errorf("%w: a Stream of this BinlogDriver is already running", outbox.ErrStreamBusy)
+		return fmt.Errorf("%w: a Stream of this BinlogDriver is already running", outboxdriver.ErrStreamBusy)
 	}
 	b.streaming = true
 	if from.IsZero() {
@@ -181,11 +182,11 @@ func (b *BinlogDriver) confirm(p BinlogPosition, lin int64) {
 	b.mu.Unlock()
 }
 
-// Watch implements outbox.Watcher: it reads the binary log from the
+// Watch implements outboxdriver.Watcher: it reads the binary log from the
 // server's position when it starts and calls fn with Change{Via: "binlog"}
 // after every transaction that inserted into the outbox table, whoever
 // wrote it.
-func (b *BinlogDriver) Watch(ctx context.Context, fn func(outbox.Change)) error {
+func (b *BinlogDriver) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
 	return b.watch(ctx, fn)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // sent records which relay published which msg_id, in publish order.
@@ -138,7 +139,7 @@ func TestBinlogCDCTwoRelays(t *testing.T) {
 	// A driver of its own: bd2's relay may be in a Stream call of its own.
 	probe := e.binlog(t, e.cfg)
 	err := probe.Stream(context.Background(), func(context.Context, []outbox.Message) error { return nil })
-	if !errors.Is(err, outbox.ErrStreamBusy) || !strings.Contains(err.Error(), outboxmysql.LockName(e.cfg.DBName, "outbox")) {
+	if !errors.Is(err, outboxdriver.ErrStreamBusy) || !strings.Contains(err.Error(), outboxmysql.LockName(e.cfg.DBName, "outbox")) {
 		t.Fatalf("a second Stream of the table = %v; want ErrStreamBusy naming the lock", err)
 	}
 	want := prefixed("r1/", interleaved(t, e, "a"))
@@ -175,7 +176,7 @@ func prefixed(p string, ids []string) []string {
 func TestBinlogCDCStreamLag(t *testing.T) {
 	e := newBinlogEnv(t)
 	ctx := context.Background()
-	var sl outbox.StreamLagger = e.bd
+	var sl outboxdriver.StreamLagger = e.bd
 	if _, ok := sl.StreamLag(); ok {
 		t.Fatal("StreamLag ok before any Stream")
 	}
@@ -251,7 +252,7 @@ func TestBinlogCDCLockKilled(t *testing.T) {
 	e.srv.exec(t, fmt.Sprintf("KILL %d", id))
 	select {
 	case err := <-done:
-		if err == nil || errors.Is(err, outbox.ErrStreamBusy) {
+		if err == nil || errors.Is(err, outboxdriver.ErrStreamBusy) {
 			t.Fatalf("Stream after its lock connection was killed = %v; want an error", err)
 		}
 		t.Logf("Stream ended: %v", err)

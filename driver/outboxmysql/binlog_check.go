@@ -10,18 +10,18 @@ import (
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // unavailableError is the error of a reader that the server's settings or
-// the user's privileges do not allow: it matches outbox.ErrStreamUnavailable.
+// the user's privileges do not allow: it matches outboxdriver.ErrStreamUnavailable.
 type unavailableError struct{ msg string }
 
 func (e *unavailableError) Error() string {
 	return "outboxmysql: binlog stream unavailable: " + e.msg
 }
 
-func (e *unavailableError) Is(target error) bool { return target == outbox.ErrStreamUnavailable }
+func (e *unavailableError) Is(target error) bool { return target == outboxdriver.ErrStreamUnavailable }
 
 func unavailablef(format string, args ...any) error {
 	return &unavailableError{msg: fmt.Sprintf(format, args...)}

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // lockCheck is how often a Stream makes sure that it still holds its lock.
@@ -34,7 +34,7 @@ func LockName(schema, table string) string {
 }
 
 // lock takes the table's stream lock on a connection of its own, or
-// returns an error matching outbox.ErrStreamBusy when another connection
+// returns an error matching outboxdriver.ErrStreamBusy when another connection
 // holds it. The context it returns ends, with errLockLost as its cause,
 // when the connection fails; release frees the lock and the connection.
 func (b *BinlogDriver) lock(ctx context.Context) (context.Context, func(), error) {
@@ -50,7 +50,7 @@ func (b *BinlogDriver) lock(ctx context.Context) (context.Context, func(), error
 	}
 	if !got.Valid || got.Int64 != 1 {
 		conn.Close()
-		return ctx, nil, fmt.Errorf("%w: the lock %s is held by another connection", outbox.ErrStreamBusy, name)
+		return ctx, nil, fmt.Errorf("%w: the lock %s is held by another connection", outboxdriver.ErrStreamBusy, name)
 	}
 	lctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
@@ -117,19 +117,19 @@ func (b *BinlogDriver) noteOldest(t time.Time) {
 	b.mu.Unlock()
 }
 
-// StreamLag implements outbox.StreamLagger without a query: Bytes is the
+// StreamLag implements outboxdriver.StreamLagger without a query: Bytes is the
 // binary log the running Stream has read past the position it confirmed,
 // across rotations; Behind is the age of the oldest transaction it
 // received and has not confirmed, by the server's commit time (whole
 // seconds). ok is false while no Stream streams. BinlogLag measures the
 // bytes against the server's own position instead.
-func (b *BinlogDriver) StreamLag() (outbox.StreamLag, bool) {
+func (b *BinlogDriver) StreamLag() (outboxdriver.StreamLag, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.lag.live {
-		return outbox.StreamLag{}, false
+		return outboxdriver.StreamLag{}, false
 	}
-	lag := outbox.StreamLag{Bytes: max(0, b.lag.recv.Load()-b.lag.confirmed)}
+	lag := outboxdriver.StreamLag{Bytes: max(0, b.lag.recv.Load()-b.lag.confirmed)}
 	if !b.lag.oldest.IsZero() {
 		lag.Behind = max(time.Since(b.lag.oldest), 0)
 	}

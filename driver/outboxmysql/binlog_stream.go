@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // dump is a running binary log reader: its transactions arrive on commits,
@@ -120,7 +121,7 @@ func (b *BinlogDriver) stream(ctx context.Context, from BinlogPosition, fn func(
 }
 
 // watch is Watch.
-func (b *BinlogDriver) watch(ctx context.Context, fn func(outbox.Change)) error {
+func (b *BinlogDriver) watch(ctx context.Context, fn func(outboxdriver.Change)) error {
 	d, _, err := b.startDump(ctx, BinlogPosition{}, false, nil)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -129,7 +130,7 @@ func (b *BinlogDriver) watch(ctx context.Context, fn func(outbox.Change)) error 
 		return err
 	}
 	defer d.stop()
-	fn(outbox.Change{Via: "start"})
+	fn(outboxdriver.Change{Via: "start"})
 	for {
 		select {
 		case c, ok := <-d.commits:
@@ -140,7 +141,7 @@ func (b *BinlogDriver) watch(ctx context.Context, fn func(outbox.Change)) error 
 				return d.err
 			}
 			if c.rows > 0 {
-				fn(outbox.Change{Via: "binlog"})
+				fn(outboxdriver.Change{Via: "binlog"})
 			}
 		case <-ctx.Done():
 			return nil

@@ -12,21 +12,22 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // unavailable asserts that Stream and Watch of bd both return an error
-// matching outbox.ErrStreamUnavailable that contains want.
+// matching outboxdriver.ErrStreamUnavailable that contains want.
 func unavailable(t *testing.T, bd *outboxmysql.BinlogDriver, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	errs := map[string]error{
 		"Stream": bd.Stream(ctx, func(context.Context, []outbox.Message) error { return nil }),
-		"Watch":  bd.Watch(ctx, func(outbox.Change) {}),
+		"Watch":  bd.Watch(ctx, func(outboxdriver.Change) {}),
 	}
 	for name, err := range errs {
-		if !errors.Is(err, outbox.ErrStreamUnavailable) || !strings.Contains(err.Error(), want) {
-			t.Fatalf("%s returned %v; want outbox.ErrStreamUnavailable saying %q", name, err, want)
+		if !errors.Is(err, outboxdriver.ErrStreamUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s returned %v; want outboxdriver.ErrStreamUnavailable saying %q", name, err, want)
 		}
 		t.Logf("%s: %v", name, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // published is a publisher that says when a msg_id went out.
@@ -38,7 +39,7 @@ func (p *published) Publish(_ context.Context, msgs []outbox.Message) []error {
 }
 
 // runRelay runs a relay on st whose polling backs off from 1ms to an hour.
-func runRelay(t *testing.T, st outbox.Store, noWatch bool) *published {
+func runRelay(t *testing.T, st outboxdriver.Store, noWatch bool) *published {
 	t.Helper()
 	pub := &published{}
 	r, err := outbox.NewRelay(st, pub, outbox.RelayConfig{Interval: time.Hour, MinInterval: time.Millisecond, NoWatch: noWatch})

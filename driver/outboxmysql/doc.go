@@ -65,12 +65,12 @@
 //
 // [Driver.WithBinlog] returns a [BinlogDriver], which reads the outbox
 // table's inserts from the server's binary log as a replica does: the
-// relay's outbox.Watcher (it looks for rows at every commit, whoever wrote
-// them) and an outbox.Streamer (the rows themselves, in commit order). The
+// relay's outboxdriver.Watcher (it looks for rows at every commit, whoever wrote
+// them) and an outboxdriver.Streamer (the rows themselves, in commit order). The
 // server needs log_bin, binlog_format=ROW and binlog_row_image=FULL, and the
 // user REPLICATION SLAVE and REPLICATION CLIENT (MariaDB 10.5 and later:
 // BINLOG MONITOR); without them both return an error matching
-// outbox.ErrStreamUnavailable, and the relay polls.
+// outboxdriver.ErrStreamUnavailable, and the relay polls.
 //
 // # Errors and migrations
 //

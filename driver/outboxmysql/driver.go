@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // New returns a driver on db, opened with the "mysql" driver. The DSN should set
@@ -20,16 +21,21 @@ func New(db *sql.DB, tables outbox.Tables) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{d}, nil
+	return &Driver{engine: sqlstore.HandleOfSQL(d), sql: d}, nil
 }
 
-// Driver is an outbox.Driver on a *sql.DB: the Writer and Inbox take the
-// caller's *sql.Tx. Its methods are the outbox.Driver and outbox.Store calls.
+// Driver is an outboxdriver.Driver on a *sql.DB: the Writer and Inbox take the
+// caller's *sql.Tx.
 type Driver struct {
-	*sqlstore.SQLDriver
+	engine
+	sql *sqlstore.SQLDriver
 }
 
-var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
+// engine gives this repository's own code the SQL engine under a driver
+// (sqlstore.Of), out of the driver's godoc and method set.
+type engine = sqlstore.Handle
+
+var _ outboxdriver.Driver[*sql.Tx] = (*Driver)(nil)
 
 // classify translates MySQL error numbers for the store.
 func classify(err error) sqlstore.ErrorKind {
@@ -60,19 +66,19 @@ func classify(err error) sqlstore.ErrorKind {
 	return sqlstore.ErrOther
 }
 
-// MarkConsumedTx implements outbox.Driver. An error that means the server
+// MarkConsumedTx implements outboxdriver.Driver. An error that means the server
 // cannot be reached satisfies outbox.IsUnavailable.
 func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
-	fresh, err := d.SQLDriver.MarkConsumedTx(ctx, tx, group, msgID)
+	fresh, err := d.sql.MarkConsumedTx(ctx, tx, group, msgID)
 	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver. An error that means the server cannot be
+// RunInTx implements outboxdriver.Driver. An error that means the server cannot be
 // reached (connection refused, reset or killed, the server shutting down,
 // too many connections) satisfies outbox.IsUnavailable, fn's own error
 // included.
 func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
-	return unavailable(d.SQLDriver.RunInTx(ctx, fn))
+	return unavailable(d.sql.RunInTx(ctx, fn))
 }
 
 // unavailable wraps err with outbox.DatabaseUnavailable when it means the

@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
 	"github.com/outbox-go/outbox/drivertest"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 func TestMain(m *testing.M) {
@@ -88,11 +89,11 @@ func setupWith(t *testing.T, opt func(*mysql.Config)) *drivertest.Env[*sql.Tx] {
 	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	env := drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
+	env := drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outboxdriver.Driver[*sql.Tx], error) {
 		return outboxmysql.New(db, tb)
 	}, true)
 	env.IsUniqueViolation = outboxmysql.IsUniqueViolation
-	env.IdleInTxTimeout = func(t *testing.T, idle time.Duration) (outbox.Store, func(context.Context) error) {
+	env.IdleInTxTimeout = func(t *testing.T, idle time.Duration) (outboxdriver.Store, func(context.Context) error) {
 		// MariaDB's idle_transaction_timeout ends a session whose
 		// transaction stays idle; MySQL has no such setting, and its
 		// wait_timeout ends any session left idle.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // heldCounter is a BatchHook that counts held-back messages.
@@ -132,15 +133,15 @@ func TestClaimTakeOverKeepsTheLease(t *testing.T) {
 		t.Fatalf("ids %d..%d span two chunks; the test needs them in one", first, first+199)
 	}
 	lease := time.Minute
-	claim := func(limit int, after int64, prev outbox.Claim) outbox.Claim {
+	claim := func(limit int, after int64, prev outboxdriver.Claim) outboxdriver.Claim {
 		t.Helper()
-		c, err := d.Claim(ctx, outbox.ClaimParams{Limit: limit, AfterID: after, Lease: lease, Prev: prev})
+		c, err := d.Claim(ctx, outboxdriver.ClaimParams{Limit: limit, AfterID: after, Lease: lease, Prev: prev})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	ids := func(c outbox.Claim) (lo, hi int64, n int) {
+	ids := func(c outboxdriver.Claim) (lo, hi int64, n int) {
 		m := c.Messages()
 		if len(m) == 0 {
 			return 0, 0, 0
@@ -154,7 +155,7 @@ func TestClaimTakeOverKeepsTheLease(t *testing.T) {
 		}
 		return r
 	}
-	retryFirst := func(c outbox.Claim) {
+	retryFirst := func(c outboxdriver.Claim) {
 		t.Helper()
 		out := make([]outbox.Outcome, len(c.Messages()))
 		out[0] = outbox.Outcome{Kind: outbox.OutcomeRetry, Delay: time.Hour, Error: "refused"}

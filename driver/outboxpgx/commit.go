@@ -67,7 +67,7 @@ func (d *Driver) WriteOnCommit(ctx context.Context, w *outbox.Writer[pgx.Tx], fn
 	for i := 0; err == nil && i < len(msgs); i++ {
 		var stmt string
 		var args []any
-		if stmt, args, err = d.InsertOneStrict(&msgs[i]); err == nil {
+		if stmt, args, err = d.s.InsertOneStrict(&msgs[i]); err == nil {
 			b.Queue(stmt, args...)
 		}
 	}

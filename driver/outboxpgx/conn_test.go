@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // TestRelaySurvivesKilledConnections terminates the relay's database sessions
@@ -191,7 +192,7 @@ func TestClaimAfterServerClosedPooledConnections(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // the backends exit and close their sockets
 
-	claim, err := d.Claim(ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	claim, err := d.Claim(ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatalf("claim with every pooled connection closed by the server: %v", err)
 	}

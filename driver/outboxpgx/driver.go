@@ -17,11 +17,13 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// Driver is an outbox.Driver for pgx: the Writer and Inbox take a pgx.Tx.
+// Driver is an outboxdriver.Driver for pgx: the Writer and Inbox take a pgx.Tx.
 type Driver struct {
-	*sqlstore.Store
+	engine
+	s    *sqlstore.Store
 	pool *pgxpool.Pool
 
 	notifyOnce sync.Once
@@ -32,7 +34,11 @@ type Driver struct {
 	lag   *pgStream
 }
 
-var _ outbox.Driver[pgx.Tx] = (*Driver)(nil)
+var _ outboxdriver.Driver[pgx.Tx] = (*Driver)(nil)
+
+// engine gives this repository's own code the SQL engine under a driver
+// (sqlstore.Of), out of the driver's godoc and method set.
+type engine = sqlstore.Handle
 
 // New returns a driver on pool. tables may be zero for the default names.
 func New(pool *pgxpool.Pool, tables outbox.Tables) (*Driver, error) {
@@ -43,7 +49,7 @@ func New(pool *pgxpool.Pool, tables outbox.Tables) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{Store: s, pool: pool}, nil
+	return &Driver{engine: sqlstore.HandleOf(s), s: s, pool: pool}, nil
 }
 
 // NewStdlib returns a driver on a *sql.DB opened with pgx's stdlib
@@ -53,36 +59,37 @@ func NewStdlib(db *sql.DB, tables outbox.Tables) (*StdlibDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &StdlibDriver{SQLDriver: d}, nil
+	return &StdlibDriver{engine: sqlstore.HandleOfSQL(d), sql: d}, nil
 }
 
-// StdlibDriver is an outbox.Driver on a *sql.DB opened with pgx's stdlib: the
+// StdlibDriver is an outboxdriver.Driver on a *sql.DB opened with pgx's stdlib: the
 // Writer and Inbox take the caller's *sql.Tx.
 type StdlibDriver struct {
-	*sqlstore.SQLDriver
+	engine
+	sql *sqlstore.SQLDriver
 
 	notifyOnce sync.Once
 	notify     *notifier
 }
 
-var _ outbox.Driver[*sql.Tx] = (*StdlibDriver)(nil)
+var _ outboxdriver.Driver[*sql.Tx] = (*StdlibDriver)(nil)
 
 // Pool returns the pool the driver runs on.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
-// InsertTx implements outbox.Driver.
+// InsertTx implements outboxdriver.Driver.
 func (d *Driver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) error {
-	return d.Store.InsertTx(ctx, txQuerier{tx}, msgs)
+	return d.s.InsertTx(ctx, txQuerier{tx}, msgs)
 }
 
-// MarkConsumedTx implements outbox.Driver. An error that means the server
+// MarkConsumedTx implements outboxdriver.Driver. An error that means the server
 // cannot be reached satisfies outbox.IsUnavailable.
 func (d *Driver) MarkConsumedTx(ctx context.Context, tx pgx.Tx, group, msgID string) (bool, error) {
-	fresh, err := d.Store.MarkConsumedTx(ctx, txQuerier{tx}, group, msgID)
+	fresh, err := d.s.MarkConsumedTx(ctx, txQuerier{tx}, group, msgID)
 	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver. An error that means the server cannot be
+// RunInTx implements outboxdriver.Driver. An error that means the server cannot be
 // reached (the pool cannot connect, the connection was refused, reset or
 // terminated, the server is shutting down or starting) satisfies
 // outbox.IsUnavailable, fn's own error included.
@@ -90,15 +97,15 @@ func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, pgx.Tx) e
 	return unavailable(pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(ctx, tx) }))
 }
 
-// MarkConsumedTx implements outbox.Driver, as Driver's does.
+// MarkConsumedTx implements outboxdriver.Driver, as Driver's does.
 func (d *StdlibDriver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
-	fresh, err := d.SQLDriver.MarkConsumedTx(ctx, tx, group, msgID)
+	fresh, err := d.sql.MarkConsumedTx(ctx, tx, group, msgID)
 	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver, as Driver's does.
+// RunInTx implements outboxdriver.Driver, as Driver's does.
 func (d *StdlibDriver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
-	return unavailable(d.SQLDriver.RunInTx(ctx, fn))
+	return unavailable(d.sql.RunInTx(ctx, fn))
 }
 
 // unavailable wraps err with outbox.DatabaseUnavailable when it means the
@@ -279,7 +286,7 @@ func (d *Driver) QueueWrite(ctx context.Context, w *outbox.Writer[pgx.Tx], batch
 	// duplicate would report it only through its row count, which a caller
 	// reading the results with BatchResults.Exec never sees, and the
 	// business change would commit without its message.
-	stmt, args, err := d.InsertOneStrict(&m)
+	stmt, args, err := d.s.InsertOneStrict(&m)
 	if err != nil {
 		return err
 	}

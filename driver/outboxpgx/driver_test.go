@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
 	"github.com/outbox-go/outbox/drivertest"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 func TestMain(m *testing.M) {
@@ -117,7 +118,7 @@ func setupPGX(t *testing.T) *drivertest.Env[pgx.Tx] {
 	dsn := newSchema(t)
 	pool, d := migratedPool(context.Background(), t, dsn, 0)
 	return &drivertest.Env[pgx.Tx]{
-		IdleInTxTimeout: func(t *testing.T, idle time.Duration) (outbox.Store, func(context.Context) error) {
+		IdleInTxTimeout: func(t *testing.T, idle time.Duration) (outboxdriver.Store, func(context.Context) error) {
 			short, err := pgxpool.New(context.Background(), idleDSN(dsn, idle))
 			if err != nil {
 				t.Fatal(err)
@@ -142,7 +143,7 @@ func setupPGX(t *testing.T) *drivertest.Env[pgx.Tx] {
 			}
 		},
 		Driver: d,
-		WithTables: func(tb outbox.Tables) (outbox.Driver[pgx.Tx], error) {
+		WithTables: func(tb outbox.Tables) (outboxdriver.Driver[pgx.Tx], error) {
 			return outboxpgx.New(pool, tb)
 		},
 		Exec: func(ctx context.Context, q string, args ...any) error {
@@ -180,11 +181,11 @@ func setupStdlib(t *testing.T) *drivertest.Env[*sql.Tx] {
 	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	env := drivertest.SQLEnv(d, db, dollar, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
+	env := drivertest.SQLEnv(d, db, dollar, func(tb outbox.Tables) (outboxdriver.Driver[*sql.Tx], error) {
 		return outboxpgx.NewStdlib(db, tb)
 	}, true)
 	env.IsUniqueViolation = outboxpgx.IsUniqueViolation
-	env.IdleInTxTimeout = func(t *testing.T, idle time.Duration) (outbox.Store, func(context.Context) error) {
+	env.IdleInTxTimeout = func(t *testing.T, idle time.Duration) (outboxdriver.Store, func(context.Context) error) {
 		short, err := sql.Open("pgx", idleDSN(dsn, idle))
 		if err != nil {
 			t.Fatal(err)

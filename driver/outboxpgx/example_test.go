@@ -13,6 +13,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Writing a message in a pgx transaction, relaying it, and reading the counts.
@@ -95,7 +96,7 @@ func exampleSchema(ctx context.Context) (dsn string, drop func()) {
 	}
 }
 
-func printStats(ctx context.Context, store outbox.Store) {
+func printStats(ctx context.Context, store outboxdriver.Store) {
 	st, err := store.Stats(ctx)
 	if err != nil {
 		panic(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // horizonEnv is one schema with a writer, a relay whose publisher can be
@@ -256,7 +257,7 @@ func TestLowWaterMarkStopsAtClaimedRows(t *testing.T) {
 	e.write("held", 50)
 	start := time.Now()
 	const lease = time.Second
-	claim, err := e.d.Claim(e.ctx, outbox.ClaimParams{Limit: 50, Lease: lease})
+	claim, err := e.d.Claim(e.ctx, outboxdriver.ClaimParams{Limit: 50, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestSequenceCacheRefused(t *testing.T) {
 	if _, err := e.pool.Exec(e.ctx, `ALTER TABLE outbox ALTER COLUMN id SET CACHE 20`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.d.Claim(e.ctx, outbox.ClaimParams{Limit: 10, Lease: time.Minute})
+	_, err := e.d.Claim(e.ctx, outboxdriver.ClaimParams{Limit: 10, Lease: time.Minute})
 	if err == nil || !strings.Contains(err.Error(), "CACHE 20") || !strings.Contains(err.Error(), "SET CACHE 1") {
 		t.Fatalf("claim with a cached id sequence: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // TestHoldBackReadsNoSentHistory: the hold-back's check of a hot key with
@@ -31,7 +32,7 @@ SELECT 'other-' || g, 't', 'other-' || (g % 500), '{}' FROM generate_series(1, 2
 	e.write("batch", 1)
 	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
 
-	plan, err := e.d.ExplainHoldBack(e.ctx, batch, nil)
+	plan, err := engine(t, e.d).ExplainHoldBack(e.ctx, batch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ SELECT 'other-' || g, 't', 'other-' || (g % 500), '{}' FROM generate_series(1, 2
 	if _, err := e.pool.Exec(e.ctx, `UPDATE outbox_horizon SET lwm = 0`); err != nil {
 		t.Fatal(err)
 	}
-	full, err := e.d.ExplainHoldBack(e.ctx, batch, nil)
+	full, err := engine(t, e.d).ExplainHoldBack(e.ctx, batch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,14 +65,14 @@ SELECT 'since-' || g, 't', 'hot', '{}', 1, now() FROM generate_series(1, 100000)
 	}
 	e.write("batch", 1)
 	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
-	full, err := e.d.ExplainHoldBack(e.ctx, batch, nil)
+	full, err := engine(t, e.d).ExplainHoldBack(e.ctx, batch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := buffers(t, full); n < 1000 {
 		t.Fatalf("from the mark the check read only %d buffers; the test cannot tell a bounded walk:\n%s", n, full)
 	}
-	plan, err := e.d.ExplainHoldBack(e.ctx, batch, map[string]int64{"hot": e.id("since-100000")})
+	plan, err := engine(t, e.d).ExplainHoldBack(e.ctx, batch, map[string]int64{"hot": e.id("since-100000")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,12 +134,12 @@ SELECT 'rq-' || g, 't', CASE WHEN g = 7 THEN 'hot' ELSE 'other-' || (g % 500) EN
 FROM generate_series(1, 20000) AS g`)
 	e.write("batch", 1)
 	batch := []outbox.Message{{ID: e.id("batch-0"), Key: "hot"}}
-	plan, err := e.d.ExplainHoldBack(e.ctx, batch, nil)
+	plan, err := engine(t, e.d).ExplainHoldBack(e.ctx, batch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkPlan(t, plan, "outbox_requeued_key_idx")
-	held, err := e.d.HoldBack(e.ctx, batch, outbox.HoldParams{HeldWait: time.Second, DeadWait: time.Second})
+	held, err := e.d.HoldBack(e.ctx, batch, outboxdriver.HoldParams{HeldWait: time.Second, DeadWait: time.Second})
 	if err != nil || len(held) != 1 || !held[0] {
 		t.Fatalf("HoldBack = %v, %v; want the batch's message held behind the requeued row of its key", held, err)
 	}

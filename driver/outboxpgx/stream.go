@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // PublicationName returns the name of the publication the stream reads:
@@ -59,11 +60,11 @@ func pgName(name, suffix string) string {
 }
 
 var (
-	_ outbox.Streamer     = (*Driver)(nil)
-	_ outbox.StreamLagger = (*Driver)(nil)
+	_ outboxdriver.Streamer     = (*Driver)(nil)
+	_ outboxdriver.StreamLagger = (*Driver)(nil)
 )
 
-// Stream implements outbox.Streamer over PostgreSQL's logical replication
+// Stream implements outboxdriver.Streamer over PostgreSQL's logical replication
 // with the built-in pgoutput plugin: it reads the inserts of the
 // publication PublicationName (created on first use, FOR TABLE the outbox
 // table WITH publish = 'insert', which needs the table's owner or a role
@@ -72,11 +73,11 @@ var (
 // WAL. The stream starts at the slot's creation; what was committed before
 // is the polling's.
 //
-// It returns an error matching outbox.ErrStreamUnavailable when wal_level
+// It returns an error matching outboxdriver.ErrStreamUnavailable when wal_level
 // is not logical, the role has no REPLICATION attribute, pg_hba.conf lets
 // it make no replication connection, every replication slot or WAL sender
 // is in use, or the publication is missing and the role may not create
-// it; and one matching outbox.ErrStreamBusy while another stream of the
+// it; and one matching outboxdriver.ErrStreamBusy while another stream of the
 // table holds the slot.
 func (d *Driver) Stream(ctx context.Context, fn func(ctx context.Context, msgs []outbox.Message) error) error {
 	s := &pgStream{d: d, slot: SlotName(d.Tables().Outbox), exclusive: true, deliver: fn}
@@ -95,13 +96,13 @@ func (d *Driver) Stream(ctx context.Context, fn func(ctx context.Context, msgs [
 	return s.run(ctx)
 }
 
-// StreamLag implements outbox.StreamLagger.
-func (d *Driver) StreamLag() (outbox.StreamLag, bool) {
+// StreamLag implements outboxdriver.StreamLagger.
+func (d *Driver) StreamLag() (outboxdriver.StreamLag, bool) {
 	d.lagMu.Lock()
 	s := d.lag
 	d.lagMu.Unlock()
 	if s == nil {
-		return outbox.StreamLag{}, false
+		return outboxdriver.StreamLag{}, false
 	}
 	return s.lagNow()
 }
@@ -135,7 +136,7 @@ const (
 )
 
 func unavailableErr(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{outbox.ErrStreamUnavailable}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{outboxdriver.ErrStreamUnavailable}, args...)...)
 }
 
 // preflight checks the settings that make the stream unavailable, on a
@@ -202,7 +203,7 @@ func (s *pgStream) connect(ctx context.Context) (pglogrepl.LSN, error) {
 		var pe *pgconn.PgError
 		switch {
 		case errors.As(err, &pe) && pe.Code == "42710" && s.exclusive:
-			return 0, fmt.Errorf("%w: the slot %s exists", outbox.ErrStreamBusy, s.slot)
+			return 0, fmt.Errorf("%w: the slot %s exists", outboxdriver.ErrStreamBusy, s.slot)
 		case errors.As(err, &pe) && pe.Code == "53400":
 			return 0, unavailableErr("%s: raise max_replication_slots", pe.Message)
 		case errors.As(err, &pe) && pe.Code == "55000":
@@ -450,13 +451,13 @@ func (s *pgStream) sendStatus(ctx context.Context) error {
 }
 
 // lagNow is the stream's lag.
-func (s *pgStream) lagNow() (outbox.StreamLag, bool) {
+func (s *pgStream) lagNow() (outboxdriver.StreamLag, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.streaming {
-		return outbox.StreamLag{}, false
+		return outboxdriver.StreamLag{}, false
 	}
-	lag := outbox.StreamLag{Bytes: int64(max(s.walEnd, s.confirmed) - s.confirmed)}
+	lag := outboxdriver.StreamLag{Bytes: int64(max(s.walEnd, s.confirmed) - s.confirmed)}
 	if !s.oldest.IsZero() {
 		lag.Behind = max(time.Since(s.oldest), 0)
 	}

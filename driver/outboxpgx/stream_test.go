@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
 	"github.com/outbox-go/outbox/internal/testbroker"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // logicalCluster is a private cluster with wal_level = logical for the
@@ -421,7 +422,7 @@ func testWatchByStream(t *testing.T, c *logicalCluster) {
 	var fallback error
 	done := make(chan error, 1)
 	go func() {
-		done <- d.Watch(ctx, func(ch outbox.Change) {
+		done <- d.Watch(ctx, func(ch outboxdriver.Change) {
 			mu.Lock()
 			vias = append(vias, ch.Via)
 			if ch.Fallback != nil {
@@ -477,7 +478,7 @@ func testNoReplicationRole(t *testing.T, c *logicalCluster) {
 		t.Fatal(err)
 	}
 	err = d.Stream(ctx, func(context.Context, []outbox.Message) error { return nil })
-	if !errors.Is(err, outbox.ErrStreamUnavailable) || !strings.Contains(err.Error(), "REPLICATION") {
+	if !errors.Is(err, outboxdriver.ErrStreamUnavailable) || !strings.Contains(err.Error(), "REPLICATION") {
 		t.Fatalf("Stream as a role without REPLICATION: %v", err)
 	}
 }
@@ -508,7 +509,7 @@ func TestStreamUnavailableOnReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = d.Stream(ctx, func(context.Context, []outbox.Message) error { return nil })
-	if !errors.Is(err, outbox.ErrStreamUnavailable) || !strings.Contains(err.Error(), "wal_level = logical") {
+	if !errors.Is(err, outboxdriver.ErrStreamUnavailable) || !strings.Contains(err.Error(), "wal_level = logical") {
 		t.Fatalf("Stream on wal_level %s: %v", level, err)
 	}
 	var logs syncBuffer

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // WakeChannel returns the name of the PostgreSQL notification channel on
@@ -95,9 +96,9 @@ func (d *Driver) notifier() *notifier {
 	return d.notify
 }
 
-var _ outbox.Watcher = (*Driver)(nil)
+var _ outboxdriver.Watcher = (*Driver)(nil)
 
-// Watch implements outbox.Watcher: it LISTENs on the table's WakeChannel on
+// Watch implements outboxdriver.Watcher: it LISTENs on the table's WakeChannel on
 // a connection of its own, opened with the pool's configuration and not
 // counted in the pool, and calls fn for every notification.
 //
@@ -106,9 +107,9 @@ var _ outbox.Watcher = (*Driver)(nil)
 // learns of the commits of every writer, plain SQL included (Change.Via
 // "stream"); where it cannot, its "start" change carries the reason in
 // Change.Fallback, and it LISTENs.
-func (d *Driver) Watch(ctx context.Context, fn func(outbox.Change)) error {
+func (d *Driver) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
 	err := d.watchStream(ctx, fn)
-	if !errors.Is(err, outbox.ErrStreamUnavailable) {
+	if !errors.Is(err, outboxdriver.ErrStreamUnavailable) {
 		return err
 	}
 	conn, cerr := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
@@ -121,11 +122,11 @@ func (d *Driver) Watch(ctx context.Context, fn func(outbox.Change)) error {
 
 // watchStream watches through a stream of a slot of its own, which
 // confirms every commit as soon as it has read it.
-func (d *Driver) watchStream(ctx context.Context, fn func(outbox.Change)) error {
+func (d *Driver) watchStream(ctx context.Context, fn func(outboxdriver.Change)) error {
 	s := &pgStream{d: d, slot: slotName(d.Tables().Outbox, "_w_"+newSuffix()),
-		started: func() { fn(outbox.Change{Via: "start"}) },
+		started: func() { fn(outboxdriver.Change{Via: "start"}) },
 		deliver: func(context.Context, []outbox.Message) error {
-			fn(outbox.Change{Via: "stream"})
+			fn(outboxdriver.Change{Via: "stream"})
 			return nil
 		}}
 	return s.run(ctx)
@@ -134,14 +135,14 @@ func (d *Driver) watchStream(ctx context.Context, fn func(outbox.Change)) error 
 // listen LISTENs on channel and calls fn once at the start (with fallback,
 // the reason it does not stream) and then for every notification, until
 // ctx ends (nil) or the connection fails.
-func listen(ctx context.Context, conn *pgx.Conn, channel string, fn func(outbox.Change), fallback error) error {
+func listen(ctx context.Context, conn *pgx.Conn, channel string, fn func(outboxdriver.Change), fallback error) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("outboxpgx: watch: listen: %w", err)
 	}
-	fn(outbox.Change{Via: "start", Fallback: fallback})
+	fn(outboxdriver.Change{Via: "start", Fallback: fallback})
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -149,7 +150,7 @@ func listen(ctx context.Context, conn *pgx.Conn, channel string, fn func(outbox.
 			}
 			return fmt.Errorf("outboxpgx: watch: %w", err)
 		}
-		fn(outbox.Change{Via: "notify"})
+		fn(outboxdriver.Change{Via: "notify"})
 	}
 }
 
@@ -161,19 +162,19 @@ func (d *StdlibDriver) notifier() *notifier {
 	d.notifyOnce.Do(func() {
 		ch := WakeChannel(d.Tables().Outbox)
 		d.notify = &notifier{send: func(ctx context.Context) error {
-			_, err := d.SQLDB().ExecContext(ctx, "SELECT pg_notify($1, '')", ch)
+			_, err := d.sql.SQLDB().ExecContext(ctx, "SELECT pg_notify($1, '')", ch)
 			return err
 		}}
 	})
 	return d.notify
 }
 
-var _ outbox.Watcher = (*StdlibDriver)(nil)
+var _ outboxdriver.Watcher = (*StdlibDriver)(nil)
 
-// Watch implements outbox.Watcher as Driver's does, on one connection of
+// Watch implements outboxdriver.Watcher as Driver's does, on one connection of
 // the *sql.DB, held out of it while the relay watches.
-func (d *StdlibDriver) Watch(ctx context.Context, fn func(outbox.Change)) error {
-	c, err := d.SQLDB().Conn(ctx)
+func (d *StdlibDriver) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
+	c, err := d.sql.SQLDB().Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("outboxpgx: watch: connect: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 func TestWakeChannel(t *testing.T) {
@@ -56,7 +57,7 @@ func (p *published) Publish(_ context.Context, msgs []outbox.Message) []error {
 
 // runWatched starts a relay on st whose polling waits an hour: a message
 // is published soon only if a wake-up says so.
-func runWatched(t *testing.T, st outbox.Store, noWatch bool) *published {
+func runWatched(t *testing.T, st outboxdriver.Store, noWatch bool) *published {
 	t.Helper()
 	pub := &published{}
 	r, err := outbox.NewRelay(st, pub, outbox.RelayConfig{Interval: time.Hour, MinInterval: time.Hour, NoWatch: noWatch})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/internal/sqlstore"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // New returns a driver on db, which must be opened with the "sqlite" driver of
@@ -25,16 +26,21 @@ func New(db *sql.DB, tables outbox.Tables) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{d}, nil
+	return &Driver{engine: sqlstore.HandleOfSQL(d), sql: d}, nil
 }
 
-// Driver is an outbox.Driver on a *sql.DB: the Writer and Inbox take the
-// caller's *sql.Tx. Its methods are the outbox.Driver and outbox.Store calls.
+// Driver is an outboxdriver.Driver on a *sql.DB: the Writer and Inbox take the
+// caller's *sql.Tx.
 type Driver struct {
-	*sqlstore.SQLDriver
+	engine
+	sql *sqlstore.SQLDriver
 }
 
-var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
+// engine gives this repository's own code the SQL engine under a driver
+// (sqlstore.Of), out of the driver's godoc and method set.
+type engine = sqlstore.Handle
+
+var _ outboxdriver.Driver[*sql.Tx] = (*Driver)(nil)
 
 // Open opens the SQLite file at path for the outbox: WAL journal, NORMAL
 // synchronous (durable at each checkpoint, safe against corruption), a busy
@@ -132,14 +138,14 @@ func classify(err error) sqlstore.ErrorKind {
 	return sqlstore.ErrOther
 }
 
-// MarkConsumedTx implements outbox.Driver. An error that means the
+// MarkConsumedTx implements outboxdriver.Driver. An error that means the
 // database cannot be used for now satisfies outbox.IsUnavailable.
 func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
-	fresh, err := d.SQLDriver.MarkConsumedTx(ctx, tx, group, msgID)
+	fresh, err := d.sql.MarkConsumedTx(ctx, tx, group, msgID)
 	return fresh, unavailable(err)
 }
 
-// RunInTx implements outbox.Driver. An error that means the database cannot
+// RunInTx implements outboxdriver.Driver. An error that means the database cannot
 // be used for now (the file cannot be opened, an I/O error, the disk full,
 // the database locked by another writer beyond the busy timeout) satisfies
 // outbox.IsUnavailable, fn's own error included.
@@ -147,7 +153,7 @@ func (d *Driver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID st
 // After a commit it wakes the relays of this process that watch the
 // *sql.DB (Notify).
 func (d *Driver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
-	err := d.SQLDriver.RunInTx(ctx, fn)
+	err := d.sql.RunInTx(ctx, fn)
 	if err == nil {
 		d.Notify()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
 	"github.com/outbox-go/outbox/drivertest"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,7 +30,7 @@ func setup(t *testing.T) *drivertest.Env[*sql.Tx] {
 	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	env := drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outbox.Driver[*sql.Tx], error) {
+	env := drivertest.SQLEnv(d, db, nil, func(tb outbox.Tables) (outboxdriver.Driver[*sql.Tx], error) {
 		return outboxsqlite.New(db, tb)
 	}, false)
 	env.IsUniqueViolation = outboxsqlite.IsUniqueViolation

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxsqlite"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // The whole loop: a business change and its message commit together, a relay
@@ -357,7 +358,7 @@ func Example_batchHook() {
 }
 
 // commitMessages writes msgs in a transaction of their own and commits it.
-func commitMessages(ctx context.Context, db *sql.DB, drv outbox.Driver[*sql.Tx], msgs ...outbox.Message) {
+func commitMessages(ctx context.Context, db *sql.DB, drv outboxdriver.Driver[*sql.Tx], msgs ...outbox.Message) {
 	w, err := outbox.NewWriter(drv, outbox.WriterConfig{})
 	if err != nil {
 		panic(err)
@@ -376,7 +377,7 @@ func commitMessages(ctx context.Context, db *sql.DB, drv outbox.Driver[*sql.Tx],
 
 // openTempOutbox makes a migrated outbox in a fresh SQLite file; cleanup
 // closes it and removes the file.
-func openTempOutbox(ctx context.Context) (db *sql.DB, drv outbox.Driver[*sql.Tx], cleanup func()) {
+func openTempOutbox(ctx context.Context) (db *sql.DB, drv outboxdriver.Driver[*sql.Tx], cleanup func()) {
 	dir, err := os.MkdirTemp("", "outbox-example-")
 	if err != nil {
 		panic(err)

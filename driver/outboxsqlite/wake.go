@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // ChangeCheckInterval is how often Watch looks at the database's files to
@@ -21,14 +21,14 @@ var hubs sync.Map // *sql.DB → *hub
 
 type hub struct {
 	mu       sync.Mutex
-	watchers map[*func(outbox.Change)]struct{}
+	watchers map[*func(outboxdriver.Change)]struct{}
 }
 
 // watchOn adds fn to the hub of db and returns the function that takes it
 // off again; the hub goes with its last watcher.
-func watchOn(db *sql.DB, fn *func(outbox.Change)) (stop func()) {
+func watchOn(db *sql.DB, fn *func(outboxdriver.Change)) (stop func()) {
 	for {
-		v, _ := hubs.LoadOrStore(db, &hub{watchers: map[*func(outbox.Change)]struct{}{}})
+		v, _ := hubs.LoadOrStore(db, &hub{watchers: map[*func(outboxdriver.Change)]struct{}{}})
 		h := v.(*hub)
 		h.mu.Lock()
 		if cur, _ := hubs.Load(db); cur != h {
@@ -52,7 +52,7 @@ func (h *hub) wake() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for fn := range h.watchers {
-		(*fn)(outbox.Change{Via: "process"})
+		(*fn)(outboxdriver.Change{Via: "process"})
 	}
 }
 
@@ -61,25 +61,25 @@ func (h *hub) wake() {
 // it itself. Relays in other processes see the commit in the database's
 // files (see Watch).
 func (d *Driver) Notify() {
-	if h, ok := hubs.Load(d.SQLDB()); ok {
+	if h, ok := hubs.Load(d.sql.SQLDB()); ok {
 		h.(*hub).wake()
 	}
 }
 
-var _ outbox.Watcher = (*Driver)(nil)
+var _ outboxdriver.Watcher = (*Driver)(nil)
 
-// Watch implements outbox.Watcher. A commit through Notify (or RunInTx) in
+// Watch implements outboxdriver.Watcher. A commit through Notify (or RunInTx) in
 // this process calls fn at once. The commits of other processes, and of
 // transactions the application commits itself without Notify, are seen
 // within ChangeCheckInterval: Watch reads the size and modification time of
 // the database file and its -wal file (one stat call each), which every
 // commit changes, and calls fn when they change. An in-memory database has
 // no file: only Notify wakes the relay then.
-func (d *Driver) Watch(ctx context.Context, fn func(outbox.Change)) error {
-	defer watchOn(d.SQLDB(), &fn)()
-	fn(outbox.Change{Via: "start"})
+func (d *Driver) Watch(ctx context.Context, fn func(outboxdriver.Change)) error {
+	defer watchOn(d.sql.SQLDB(), &fn)()
+	fn(outboxdriver.Change{Via: "start"})
 	var path string
-	if err := d.SQLDB().QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
+	if err := d.sql.SQLDB().QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -100,7 +100,7 @@ func (d *Driver) Watch(ctx context.Context, fn func(outbox.Change)) error {
 		}
 		if now := fileChanges(path); now != last {
 			last = now
-			fn(outbox.Change{Via: "file"})
+			fn(outboxdriver.Change{Via: "file"})
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/driver/outboxmysql"
 	"github.com/outbox-go/outbox/driver/outboxpgx"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/mysqldialect"
 	"github.com/uptrace/bun/dialect/pgdialect"
@@ -98,7 +99,7 @@ func mysql(t *testing.T) *database {
 	return setup(t, "mysql", db, drv, drv.Migrate, "SELECT count(*) FROM outbox WHERE msg_id = ?")
 }
 
-func setup(t *testing.T, name string, db *sql.DB, drv outbox.Driver[*sql.Tx], migrate func(context.Context) error, count string) *database {
+func setup(t *testing.T, name string, db *sql.DB, drv outboxdriver.Driver[*sql.Tx], migrate func(context.Context) error, count string) *database {
 	t.Helper()
 	ctx := context.Background()
 	if err := migrate(ctx); err != nil {

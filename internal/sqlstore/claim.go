@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// Claim implements outbox.Store: see claimer for how each dialect keeps two
+// Claim implements outboxdriver.Store: see claimer for how each dialect keeps two
 // relays off the same rows. The claim commits before it returns; the batch is
 // held by a lease of p.Lease, which must be positive.
-func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, error) {
+func (s *Store) Claim(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("outbox: claim: limit %d must be positive", p.Limit)
 	}
@@ -35,9 +36,9 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Claim, 
 // compiled (compiled.claimer).
 type claimer interface {
 	// claim claims for Store.Claim, whose p has a positive limit and lease.
-	claim(ctx context.Context, s *Store, p outbox.ClaimParams) (outbox.Claim, error)
+	claim(ctx context.Context, s *Store, p outboxdriver.ClaimParams) (outboxdriver.Claim, error)
 	// claimIDs claims for Store.ClaimIDs: 1 to 10000 ids, a positive lease.
-	claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outbox.Claim, error)
+	claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outboxdriver.Claim, error)
 	// markSent returns the statement that marks the rows of ids SENT, and
 	// its arguments, for the claim under token. ctids are the rows' ctids
 	// as the claim read them (nil where it reads none); requeued says that
@@ -52,7 +53,7 @@ type claimer interface {
 	explain() []explained
 	// overlap is what Relay.Run may run beside a claim (see
 	// Store.ClaimOverlap).
-	overlap() outbox.ClaimOverlap
+	overlap() outboxdriver.ClaimOverlap
 }
 
 // claimDesign is a claim design as a dialect names it: need is its name in

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // chunksClaimer is PostgreSQL's claim design. The claim takes chunks of 256
@@ -29,7 +30,7 @@ var claimChunks = claimDesign{need: "chunks", build: func(st *statements) claime
 // claim claims in one statement and commits at once: the statement records
 // the chunks it took in {{claims}} under a new token, with the lease's end
 // (see sql/postgres/claim.sql).
-func (k *chunksClaimer) claim(ctx context.Context, s *Store, p outbox.ClaimParams) (outbox.Claim, error) {
+func (k *chunksClaimer) claim(ctx context.Context, s *Store, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	after := p.AfterID
 	if after == 0 && s.c.SweepCheck != "" {
 		lwm, err := s.sweep(ctx)
@@ -69,10 +70,10 @@ func (k *chunksClaimer) claim(ctx context.Context, s *Store, p outbox.ClaimParam
 }
 
 // claimIDs claims the rows of ids as claim does, in ClaimIDs' statement.
-func (k *chunksClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outbox.Claim, error) {
+func (k *chunksClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
 	q := k.byIDs
 	c := &leaseClaim{s: s, token: newToken()}
-	p := outbox.ClaimParams{Limit: len(ids), Lease: lease}
+	p := outboxdriver.ClaimParams{Limit: len(ids), Lease: lease}
 	for range 4 {
 		// See claim: a chunk that changed after the snapshot is looked at
 		// again.
@@ -113,12 +114,12 @@ func (k *chunksClaimer) explain() []explained {
 
 // overlap: the claims commit at once and leave no lock behind, so Relay.Run
 // may claim beside a mark.
-func (k *chunksClaimer) overlap() outbox.ClaimOverlap { return outbox.OverlapAll }
+func (k *chunksClaimer) overlap() outboxdriver.ClaimOverlap { return outboxdriver.OverlapAll }
 
 // predecessor returns the token and the last id of p.Prev, whose chunks
 // the claim may take over for the rows past that id (see sql/postgres/_partials/hold_chunks.sql), or
 // "" and 0.
-func (s *Store) predecessor(p outbox.ClaimParams) (token string, last int64) {
+func (s *Store) predecessor(p outboxdriver.ClaimParams) (token string, last int64) {
 	prev, ok := p.Prev.(*leaseClaim)
 	if !ok || prev.s != s || len(prev.msgs) == 0 {
 		return "", 0
@@ -130,7 +131,7 @@ func (s *Store) predecessor(p outbox.ClaimParams) (token string, last int64) {
 // own (in one round trip where the DB is a TxPipeliner), and adds the rows
 // it claimed to c. changed reports a chunk left because it changed after
 // the statement's snapshot.
-func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after any, p outbox.ClaimParams) (changed bool, err error) {
+func (s *Store) claimChunksOnce(ctx context.Context, c *leaseClaim, q string, after any, p outboxdriver.ClaimParams) (changed bool, err error) {
 	args := []any{after, p.Limit - len(c.msgs), c.token, p.Lease.Milliseconds(), c.prevToken, c.prevLast}
 	var msgs []outbox.Message
 	var ctids []string

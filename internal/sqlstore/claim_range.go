@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // rangeClaimer is SQLite's claim design: in one short write transaction,
@@ -28,7 +29,7 @@ var claimRange = claimDesign{need: "range", build: func(st *statements) claimer 
 // first (which also takes SQLite's write lock at once, so the transaction
 // never has to upgrade), then the due rows outside every live claim are
 // read and this claim's id range is recorded with its lease.
-func (k *rangeClaimer) claim(ctx context.Context, s *Store, p outbox.ClaimParams) (outbox.Claim, error) {
+func (k *rangeClaimer) claim(ctx context.Context, s *Store, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	if p.Lease <= 0 {
 		return nil, fmt.Errorf("outbox: claim: a %s store needs a positive lease", s.c.name)
 	}
@@ -36,7 +37,7 @@ func (k *rangeClaimer) claim(ctx context.Context, s *Store, p outbox.ClaimParams
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
-	fail := func(op string, err error) (outbox.Claim, error) {
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
@@ -66,12 +67,12 @@ func (k *rangeClaimer) claim(ctx context.Context, s *Store, p outbox.ClaimParams
 
 // claimIDs is claim for the rows of ids: the claim records the range from
 // the first to the last id it took.
-func (k *rangeClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outbox.Claim, error) {
+func (k *rangeClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return nil, s.wrap("claim by id: begin", err)
 	}
-	fail := func(op string, err error) (outbox.Claim, error) {
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
@@ -112,7 +113,7 @@ func (k *rangeClaimer) explain() []explained { return explainClaims(k.rescan, ""
 
 // overlap: the claims and marks take SQLite's one write lock (and hold no
 // connection in between), so a claim goes only beside a publish.
-func (k *rangeClaimer) overlap() outbox.ClaimOverlap { return outbox.OverlapPublish }
+func (k *rangeClaimer) overlap() outboxdriver.ClaimOverlap { return outboxdriver.OverlapPublish }
 
 // rangeClaim holds the ids from its first to its last message until it is
 // finished, aborted, or its lease runs out. A relay that outlives its lease

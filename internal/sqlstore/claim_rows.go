@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // rowsClaimer is MySQL's claim design. The claim locks the due rows with
@@ -28,7 +28,7 @@ var claimRowLease = claimDesign{need: "rows", build: func(st *statements) claime
 // sql/mysql/claim.sql): the due rows that no live lease holds are locked
 // (SKIP LOCKED: rows another relay is claiming are passed over), a lease
 // per row is recorded, and the transaction commits.
-func (k *rowsClaimer) claim(ctx context.Context, s *Store, p outbox.ClaimParams) (outbox.Claim, error) {
+func (k *rowsClaimer) claim(ctx context.Context, s *Store, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	begin := s.db.Begin
 	if rc, ok := s.db.(readCommittedDB); ok {
 		// At REPEATABLE READ InnoDB's locking scan would also lock the
@@ -39,7 +39,7 @@ func (k *rowsClaimer) claim(ctx context.Context, s *Store, p outbox.ClaimParams)
 	if err != nil {
 		return nil, s.wrap("claim: begin", err)
 	}
-	fail := func(op string, err error) (outbox.Claim, error) {
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
@@ -78,7 +78,7 @@ func (k *rowsClaimer) claim(ctx context.Context, s *Store, p outbox.ClaimParams)
 }
 
 // claimIDs is claim for the rows of ids.
-func (k *rowsClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outbox.Claim, error) {
+func (k *rowsClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease time.Duration) (outboxdriver.Claim, error) {
 	begin := s.db.Begin
 	if rc, ok := s.db.(readCommittedDB); ok {
 		begin = rc.BeginReadCommitted
@@ -87,7 +87,7 @@ func (k *rowsClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease
 	if err != nil {
 		return nil, s.wrap("claim by id: begin", err)
 	}
-	fail := func(op string, err error) (outbox.Claim, error) {
+	fail := func(op string, err error) (outboxdriver.Claim, error) {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, s.wrap(op, err)
 	}
@@ -131,4 +131,4 @@ func (k *rowsClaimer) explain() []explained { return explainClaims(k.rescan, k.c
 
 // overlap: the claims commit at once and leave no lock behind, so Relay.Run
 // may claim beside a mark.
-func (k *rowsClaimer) overlap() outbox.ClaimOverlap { return outbox.OverlapAll }
+func (k *rowsClaimer) overlap() outboxdriver.ClaimOverlap { return outboxdriver.OverlapAll }

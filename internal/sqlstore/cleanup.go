@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// DeleteSent implements outbox.Store.
+// DeleteSent implements outboxdriver.Store.
 func (s *Store) DeleteSent(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
 	return s.deleteOld(ctx, s.c.OldSent, s.c.DeleteSent, "delete sent messages", olderThan, limit, scanID)
 }
 
-// DeleteConsumed implements outbox.Store.
+// DeleteConsumed implements outboxdriver.Store.
 func (s *Store) DeleteConsumed(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
 	return s.deleteOld(ctx, s.c.OldConsumed, s.c.DeleteConsumed, "delete inbox records", olderThan, limit, scanInboxKey)
 }
@@ -94,7 +94,7 @@ func (s *Store) execCleanup(ctx context.Context, stmt string, args ...any) (int6
 
 // Truncate deletes every row of the outbox table, whatever its status. It is
 // for benchmarks on tables of their own, never for production tables, and is
-// deliberately not part of outbox.Store.
+// deliberately not part of outboxdriver.Store.
 func (s *Store) Truncate(ctx context.Context) error {
 	_, err := s.db.Exec(ctx, s.c.Truncate)
 	return s.wrap("truncate", err)

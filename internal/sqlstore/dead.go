@@ -6,7 +6,7 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
-// RetryDead implements outbox.Store.
+// RetryDead implements outboxdriver.Store.
 func (s *Store) RetryDead(ctx context.Context, f outbox.DeadFilter, note string) (int64, error) {
 	if !f.All && len(f.MsgIDs) == 0 {
 		return 0, nil
@@ -22,7 +22,7 @@ func (s *Store) RetryDead(ctx context.Context, f outbox.DeadFilter, note string)
 	return n, s.releaseKeys(ctx, keys)
 }
 
-// DropDead implements outbox.Store.
+// DropDead implements outboxdriver.Store.
 func (s *Store) DropDead(ctx context.Context, f outbox.DeadFilter) (int64, error) {
 	if !f.All && len(f.MsgIDs) == 0 {
 		return 0, nil

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 var (
-	_ outbox.DeadSearcher       = (*Store)(nil)
-	_ outbox.TopicBacklogReader = (*Store)(nil)
+	_ outboxdriver.DeadSearcher       = (*Store)(nil)
+	_ outboxdriver.TopicBacklogReader = (*Store)(nil)
 )
 
 // deadColumns are the columns SearchDead reads, as listDead does.
@@ -39,7 +40,7 @@ func (s *Store) table() string { return s.c.qualified(s.tables.Outbox) }
 // bareName is a table's name without its schema: the name that the
 // table's indexes are named after.
 func bareName(name string) string {
-	_, table, _ := outbox.SplitTableName(name)
+	_, table, _ := outboxdriver.SplitTableName(name)
 	return table
 }
 
@@ -66,7 +67,7 @@ func (s *Store) deadTime(t time.Time) any {
 
 // deadFilters returns q's conditions other than the id bounds, each
 // starting with " AND ".
-func (s *Store) deadFilters(b *query, q outbox.DeadQuery) string {
+func (s *Store) deadFilters(b *query, q outboxdriver.DeadQuery) string {
 	var w strings.Builder
 	if q.MsgID != "" {
 		w.WriteString(" AND msg_id = " + b.arg(q.MsgID))
@@ -98,7 +99,7 @@ func (s *Store) deadFilters(b *query, q outbox.DeadQuery) string {
 }
 
 // idBounds returns q's id bounds, each starting with " AND ".
-func idBounds(b *query, q outbox.DeadQuery) string {
+func idBounds(b *query, q outboxdriver.DeadQuery) string {
 	w := " AND id > " + b.arg(q.AfterID)
 	if q.MaxID > 0 {
 		w += " AND id <= " + b.arg(q.MaxID)
@@ -106,10 +107,10 @@ func idBounds(b *query, q outbox.DeadQuery) string {
 	return w
 }
 
-// SearchDead implements outbox.DeadSearcher. A search by msg_id reads
+// SearchDead implements outboxdriver.DeadSearcher. A search by msg_id reads
 // that row through the msg_id key; any other reads a window of at most
 // q.Scan DEAD rows in id order through the DEAD index and filters it.
-func (s *Store) SearchDead(ctx context.Context, q outbox.DeadQuery) ([]outbox.Message, int64, error) {
+func (s *Store) SearchDead(ctx context.Context, q outboxdriver.DeadQuery) ([]outbox.Message, int64, error) {
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
@@ -148,10 +149,10 @@ func (s *Store) SearchDead(ctx context.Context, q outbox.DeadQuery) ([]outbox.Me
 	return msgs, 0, nil
 }
 
-// CountDead implements outbox.DeadSearcher. It walks the DEAD index in id
+// CountDead implements outboxdriver.DeadSearcher. It walks the DEAD index in id
 // order and stops after limit+1 matches.
-func (s *Store) CountDead(ctx context.Context, q outbox.DeadQuery, limit int) (outbox.DeadCount, error) {
-	var c outbox.DeadCount
+func (s *Store) CountDead(ctx context.Context, q outboxdriver.DeadQuery, limit int) (outboxdriver.DeadCount, error) {
+	var c outboxdriver.DeadCount
 	q.AfterID = 0
 	b := &query{pg: s.c.name == "postgres"}
 	stmt := `SELECT count(*), coalesce(max(id), 0), max(dead_at) FROM (SELECT id, dead_at FROM ` + s.table() +
@@ -206,17 +207,17 @@ func (s *Store) topicPending() string {
 	return `SELECT topic, count(*), min(created_at), strftime('%Y-%m-%d %H:%M:%f', 'now') FROM ` + t + ` WHERE status = 0 GROUP BY topic`
 }
 
-// TopicBacklog implements outbox.TopicBacklogReader.
-func (s *Store) TopicBacklog(ctx context.Context) ([]outbox.TopicBacklog, int64, error) {
+// TopicBacklog implements outboxdriver.TopicBacklogReader.
+func (s *Store) TopicBacklog(ctx context.Context) ([]outboxdriver.TopicBacklog, int64, error) {
 	q, done, err := s.backlogQuerier(ctx)
 	if err != nil {
 		return nil, 0, s.wrap("topic backlog", err)
 	}
 	defer done()
-	byTopic := map[string]*outbox.TopicBacklog{}
-	get := func(topic string) *outbox.TopicBacklog {
+	byTopic := map[string]*outboxdriver.TopicBacklog{}
+	get := func(topic string) *outboxdriver.TopicBacklog {
 		if byTopic[topic] == nil {
-			byTopic[topic] = &outbox.TopicBacklog{Topic: topic}
+			byTopic[topic] = &outboxdriver.TopicBacklog{Topic: topic}
 		}
 		return byTopic[topic]
 	}
@@ -262,7 +263,7 @@ func (s *Store) TopicBacklog(ctx context.Context) ([]outbox.TopicBacklog, int64,
 	if _, err := queryRow(ctx, q, `SELECT coalesce(max(id), 0) FROM `+s.table(), nil, &maxID); err != nil {
 		return nil, 0, s.wrap("topic backlog", err)
 	}
-	out := make([]outbox.TopicBacklog, 0, len(byTopic))
+	out := make([]outboxdriver.TopicBacklog, 0, len(byTopic))
 	for _, tb := range byTopic {
 		out = append(out, *tb)
 	}
@@ -275,15 +276,15 @@ func (s *Store) TopicBacklog(ctx context.Context) ([]outbox.TopicBacklog, int64,
 // two reads), each after a line "-- name", for tests that check that none
 // reads the table through.
 func (s *Store) ExplainConsole(ctx context.Context) (string, error) {
-	all := outbox.DeadQuery{Topic: "t", Key: "k", ErrorContains: "e", DeadFrom: time.Unix(1, 0), DeadUntil: time.Now(), MaxID: 1 << 40}
+	all := outboxdriver.DeadQuery{Topic: "t", Key: "k", ErrorContains: "e", DeadFrom: time.Unix(1, 0), DeadUntil: time.Now(), MaxID: 1 << 40}
 	pg := s.c.name == "postgres"
 	win := &query{pg: pg}
 	window := `SELECT ` + deadColumns + ` FROM (SELECT ` + deadColumns + ` FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() +
-		idBounds(win, outbox.DeadQuery{}) + ` ORDER BY id LIMIT ` + win.arg(10000) + `) AS d WHERE 1 = 1` + s.deadFilters(win, all) +
+		idBounds(win, outboxdriver.DeadQuery{}) + ` ORDER BY id LIMIT ` + win.arg(10000) + `) AS d WHERE 1 = 1` + s.deadFilters(win, all) +
 		` ORDER BY id LIMIT ` + win.arg(100)
 	one := &query{pg: pg}
-	byID := `SELECT ` + deadColumns + ` FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() + idBounds(one, outbox.DeadQuery{}) +
-		s.deadFilters(one, outbox.DeadQuery{MsgID: "m"})
+	byID := `SELECT ` + deadColumns + ` FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() + idBounds(one, outboxdriver.DeadQuery{}) +
+		s.deadFilters(one, outboxdriver.DeadQuery{MsgID: "m"})
 	cnt := &query{pg: pg}
 	count := `SELECT count(*) FROM (SELECT id, dead_at FROM ` + s.table() + ` WHERE ` + s.deadRowsOf() + idBounds(cnt, all) +
 		s.deadFilters(cnt, all) + ` ORDER BY id LIMIT ` + cnt.arg(100001) + `) AS d`

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 //go:embed migrations
@@ -110,7 +111,7 @@ func (d dialect) compile(t outbox.Tables) (*compiled, error) {
 // database always puts beside its table, is the bare one: CREATE INDEX,
 // CONSTRAINT and CREATE TRIGGER take no schema.
 func (d dialect) names(t outbox.Tables) []string {
-	schema, table, _ := outbox.SplitTableName(t.Outbox)
+	schema, table, _ := outboxdriver.SplitTableName(t.Outbox)
 	inSchema := func(suffix string) string {
 		if schema == "" {
 			return d.quote(table + suffix)
@@ -143,7 +144,7 @@ func (d dialect) names(t outbox.Tables) []string {
 
 // qualified quotes a table name, "schema.table" as two identifiers.
 func (d dialect) qualified(name string) string {
-	schema, table, ok := outbox.SplitTableName(name)
+	schema, table, ok := outboxdriver.SplitTableName(name)
 	if !ok {
 		return d.quote(table)
 	}

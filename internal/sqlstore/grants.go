@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Roles names the database roles (PostgreSQL) or accounts (MariaDB/MySQL:
@@ -57,14 +58,14 @@ func Grants(dialectName string, tables outbox.Tables, r Roles) ([]GrantSection, 
 		to = func(role string) (string, error) { return pgRole(d, role) }
 	case "mysql":
 		to = mysqlAccount
-		if _, _, qualified := outbox.SplitTableName(tables.Outbox); !qualified {
+		if _, _, qualified := outboxdriver.SplitTableName(tables.Outbox); !qualified {
 			return nil, fmt.Errorf("%w: MySQL grants name the database: qualify the outbox table (database.outbox)", outbox.ErrInvalidIdentifier)
 		}
 	default:
 		return nil, fmt.Errorf("outbox: %s has no roles to grant to", d.name)
 	}
 	n := strings.NewReplacer(d.names(tables)...)
-	schema, _, _ := outbox.SplitTableName(tables.Outbox)
+	schema, _, _ := outboxdriver.SplitTableName(tables.Outbox)
 	var out []GrantSection
 	add := func(what, role, comment string, stmts []string) error {
 		if role == "" {
@@ -176,7 +177,7 @@ func mysqlAccount(account string) (string, error) {
 }
 
 func validRoleName(role string) error {
-	if err := outbox.ValidateIdentifier(role); err != nil || strings.Contains(role, ".") {
+	if err := outboxdriver.ValidateIdentifier(role); err != nil || strings.Contains(role, ".") {
 		return fmt.Errorf("%w: role %q: use lower-case letters, digits and underscores, starting with a letter or underscore", outbox.ErrInvalidIdentifier, role)
 	}
 	return nil

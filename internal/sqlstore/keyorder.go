@@ -6,9 +6,10 @@ import (
 	"strings"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
-// keyOrderSQL is the SQL of the per-key hold-back (outbox.KeyOrderer) of one
+// keyOrderSQL is the SQL of the per-key hold-back (outboxdriver.KeyOrderer) of one
 // dialect, from sql/<dialect>/keyorder as statements is from sql/<dialect>.
 // Each dialect has an index on the key for it ({{outbox_key_idx}}:
 // PostgreSQL version 8, MySQL version 5, SQLite version 4).
@@ -49,7 +50,7 @@ type batchKey struct {
 	Key string `json:"k"`
 	Hi  int64  `json:"hi"`
 	N   int    `json:"n"`
-	// Lo is the key's done id (outbox.HoldParams.Done) when below Hi, else 0.
+	// Lo is the key's done id (outboxdriver.HoldParams.Done) when below Hi, else 0.
 	Lo int64 `json:"lo"`
 }
 
@@ -79,12 +80,12 @@ func batchKeysOf(msgs []outbox.Message, done map[string]int64) (order []*batchKe
 	return order, keys, inBatch
 }
 
-// HoldBack implements outbox.KeyOrderer. One statement reads the blockers of
+// HoldBack implements outboxdriver.KeyOrderer. One statement reads the blockers of
 // the batch's keys; a second, only when a message is held, moves the held
 // rows' next_retry_at. Neither reads a key's SENT history beyond the rows
 // the dialect's index cannot tell from NEW ones (PostgreSQL: those above the
 // low-water mark).
-func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outbox.HoldParams) ([]bool, error) {
+func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outboxdriver.HoldParams) ([]bool, error) {
 	order, keys, inBatch := batchKeysOf(msgs, p.Done)
 	if len(order) == 0 {
 		return nil, nil
@@ -306,10 +307,10 @@ func (s *Store) releaseAfterMark(ctx context.Context, msgs []outbox.Message, out
 	tx.Commit(ctx)
 }
 
-var _ outbox.KeyOrderer = (*Store)(nil)
+var _ outboxdriver.KeyOrderer = (*Store)(nil)
 
 // ExplainHoldBack returns the database's plan of HoldBack's blockers
-// statement for msgs and the keys' done ids (outbox.HoldParams.Done, nil for
+// statement for msgs and the keys' done ids (outboxdriver.HoldParams.Done, nil for
 // none), one line per plan line; on PostgreSQL it runs the statement (it
 // only reads) and the plan carries its timings and buffers.
 func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message, done map[string]int64) (string, error) {

@@ -20,7 +20,7 @@ func (s *Store) listQuery(f outbox.ListFilter) (string, []any) {
 	return s.c.List, []any{int(f.Status), f.Topic, f.AfterID, f.Limit}
 }
 
-// ListMessages implements outbox.Store.
+// ListMessages implements outboxdriver.Store.
 func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox.Message, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -56,7 +56,7 @@ func (s *Store) ListMessages(ctx context.Context, f outbox.ListFilter) ([]outbox
 	return out, s.wrap("list messages", rows.Err())
 }
 
-// GetMessage implements outbox.Store.
+// GetMessage implements outboxdriver.Store.
 func (s *Store) GetMessage(ctx context.Context, msgID string) (outbox.Message, error) {
 	rows, err := s.db.Query(ctx, s.c.Get, msgID)
 	if err != nil {

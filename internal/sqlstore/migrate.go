@@ -9,7 +9,7 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
-// Migrate implements outbox.Store.
+// Migrate implements outboxdriver.Store.
 //
 // Two processes that migrate the same tables take turns on a lock. A
 // transaction's lock (PostgreSQL's advisory lock) is taken in the
@@ -131,7 +131,7 @@ func (s *Store) unlockSession(ctx context.Context, conn session, name string) bo
 	return err == nil && released != nil && *released == 1
 }
 
-// SchemaVersion implements outbox.Store.
+// SchemaVersion implements outboxdriver.Store.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	v, err := s.schemaVersion(ctx, s.db)
 	if err != nil && errors.Is(err, outbox.ErrSchemaMissing) {

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // probeSweepEvery is how often AnyDue sweeps while the low-water mark lags
@@ -18,9 +18,9 @@ type prober struct {
 	swept time.Time
 }
 
-var _ outbox.DueChecker = (*Store)(nil)
+var _ outboxdriver.DueChecker = (*Store)(nil)
 
-// AnyDue implements outbox.DueChecker in one statement (statements.Probe). On
+// AnyDue implements outboxdriver.DueChecker in one statement (statements.Probe). On
 // PostgreSQL it also advances the low-water mark (two more statements),
 // at most once a second, while the mark lags the highest id: so the mark
 // reaches the top once the relay is idle, and an idle probe walks no row.

@@ -6,29 +6,16 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
-
-// SchemaCheck is what CheckSchema found: the recorded version, the newest
-// this build knows, and each way the tables differ from what the relay
-// needs. Problems is empty when the schema is current.
-type SchemaCheck struct {
-	Version, Latest int
-	Problems        []string
-	// Unlisted names the columns, indexes and triggers of the tables that
-	// the check does not know: your own additions, or, on tables that only
-	// 'outbox migrate' made, something a migration added that the check
-	// does not yet look at. They are not problems.
-	Unlisted []string
-}
 
 // CheckSchema compares the database with the schema this build needs: the
 // recorded version against the latest one and, when they are equal, the
 // columns (and their types), indexes and triggers of every table against
 // the database's catalog (pg_catalog, information_schema, sqlite_master).
 // It changes nothing.
-func (s *Store) CheckSchema(ctx context.Context) (SchemaCheck, error) {
-	c := SchemaCheck{Latest: s.LatestVersion()}
+func (s *Store) CheckSchema(ctx context.Context) (outboxdriver.SchemaCheck, error) {
+	c := outboxdriver.SchemaCheck{Latest: s.LatestVersion()}
 	v, err := s.SchemaVersion(ctx)
 	if err != nil {
 		return c, err
@@ -73,7 +60,7 @@ func (s *Store) specTable(table string) string {
 // checkTable reads one table's columns, indexes and triggers from the
 // catalog and lists how they differ from want, and what want does not name.
 func (s *Store) checkTable(ctx context.Context, cat catalog, name string, want tableSpec) (problems, unlisted []string, err error) {
-	_, bare, _ := outbox.SplitTableName(name)
+	_, bare, _ := outboxdriver.SplitTableName(name)
 	args := cat.args(s.c.dialect, name)
 	rows, err := s.db.Query(ctx, cat.columns, args...)
 	if err != nil {
@@ -175,7 +162,7 @@ FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DAT
 		indexes:  `SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ?`,
 		triggers: `SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND EVENT_OBJECT_TABLE = ?`,
 		args: func(_ dialect, name string) []any {
-			schema, table, _ := outbox.SplitTableName(name)
+			schema, table, _ := outboxdriver.SplitTableName(name)
 			return []any{schema, table}
 		},
 	},
@@ -186,3 +173,5 @@ FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DAT
 		args:     func(_ dialect, name string) []any { return []any{name} },
 	},
 }
+
+var _ outboxdriver.SchemaChecker = (*Store)(nil)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Script is the SQL that Migrate runs, for one dialect and table names,
@@ -72,7 +73,7 @@ func compileFor(dialectName string, tables outbox.Tables) (dialect, *compiled, o
 	}
 	if d.noSchemas {
 		for _, name := range []string{tables.Outbox, tables.Inbox} {
-			if _, _, qualified := outbox.SplitTableName(name); qualified {
+			if _, _, qualified := outboxdriver.SplitTableName(name); qualified {
 				return d, nil, tables, fmt.Errorf("%w: table %q: SQLite takes no schema; name the table alone (a schema is for PostgreSQL and MariaDB/MySQL)", outbox.ErrInvalidIdentifier, name)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // SQLDB adapts a *sql.DB to DB.
@@ -72,7 +73,7 @@ func execResult(res sql.Result, err error) (int64, error) {
 	return res.RowsAffected()
 }
 
-// SQLDriver is an outbox.Driver for database/sql, shared by the driver modules
+// SQLDriver is an outboxdriver.Driver for database/sql, shared by the driver modules
 // whose library plugs into database/sql.
 type SQLDriver struct {
 	*Store
@@ -91,19 +92,19 @@ func NewSQLDriver(db *sql.DB, dialectName string, tables outbox.Tables, classify
 	return &SQLDriver{Store: s, db: db}, nil
 }
 
-var _ outbox.Driver[*sql.Tx] = (*SQLDriver)(nil)
+var _ outboxdriver.Driver[*sql.Tx] = (*SQLDriver)(nil)
 
-// InsertTx implements outbox.Driver.
+// InsertTx implements outboxdriver.Driver.
 func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
 	return d.Store.InsertTx(ctx, SQLTx(tx), msgs)
 }
 
-// MarkConsumedTx implements outbox.Driver.
+// MarkConsumedTx implements outboxdriver.Driver.
 func (d *SQLDriver) MarkConsumedTx(ctx context.Context, tx *sql.Tx, group, msgID string) (bool, error) {
 	return d.Store.MarkConsumedTx(ctx, SQLTx(tx), group, msgID)
 }
 
-// RunInTx implements outbox.Driver.
+// RunInTx implements outboxdriver.Driver.
 func (d *SQLDriver) RunInTx(ctx context.Context, fn func(context.Context, *sql.Tx) error) (err error) {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {

@@ -105,7 +105,7 @@ type statements struct {
 
 	// Backlog counts the NEW rows and reads the oldest one's created_at and
 	// the database's clock, through an index, never the SENT history (see
-	// outbox.BacklogReader).
+	// outboxdriver.BacklogReader).
 	Backlog string `need:"all"`
 	// BacklogSetup, when set, runs first in Backlog's transaction
 	// (PostgreSQL: planner settings that keep it on its indexes).

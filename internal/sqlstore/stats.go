@@ -6,24 +6,14 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
-
-// RescanMark is where a PostgreSQL relay's rescans start: every row at or
-// below ID is SENT, DEAD, or in the requeued index. A mark far behind the
-// newest row means something holds it back (a transaction left open, a
-// prepared transaction), and each rescan walks the rows in between.
-type RescanMark struct {
-	ID int64
-	// NewestID is the highest id in the table.
-	NewestID int64
-	// Behind is how long ago the first row above the mark was written (0 when
-	// there is none).
-	Behind time.Duration
-}
 
 // RescanMark returns the low-water mark of the relays' rescans; ok is false
 // for a dialect that has none (MySQL, SQLite).
-func (s *Store) RescanMark(ctx context.Context) (m RescanMark, ok bool, err error) {
+var _ outboxdriver.RescanMarker = (*Store)(nil)
+
+func (s *Store) RescanMark(ctx context.Context) (m outboxdriver.RescanMark, ok bool, err error) {
 	if s.c.RescanMark == "" {
 		return m, false, nil
 	}
@@ -36,7 +26,7 @@ func (s *Store) RescanMark(ctx context.Context) (m RescanMark, ok bool, err erro
 	return m, found, nil
 }
 
-// Stats implements outbox.Store: the NEW rows as Backlog reads them, the
+// Stats implements outboxdriver.Store: the NEW rows as Backlog reads them, the
 // DEAD rows through their index, and Sent estimated from the two ends of
 // the primary key.
 func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
@@ -98,12 +88,12 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	return st, nil
 }
 
-var _ outbox.BacklogReader = (*Store)(nil)
+var _ outboxdriver.BacklogReader = (*Store)(nil)
 
-// Backlog implements outbox.BacklogReader: it reads the NEW rows and the
+// Backlog implements outboxdriver.BacklogReader: it reads the NEW rows and the
 // DEAD rows, each through an index.
-func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	var b outbox.Backlog
+func (s *Store) Backlog(ctx context.Context) (outboxdriver.Backlog, error) {
+	var b outboxdriver.Backlog
 	q, done, err := s.backlogQuerier(ctx)
 	if err != nil {
 		return b, s.wrap("backlog", err)

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Rows is the part of a result set the store reads.
@@ -101,7 +102,7 @@ const (
 // Classifier translates a driver's error codes.
 type Classifier func(error) ErrorKind
 
-// Store implements outbox.Store and the transactional calls of outbox.Driver.
+// Store implements outboxdriver.Store and the transactional calls of outboxdriver.Driver.
 type Store struct {
 	db       DB
 	c        *compiled
@@ -127,18 +128,18 @@ func New(db DB, dialectName string, tables outbox.Tables, classify Classifier) (
 	return &Store{db: db, c: c, classify: classify, tables: tables, ko: c.ko}, nil
 }
 
-var _ outbox.Store = (*Store)(nil)
+var _ outboxdriver.Store = (*Store)(nil)
 
-// Dialect implements outbox.Store.
+// Dialect implements outboxdriver.Store.
 func (s *Store) Dialect() string { return s.c.name }
 
-// ClaimOverlap implements outbox.ClaimOverlapper. PostgreSQL's and MySQL's
+// ClaimOverlap implements outboxdriver.ClaimOverlapper. PostgreSQL's and MySQL's
 // claims commit at once and leave no lock behind, so Relay.Run may claim
 // beside a mark. SQLite's claims and marks take the one write lock (and hold
 // no connection in between), so a claim goes only beside a publish.
-func (s *Store) ClaimOverlap() outbox.ClaimOverlap { return s.c.claimer.overlap() }
+func (s *Store) ClaimOverlap() outboxdriver.ClaimOverlap { return s.c.claimer.overlap() }
 
-// Tables implements outbox.Store.
+// Tables implements outboxdriver.Store.
 func (s *Store) Tables() outbox.Tables { return s.tables }
 
 // wrap translates a database error at the boundary.

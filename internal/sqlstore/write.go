@@ -42,7 +42,7 @@ func InsertedOne(msgID string, rowsAffected int64) error {
 	return nil
 }
 
-// InsertTx implements outbox.Driver's InsertTx on q, the caller's transaction.
+// InsertTx implements outboxdriver.Driver's InsertTx on q, the caller's transaction.
 func (s *Store) InsertTx(ctx context.Context, q Querier, msgs []outbox.Message) error {
 	if len(msgs) == 1 {
 		m := &msgs[0]
@@ -178,7 +178,7 @@ func (s *Store) duplicates(ctx context.Context, q Querier, msgs []outbox.Message
 	return &outbox.DuplicateError{MsgIDs: dups}
 }
 
-// MarkConsumedTx implements outbox.Driver's MarkConsumedTx on q.
+// MarkConsumedTx implements outboxdriver.Driver's MarkConsumedTx on q.
 func (s *Store) MarkConsumedTx(ctx context.Context, q Querier, group, msgID string) (bool, error) {
 	n, err := q.Exec(ctx, s.c.Consume, group, msgID)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/plugin/outboxotel"
 )
 
@@ -185,9 +186,9 @@ func TestPropagatorFieldNames(t *testing.T) {
 	}
 }
 
-// fakeDriver is an outbox.Driver that keeps what the Writer inserts.
+// fakeDriver is an outboxdriver.Driver that keeps what the Writer inserts.
 type fakeDriver struct {
-	outbox.Store
+	outboxdriver.Store
 	inserted []outbox.Message
 	err      error
 }

@@ -9,13 +9,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/plugin/outboxotel"
 )
 
-// memDriver is an outbox.Driver that keeps the rows the Writer inserts and
+// memDriver is an outboxdriver.Driver that keeps the rows the Writer inserts and
 // hands them all to the relay's next claim.
 type memDriver struct {
-	outbox.Store
+	outboxdriver.Store
 	mu       sync.Mutex
 	rows     []outbox.Message
 	outcomes []outbox.Outcome
@@ -42,7 +43,7 @@ func (d *memDriver) RunInTx(context.Context, func(context.Context, fakeTx) error
 	return fmt.Errorf("not used")
 }
 
-func (d *memDriver) Claim(context.Context, outbox.ClaimParams) (outbox.Claim, error) {
+func (d *memDriver) Claim(context.Context, outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := &memClaim{d: d, msgs: d.rows}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -14,7 +14,7 @@ import (
 // in flight, a reading is served for BacklogInterval, and a scrape waits for
 // a read at most BacklogTimeout.
 type backlog struct {
-	reader   outbox.BacklogReader
+	reader   outboxdriver.BacklogReader
 	interval time.Duration
 	timeout  time.Duration
 
@@ -28,7 +28,7 @@ type backlog struct {
 
 // reading is the outcome of one backlog read.
 type reading struct {
-	b    outbox.Backlog
+	b    outboxdriver.Backlog
 	err  error
 	took time.Duration
 	at   time.Time // when the read ended; zero before the first

@@ -37,7 +37,7 @@
 //	outbox_backlog_read_duration_seconds            gauge: how long the last read took
 //	outbox_backlog_read_failures_total              counter
 //
-// The backlog comes from [outbox.BacklogReader], never from [outbox.Store.Stats]:
+// The backlog comes from [outboxdriver.BacklogReader], never from [outboxdriver.Store.Stats]:
 // Stats counts every row, SENT history included, which on PostgreSQL (whose
 // claim keeps status out of every index) reads the whole table. The
 // backlog read walks only the NEW and DEAD rows through indexes, so its cost grows

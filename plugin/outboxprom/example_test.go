@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/outbox-go/outbox/plugin/outboxprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -57,8 +58,8 @@ func Example_relay() {
 	// drv is an outbox driver (outboxpgx.New, outboxmysql.New,
 	// outboxsqlite.New): every one is a BacklogReader too.
 	var drv interface {
-		outbox.Store
-		outbox.BacklogReader
+		outboxdriver.Store
+		outboxdriver.BacklogReader
 	}
 	var pub outbox.Publisher // a broker adapter: outboxnats, outboxkafka, ...
 

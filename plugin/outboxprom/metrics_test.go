@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -213,7 +214,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 // fakeBacklog is a BacklogReader whose answer the test sets.
 type fakeBacklog struct {
 	reads   atomic.Int64
-	backlog outbox.Backlog
+	backlog outboxdriver.Backlog
 	err     error
 	// block, when set, makes Backlog wait for it to close, ignoring ctx.
 	block chan struct{}
@@ -221,14 +222,14 @@ type fakeBacklog struct {
 	heed bool
 }
 
-func (f *fakeBacklog) Backlog(ctx context.Context) (outbox.Backlog, error) {
+func (f *fakeBacklog) Backlog(ctx context.Context) (outboxdriver.Backlog, error) {
 	f.reads.Add(1)
 	if f.block != nil {
 		if f.heed {
 			select {
 			case <-f.block:
 			case <-ctx.Done():
-				return outbox.Backlog{}, ctx.Err()
+				return outboxdriver.Backlog{}, ctx.Err()
 			}
 		} else {
 			<-f.block
@@ -245,7 +246,7 @@ outbox_backlog_up %d
 
 func TestBacklogGauges(t *testing.T) {
 	t.Parallel()
-	f := &fakeBacklog{backlog: outbox.Backlog{Pending: 7, OldestPendingAge: 90 * time.Second, Dead: 3, DeadCounted: true}}
+	f := &fakeBacklog{backlog: outboxdriver.Backlog{Pending: 7, OldestPendingAge: 90 * time.Second, Dead: 3, DeadCounted: true}}
 	_, reg := newMetrics(t, Backlog(f), BacklogInterval(time.Hour))
 	want := fmt.Sprintf(backlogHelp, 1) + `
 # HELP outbox_dead_messages DEAD messages in the outbox table, waiting for an operator (reported where the store counts them through an index: every SQL dialect at its latest schema).
@@ -274,7 +275,7 @@ outbox_backlog_read_failures_total 0
 
 func TestBacklogUncountedDead(t *testing.T) {
 	t.Parallel()
-	f := &fakeBacklog{backlog: outbox.Backlog{Pending: 1}}
+	f := &fakeBacklog{backlog: outboxdriver.Backlog{Pending: 1}}
 	_, reg := newMetrics(t, Backlog(f), BacklogInterval(0))
 	for range 2 {
 		if n, err := testutil.GatherAndCount(reg, "outbox_dead_messages"); err != nil || n != 0 {

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // Opt configures a Metrics; see New.
@@ -28,7 +28,7 @@ type cfg struct {
 	namespace       string
 	buckets         []float64
 	maxTopics       int
-	backlog         outbox.BacklogReader
+	backlog         outboxdriver.BacklogReader
 	backlogInterval time.Duration
 	backlogTimeout  time.Duration
 }
@@ -84,7 +84,7 @@ func MaxTopics(n int) Opt { return opt(func(c *cfg) { c.maxTopics = n }) }
 // outbox driver's store is one): pending and dead messages and the age of
 // the oldest pending one. Defaults to none: without it the Metrics reports
 // the relay's series only.
-func Backlog(r outbox.BacklogReader) Opt { return opt(func(c *cfg) { c.backlog = r }) }
+func Backlog(r outboxdriver.BacklogReader) Opt { return opt(func(c *cfg) { c.backlog = r }) }
 
 // BacklogInterval is how long a backlog reading is served before a scrape
 // reads it again, so that several scrapers (two Prometheus replicas) do not

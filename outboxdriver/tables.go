@@ -1,9 +1,13 @@
-package outbox
+package outboxdriver
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ErrInvalidIdentifier reports a table name that is not a plain SQL identifier.
+var ErrInvalidIdentifier = errors.New("outbox: invalid identifier")
 
 // Default table names.
 const (

@@ -1,4 +1,4 @@
-package outbox
+package outboxdriver
 
 import (
 	"encoding/json"
@@ -34,12 +34,12 @@ func (s Status) String() string {
 // Message is one row of the outbox table.
 //
 // A caller that writes a message fills MsgID, Topic, Payload and optionally Key and
-// Headers; the remaining fields are set by the database and ignored by the Writer.
+// Headers; the remaining fields are set by the database and ignored by outbox.Writer.
 type Message struct {
 	// MsgID identifies the message for its whole life, on both sides: the relay
 	// publishes it as the CloudEvents id and consumers deduplicate by it. Made by
 	// the business, e.g. "order-42:OrderPaid". 1 to 64 characters and at most
-	// 255 bytes (MaxShortStringBytes), printable text (TextProblem).
+	// 255 bytes (outbox.MaxShortStringBytes), printable text (outbox.TextProblem).
 	MsgID string
 	// Topic names the kind of event, e.g. "order.paid"; it is the CloudEvents
 	// type and the default destination on a broker. 1 to 128 characters and at
@@ -56,7 +56,7 @@ type Message struct {
 	// attributes: names are 1 to 64 lower-case letters and digits, which every
 	// transport carries unchanged, and not a name the CloudEvents mapping sets
 	// itself (id, type, time...); values are printable text; names and values
-	// together take at most 8192 bytes (MaxHeadersBytes).
+	// together take at most 8192 bytes (outbox.MaxHeadersBytes).
 	Headers map[string]string
 
 	// ID is the row's id, assigned by the database in commit-independent order.

@@ -1,4 +1,4 @@
-package outbox
+package outboxdriver
 
 import (
 	"context"
@@ -7,66 +7,103 @@ import (
 
 // Driver is the seam between the outbox and one database library: it runs the
 // dialect's SQL on the caller's transactions (of type TTx: pgx.Tx, *sql.Tx) and
-// on its own connections. Drivers live in modules of their own (outboxpgx,
-// outboxmysql, outboxsqlite) and all pass the shared suite in package drivertest.
-//
-// This interface is for driver authors. It is not stable: methods may change in
-// minor releases. Applications use Writer, Inbox, Relay and Store's admin calls.
+// on its own connections. outbox.NewWriter takes its Inserter part,
+// outbox.NewInbox its InboxStore part, outbox.NewRelay, outbox.NewCleaner and
+// package admin the parts of its Store they use.
 type Driver[TTx any] interface {
 	Store
+	Inserter[TTx]
+	InboxStore[TTx]
+}
 
+// Inserter is the part of a Driver that outbox.Writer writes through.
+type Inserter[TTx any] interface {
 	// InsertTx inserts msgs, already validated, in tx. All or nothing: when a
-	// msg_id exists it returns a *DuplicateError, inserts none of msgs and leaves
-	// tx usable.
+	// msg_id exists it returns a *outbox.DuplicateError, inserts none of msgs
+	// and leaves tx usable.
 	InsertTx(ctx context.Context, tx TTx, msgs []Message) error
+}
 
+// InboxStore is the part of a Driver that outbox.Inbox records consumed
+// messages through.
+type InboxStore[TTx any] interface {
 	// MarkConsumedTx records (group, msgID) in the inbox table in tx and reports
 	// whether it was new. A duplicate returns false and leaves tx usable. An
-	// error that means the database cannot be reached satisfies IsUnavailable
-	// (DatabaseUnavailable).
+	// error that means the database cannot be reached satisfies
+	// outbox.IsUnavailable (outbox.DatabaseUnavailable).
 	MarkConsumedTx(ctx context.Context, tx TTx, group, msgID string) (bool, error)
 
 	// RunInTx runs fn in a new transaction, committed when fn returns nil and
 	// rolled back otherwise. An error that means the database cannot be
 	// reached (it cannot connect, the connection was lost, the server is
-	// shutting down), fn's included, satisfies IsUnavailable
-	// (DatabaseUnavailable), unless it satisfies IsPermanent.
+	// shutting down), fn's included, satisfies outbox.IsUnavailable
+	// (outbox.DatabaseUnavailable), unless it satisfies outbox.IsPermanent.
 	RunInTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
 }
 
 // Store is the part of a Driver that works on its own connections: the relay's
-// claim and mark, migrations and the admin calls.
+// claim and mark, migrations, the admin calls and the cleanup.
 type Store interface {
+	Describer
+	Migrator
+	Claimer
+	Admin
+	Pruner
+}
+
+// Describer names what a store works on.
+type Describer interface {
 	// Dialect names the SQL dialect: "postgres", "mysql" or "sqlite".
 	Dialect() string
 	// Tables returns the validated table names the store works on.
 	Tables() Tables
+}
 
+// Migrator creates and upgrades the tables.
+type Migrator interface {
 	// Migrate creates or upgrades the tables. Safe to run again and from several
 	// processes at once.
 	Migrate(ctx context.Context) error
 	// SchemaVersion returns the latest applied migration (0 when none).
 	SchemaVersion(ctx context.Context) (int, error)
+}
 
+// Claimer is what outbox.NewRelay takes: the claim of due messages. The
+// relay also uses those of the optional interfaces of this package that the
+// Claimer implements (ClaimOverlapper, DueChecker, Watcher, KeyOrderer,
+// Streamer and IDClaimer).
+type Claimer interface {
+	Describer
 	// Claim takes up to p.Limit messages that are NEW and due, oldest id first,
 	// such that no other claim holds any of them until this one is finished or
 	// aborted (or, for lease-based stores, until p.Lease has passed).
-	// Relay.Run may hold the next claim while it finishes the previous one,
+	// outbox.Relay.Run may hold the next claim while it finishes the previous one,
 	// so an open claim must never make another claim's Finish wait; a store
 	// that cannot promise that implements ClaimOverlapper.
 	Claim(ctx context.Context, p ClaimParams) (Claim, error)
+}
 
+// Admin is what package admin's handler takes: the calls an operator makes.
+// The handler also uses BacklogReader when the Admin implements it; package
+// console needs DeadSearcher and TopicBacklogReader as well.
+type Admin interface {
+	Describer
 	// Stats counts messages per status and topic.
 	Stats(ctx context.Context) (Stats, error)
 	// ListMessages lists messages by filter, oldest first, without payloads.
 	ListMessages(ctx context.Context, f ListFilter) ([]Message, error)
-	// GetMessage returns one message with its payload, or ErrNotFound.
+	// GetMessage returns one message with its payload, or outbox.ErrNotFound.
 	GetMessage(ctx context.Context, msgID string) (Message, error)
 	// RetryDead moves matching DEAD messages back to NEW with their retry count
 	// reset, recording note in last_error. It returns how many moved.
 	RetryDead(ctx context.Context, f DeadFilter, note string) (int64, error)
 	// DropDead deletes matching DEAD messages and returns how many.
 	DropDead(ctx context.Context, f DeadFilter) (int64, error)
+}
+
+// Pruner is what outbox.NewCleaner takes: the deletion of old rows.
+type Pruner interface {
+	Describer
 	// DeleteSent deletes at most limit SENT messages sent before the cutoff
 	// (database clock minus olderThan) and returns how many.
 	DeleteSent(ctx context.Context, olderThan time.Duration, limit int) (int64, error)

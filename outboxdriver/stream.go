@@ -1,4 +1,4 @@
-package outbox
+package outboxdriver
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 // from the database's change stream (PostgreSQL: logical replication with
 // pgoutput; MySQL and MariaDB: the binary log in ROW format), in the commit
 // order of their transactions.
-//
-// This interface is for driver authors and is not stable.
 type Streamer interface {
 	// Stream reads the inserts committed to the outbox table until ctx
 	// ends or the stream fails, and calls fn with the messages of one or
@@ -42,8 +40,6 @@ var ErrStreamBusy = errors.New("outbox: change stream taken by another relay")
 
 // IDClaimer is implemented by a Store that can claim given messages by id,
 // as the CDC relay does with the messages a Streamer delivers.
-//
-// This interface is for driver authors and is not stable.
 type IDClaimer interface {
 	// ClaimIDs claims those of ids whose rows are NEW, due, and held by no
 	// other claim, as Claim would, under a lease of lease. Rows already
@@ -64,8 +60,6 @@ type StreamLag struct {
 }
 
 // StreamLagger is implemented by a Streamer that can tell its lag.
-//
-// This interface is for driver authors and is not stable.
 type StreamLagger interface {
 	// StreamLag returns the lag of the stream running now; ok is false
 	// while no Stream call streams.
