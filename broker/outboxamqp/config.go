@@ -99,12 +99,13 @@ type PublisherConfig struct {
 	// amqp.DialConfig of your own); the URL's host, user, password, vhost,
 	// heartbeat, channel_max, auth_mechanism and TLS parameters, and TLS,
 	// are not used, and the URL may be empty or hold only query parameters
-	// ("?exchange=orders"). The other parameters and fields apply, and
-	// DialTimeout bounds each call through ctx, which ends then. An error is
-	// reported as a failed connection attempt is: outbox.Unavailable, or
-	// ErrRefusedLogin for amqp091-go's refused logins. Each call must return
-	// a new connection: the publisher owns it and closes it when it replaces
-	// it and in Close. Defaults to nil.
+	// ("?exchange=orders"). The other parameters and fields apply. ctx ends
+	// after DialTimeout: a call that returns later counts as failed, and its
+	// connection is closed. An error is reported as a failed connection
+	// attempt is: outbox.Unavailable, or ErrRefusedLogin for amqp091-go's
+	// refused logins. Each call must return a new connection: the publisher
+	// owns it and closes it when it replaces it and in Close. Defaults to
+	// nil.
 	Dial func(ctx context.Context) (*amqp.Connection, error)
 }
 
