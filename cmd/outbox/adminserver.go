@@ -122,7 +122,7 @@ func (o *adminOptions) tokens() ([]console.Token, error) {
 	}
 	fh, err := os.Open(o.tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--admin-token-file %s: %w", o.tokenFile, unwrapAll(err))
+		return nil, fmt.Errorf("--admin-token-file %s: %w", o.tokenFile, cli.UnwrapAll(err))
 	}
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
@@ -136,7 +136,7 @@ func (o *adminOptions) tokens() ([]console.Token, error) {
 			name, secret = fmt.Sprintf("token-%d", n), line
 		}
 		secret = strings.TrimSpace(secret)
-		addSecret(secret)
+		cli.AddSecret(secret)
 		if len(secret) < 16 {
 			return nil, fmt.Errorf("--admin-token-file %s: the token on line %d is %d characters long; give 16 or more", o.tokenFile, n, len(secret))
 		}

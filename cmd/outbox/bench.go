@@ -7,9 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"runtime/pprof"
 	"sort"
@@ -23,7 +23,7 @@ import (
 )
 
 type benchOptions struct {
-	db           *dbOptions
+	db           *dbopen.Options
 	broker       string
 	messages     int
 	batch        int
@@ -122,10 +122,10 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 func newBenchFlags(stdout io.Writer) (*cli.FlagSet, *benchOptions) {
 	f := cli.NewFlagSet("outbox bench", "--db DSN --broker URL [flags]",
 		"measure the relay's throughput and latency on a table of its own", stdout)
-	o := &benchOptions{db: addDBFlags(f)}
+	o := &benchOptions{db: dbopen.AddFlags(f)}
 	f.SetDefault("table", "outbox_bench")
 	f.SetDefault("inbox-table", "outbox_bench_inbox")
-	o.db.table, o.db.inboxTable = "outbox_bench", "outbox_bench_inbox"
+	o.db.Table, o.db.InboxTable = "outbox_bench", "outbox_bench_inbox"
 	f.StringVar(&o.broker, "broker", "discard:", "URL", "where to publish: discard:, nats://, amqp://, kafka://, kfake: (an in-process fake Kafka), redis://, mqtt://, http(s)://; for a broker, each run also measures the broker's own acked publish rate and the relay's rate with discard:")
 	f.IntVar(&o.messages, "messages", 100000, "N", "messages per run")
 	f.IntVar(&o.batch, "batch", 500, "N", "relay batch size")
@@ -204,10 +204,10 @@ func (o *benchOptions) validate(hint string) error {
 // CPU profile of --cpuprofile. It pushes on closers what is to be undone
 // after the figures are out: the profile, the rows (unless --keep) and the
 // database.
-func prepareBench(ctx context.Context, o *benchOptions, closers *closeStack) (*database, error) {
+func prepareBench(ctx context.Context, o *benchOptions, closers *closeStack) (*dbopen.Database, error) {
 	conns := 2*o.relays + o.producers + 4 // each relay may hold a claim ahead
-	o.db.dsn = withPoolSize(o.db.dsn, conns)
-	db, err := o.db.open(ctx, false)
+	o.db.DSN = dbopen.WithPoolSize(o.db.DSN, conns)
+	db, err := o.db.Open(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func prepareBench(ctx context.Context, o *benchOptions, closers *closeStack) (*d
 // openBenchPublishers prepares the broker of --broker (nil for discard:
 // and webhooks) and opens the relays' publishers through it, pushing on
 // closers what is to be closed.
-func openBenchPublishers(ctx context.Context, db *database, o *benchOptions, stdout io.Writer, closers *closeStack) (*brokerBench, []outbox.Publisher, error) {
+func openBenchPublishers(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout io.Writer, closers *closeStack) (*brokerBench, []outbox.Publisher, error) {
 	bb, err := newBrokerBench(ctx, o.broker, stdout)
 	if err != nil {
 		return nil, nil, err
@@ -296,24 +296,11 @@ func scalingCap(relays int, util float64) float64 {
 }
 
 // rawStore is the SQL store under the driver, for Truncate.
-func rawStore(db *database) *sqlstore.Store {
+func rawStore(db *dbopen.Database) *sqlstore.Store {
 	if db.PG != nil {
 		return db.PG.Store
 	}
 	return db.SQL.Store
-}
-
-// withPoolSize makes a PostgreSQL pool large enough for every relay and
-// producer, unless the DSN sets its own size.
-func withPoolSize(dsn string, n int) string {
-	if !strings.HasPrefix(dsn, "postgres") || strings.Contains(dsn, "pool_max_conns") {
-		return dsn
-	}
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	return dsn + sep + "pool_max_conns=" + url.QueryEscape(fmt.Sprint(n))
 }
 
 func randomPrefix() string {
@@ -414,7 +401,7 @@ func (h *benchHook) OnBatch(_ context.Context, rep outbox.BatchReport) {
 }
 
 // benchRun runs o.relays relays, the i-th publishing through pubs[i % len(pubs)].
-func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
+func benchRun(ctx context.Context, db *dbopen.Database, pubs []outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
 	payload := benchPayload(o.payloadBytes)
 	if o.producers == 0 {
 		if err := fill(ctx, db, prefix, o.messages, o.fillKeys, payload, o.poison); err != nil {
@@ -480,7 +467,7 @@ func benchRun(ctx context.Context, db *database, pubs []outbox.Publisher, o *ben
 }
 
 // produce writes n messages, one per transaction, as a service would.
-func produce(ctx context.Context, db *database, prefix string, n int, payload func(int) json.RawMessage) error {
+func produce(ctx context.Context, db *dbopen.Database, prefix string, n int, payload func(int) json.RawMessage) error {
 	for i := range n {
 		m := outbox.Message{MsgID: fmt.Sprintf("%s-%d", prefix, i), Topic: benchTopic, Payload: payload(i)}
 		if err := writeTx(ctx, db, []outbox.Message{m}); err != nil {
@@ -490,7 +477,7 @@ func produce(ctx context.Context, db *database, prefix string, n int, payload fu
 	return nil
 }
 
-func writeTx(ctx context.Context, db *database, msgs []outbox.Message) error {
+func writeTx(ctx context.Context, db *dbopen.Database, msgs []outbox.Message) error {
 	if db.PG != nil {
 		return writeWith(ctx, db.PG, msgs)
 	}
@@ -499,7 +486,7 @@ func writeTx(ctx context.Context, db *database, msgs []outbox.Message) error {
 
 // insertUnchecked inserts m without the Writer's validation, as a plain SQL
 // INSERT of another program would.
-func insertUnchecked(ctx context.Context, db *database, m outbox.Message) error {
+func insertUnchecked(ctx context.Context, db *dbopen.Database, m outbox.Message) error {
 	if db.PG != nil {
 		return insertWith(ctx, db.PG, m)
 	}

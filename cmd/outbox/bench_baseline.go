@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +17,7 @@ import (
 // failure. It walks the primary key from its last id, as a loop written for
 // this schema would (PostgreSQL's outbox table has no status index, so that
 // its SENT update can be HOT).
-func benchBaseline(ctx context.Context, db *database, o *benchOptions, prefix string) (float64, error) {
+func benchBaseline(ctx context.Context, db *dbopen.Database, o *benchOptions, prefix string) (float64, error) {
 	if db.PG == nil {
 		return 0, fmt.Errorf("--baseline is for PostgreSQL")
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"net"
 	"net/http"
@@ -32,7 +34,7 @@ const poisonMarker = "outbox-bench-poison"
 // prints both rates and their ratio; its last line is `result
 // msgs_per_s=<healthy> poisoned_msgs_per_s=<n> poison_ratio=<n>` (medians
 // over --runs).
-func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.Writer) error {
+func benchPoison(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout io.Writer) error {
 	target, err := newPoisonTarget(ctx, o, stdout)
 	if err != nil {
 		return err
@@ -46,7 +48,7 @@ func benchPoison(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	pubs := []outbox.Publisher{pub}
 	st := rawStore(db)
 	fmt.Fprintf(stdout, "bench: %s, %s: messages=%d batch=%d relays=%d payload=%dB runs=%d\n",
-		db.where, target.where, o.messages, o.batch, o.relays, o.payloadBytes, o.runs)
+		db.Where, target.where, o.messages, o.batch, o.relays, o.payloadBytes, o.runs)
 	prefix := benchMsgIDPrefix + randomPrefix()
 	var healthy, poisoned, ratios []float64
 	for run := 1; run <= o.runs; run++ {
@@ -123,7 +125,7 @@ func newPoisonTarget(ctx context.Context, o *benchOptions, stdout io.Writer) (*p
 		if err != nil {
 			return nil, err
 		}
-		return &poisonTarget{url: bb.url, where: "RabbitMQ at " + redactDSN(o.broker) + ", the poison with a header of 200 KB",
+		return &poisonTarget{url: bb.url, where: "RabbitMQ at " + cli.RedactDSN(o.broker) + ", the poison with a header of 200 KB",
 			poison: func(msgID string) *outbox.Message {
 				return &outbox.Message{MsgID: msgID, Topic: benchTopic, Payload: json.RawMessage(`{"poison":true}`),
 					Headers: map[string]string{"big": strings.Repeat("x", 200<<10)}}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"runtime"
 	"time"
@@ -15,7 +17,7 @@ import (
 // relays through pubs, each with the baselines its flags ask for, and the
 // figures of every run for the medians of the last lines.
 type relayBench struct {
-	db     *database
+	db     *dbopen.Database
 	bb     *brokerBench // nil for discard: and webhooks
 	pubs   []outbox.Publisher
 	o      *benchOptions
@@ -35,9 +37,9 @@ type brokerCeiling struct {
 
 // benchRelayRuns runs --runs runs of the relays through pubs and prints
 // each run's figures, then the medians.
-func benchRelayRuns(ctx context.Context, db *database, bb *brokerBench, pubs []outbox.Publisher, o *benchOptions, stdout io.Writer) error {
+func benchRelayRuns(ctx context.Context, db *dbopen.Database, bb *brokerBench, pubs []outbox.Publisher, o *benchOptions, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "bench: %s, broker %s: messages=%d batch=%d relays=%d producers=%d payload=%dB runs=%d\n",
-		db.where, redactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
+		db.Where, cli.RedactDSN(o.broker), o.messages, o.batch, o.relays, o.producers, o.payloadBytes, o.runs)
 	b := &relayBench{db: db, bb: bb, pubs: pubs, o: o, out: stdout, prefix: benchMsgIDPrefix + randomPrefix()}
 	for run := 1; run <= o.runs; run++ {
 		if err := b.run(ctx, run); err != nil {

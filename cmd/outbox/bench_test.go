@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -107,7 +108,7 @@ func TestWriterRoundWaitsForFirstCommit(t *testing.T) {
 	t.Parallel()
 	b := newPostgres(t)
 	ctx := context.Background()
-	d, err := openDatabase(ctx, b.dsn, dbTLS{}, outbox.Tables{})
+	d, err := dbopen.Open(ctx, b.dsn, dbopen.TLS{}, outbox.Tables{})
 	if err != nil {
 		t.Fatal(err)
 	}

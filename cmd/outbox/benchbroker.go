@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"net/url"
 	"strings"
@@ -89,7 +90,7 @@ func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float6
 	cpu := o.meter.sample()
 	d, err := b.adapter.baseline(ctx, b.url, benchTopic, o.messages, o.payloadBytes, o.batch)
 	if err != nil {
-		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, scrub(cli.OneLine(err.Error())))
+		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, cli.Scrub(cli.OneLine(err.Error())))
 	}
 	return float64(o.messages) / d.Seconds(), o.meter.since(cpu, int64(o.messages)), nil
 }
@@ -101,16 +102,16 @@ func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float6
 func bindBenchQueue(ctx context.Context, rawURL string) (func(), error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("--broker: %s", scrub(unwrapAll(err).Error()))
+		return nil, fmt.Errorf("--broker: %s", cli.Scrub(cli.UnwrapAll(err).Error()))
 	}
 	exchange := u.Query().Get("exchange")
 	if exchange == "" {
 		exchange = "outbox"
 	}
 	u.RawQuery = ""
-	conn, err := amqp.DialConfig(u.String(), amqp.Config{Dial: amqp.DefaultDial(connectTimeout)})
+	conn, err := amqp.DialConfig(u.String(), amqp.Config{Dial: amqp.DefaultDial(dbopen.ConnectTimeout)})
 	if err != nil {
-		return nil, outbox.Unavailable(fmt.Errorf("bench: connect to %s: %w", redactDSN(u.String()), err))
+		return nil, outbox.Unavailable(fmt.Errorf("bench: connect to %s: %w", cli.RedactDSN(u.String()), err))
 	}
 	ch, err := conn.Channel()
 	if err != nil {

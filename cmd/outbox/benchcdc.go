@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"log/slog"
 	"sync"
@@ -16,7 +17,7 @@ import (
 // cdcPreflight refuses, for bench --cdc, a database that cannot stream:
 // anything but PostgreSQL, a wal_level other than logical, a role without
 // REPLICATION.
-func cdcPreflight(ctx context.Context, db *database) error {
+func cdcPreflight(ctx context.Context, db *dbopen.Database) error {
 	if db.PG == nil {
 		return fmt.Errorf("--cdc compares the CDC relay (PostgreSQL logical replication) with polling: give a postgres:// --db, not %s", db.Dialect)
 	}
@@ -45,10 +46,10 @@ FROM pg_roles AS r WHERE r.rolname = current_user`).Scan(&walLevel, &repl, &role
 // first write to the last ack. Its last line is `result
 // cdc_msgs_per_s=<n> poll_msgs_per_s=<n> cdc_ratio=<n>` (medians over
 // --runs).
-func benchCDC(ctx context.Context, db *database, o *benchOptions, stdout io.Writer) error {
+func benchCDC(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout io.Writer) error {
 	st := rawStore(db)
 	fmt.Fprintf(stdout, "bench: %s, broker discard: (CDC relay and polling relay): messages=%d batch=%d payload=%dB runs=%d\n",
-		db.where, o.messages, o.batch, o.payloadBytes, o.runs)
+		db.Where, o.messages, o.batch, o.payloadBytes, o.runs)
 	prefix := benchMsgIDPrefix + randomPrefix()
 	var cdcRates, pollRates, ratios []float64
 	for run := 1; run <= o.runs; run++ {
@@ -88,7 +89,7 @@ func benchCDC(ctx context.Context, db *database, o *benchOptions, stdout io.Writ
 // benchLiveRun starts one relay publishing to outbox.Discard, with CDC or
 // polling, waits until it is ready, writes o.messages in transactions of
 // o.batch and waits until every one is acked.
-func benchLiveRun(ctx context.Context, db *database, o *benchOptions, cdc bool, prefix string) (benchResult, error) {
+func benchLiveRun(ctx context.Context, db *dbopen.Database, o *benchOptions, cdc bool, prefix string) (benchResult, error) {
 	payload := benchPayload(o.payloadBytes)
 	hook := &benchHook{target: int64(o.messages), finished: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -176,7 +177,7 @@ func sleepFor(ctx context.Context, d time.Duration) bool {
 }
 
 // fillChunks writes n messages in transactions of chunk, as fill does.
-func fillChunks(ctx context.Context, db *database, prefix string, n, chunk int, payload func(int) json.RawMessage) error {
+func fillChunks(ctx context.Context, db *dbopen.Database, prefix string, n, chunk int, payload func(int) json.RawMessage) error {
 	for start := 0; start < n; start += chunk {
 		end := min(start+chunk, n)
 		msgs := make([]outbox.Message, 0, end-start)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"strings"
 
 	"github.com/outbox-go/outbox"
@@ -20,7 +21,7 @@ func benchPayload(size int) func(i int) json.RawMessage {
 // fill inserts n messages in transactions of up to 1000, untimed, and
 // poison, when not nil, after the first half of them; with keys above 0,
 // message i has key i mod keys (benchKey).
-func fill(ctx context.Context, db *database, prefix string, n, keys int, payload func(int) json.RawMessage, poison *outbox.Message) error {
+func fill(ctx context.Context, db *dbopen.Database, prefix string, n, keys int, payload func(int) json.RawMessage, poison *outbox.Message) error {
 	const chunk = 1000
 	for start := 0; start < n; {
 		end := min(start+chunk, n)

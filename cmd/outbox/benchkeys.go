@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"time"
 
@@ -16,9 +18,9 @@ import (
 // first message of one key refused every time, which holds back that key's
 // other messages. It prints keyed/unkeyed and, with --blocked, the other
 // keys' rate over the keyed rate, per run and as medians.
-func benchKeys(ctx context.Context, db *database, pubs []outbox.Publisher, o *benchOptions, stdout io.Writer) error {
+func benchKeys(ctx context.Context, db *dbopen.Database, pubs []outbox.Publisher, o *benchOptions, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "bench keys: %s, broker %s: messages=%d keys=%d batch=%d relays=%d payload=%dB runs=%d\n",
-		db.where, redactDSN(o.broker), o.messages, o.keys, o.batch, o.relays, o.payloadBytes, o.runs)
+		db.Where, cli.RedactDSN(o.broker), o.messages, o.keys, o.batch, o.relays, o.payloadBytes, o.runs)
 	prefix := benchMsgIDPrefix + randomPrefix()
 	var keyedRatios, blockedRatios, rates []float64
 	for run := 1; run <= o.runs; run++ {
@@ -70,7 +72,7 @@ func benchKeys(ctx context.Context, db *database, pubs []outbox.Publisher, o *be
 // (key 0's first) refused every time: the key's other messages wait behind
 // it, and the run ends when every other message is sent. Its rows stay NEW
 // until the table is emptied.
-func benchBlocked(ctx context.Context, db *database, pubs []outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
+func benchBlocked(ctx context.Context, db *dbopen.Database, pubs []outbox.Publisher, o *benchOptions, prefix string) (benchResult, error) {
 	blocked := prefix + "-0"
 	wrapped := make([]outbox.Publisher, len(pubs))
 	for i, p := range pubs {
@@ -123,14 +125,14 @@ func refuseOne(p outbox.Publisher, msgID string) outbox.Publisher {
 // benchWriterKeys runs `outbox bench --writer --keys N`: rounds of the
 // business transaction with an outbox insert without a key and with one of
 // N keys, alternating which goes first, and prints keyed/unkeyed per shape.
-func benchWriterKeys(ctx context.Context, db *database, o *benchOptions, stdout io.Writer) error {
+func benchWriterKeys(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout io.Writer) error {
 	stmts := benchBusinessSQL[db.Dialect]
 	if err := execScript(ctx, db, stmts[0]); err != nil {
 		return fmt.Errorf("writer bench: create business tables: %w", err)
 	}
 	rounds := max(o.runs, 3)
 	fmt.Fprintf(stdout, "bench writer keys: %s: producers=%d keys=%d payload=%dB, %d rounds of %s each way per shape\n",
-		db.where, o.producers, o.keys, o.payloadBytes, rounds, o.round)
+		db.Where, o.producers, o.keys, o.payloadBytes, rounds, o.round)
 	payload := benchPayload(o.payloadBytes)
 	prefix := benchMsgIDPrefix + "wk" + randomPrefix()
 	ratios := map[string]float64{}

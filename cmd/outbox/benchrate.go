@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"log/slog"
 	"os"
@@ -43,8 +44,8 @@ func addRateFlags(f *cli.FlagSet, o *benchOptions) {
 // rateBench is one `outbox bench --rate` or `--idle` session.
 type rateBench struct {
 	o      *benchOptions
-	db     *database // the producers'
-	relay  *database // the relay's: its own pool, as another process would have
+	db     *dbopen.Database // the producers'
+	relay  *dbopen.Database // the relay's: its own pool, as another process would have
 	recv   *rateReceiver
 	pub    outbox.Publisher
 	biz    string
@@ -53,7 +54,7 @@ type rateBench struct {
 }
 
 // benchRate runs the --idle and --rate benches and prints their result.
-func benchRate(ctx context.Context, db *database, o *benchOptions, stdout io.Writer) error {
+func benchRate(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout io.Writer) error {
 	ro := o.rateOpts
 	if ro.producer != "sql" && ro.producer != "writer" {
 		return fmt.Errorf("--producer %q: give sql or writer", ro.producer)
@@ -62,8 +63,8 @@ func benchRate(ctx context.Context, db *database, o *benchOptions, stdout io.Wri
 	rb.conns = o.producers
 	if db.Dialect != "sqlite" {
 		relayDB := *o.db
-		relayDB.dsn = withAppName(o.db.dsn, benchRelayApp)
-		rdb, err := relayDB.open(ctx, false)
+		relayDB.DSN = withAppName(o.db.DSN, benchRelayApp)
+		rdb, err := relayDB.Open(ctx, false)
 		if err != nil {
 			return err
 		}
@@ -89,7 +90,7 @@ func benchRate(ctx context.Context, db *database, o *benchOptions, stdout io.Wri
 		defer rb.exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+rb.biz)
 	}
 	fmt.Fprintf(stdout, "bench: %s, relay default config, webhook to a local receiver; producers=%d (%s) rate=%d/s duration=%s runs=%d\n",
-		db.where, rb.conns, ro.producer, ro.rate, ro.duration, o.runs)
+		db.Where, rb.conns, ro.producer, ro.rate, ro.duration, o.runs)
 	idle := ""
 	if ro.idle > 0 {
 		pct, err := rb.idleCPU(ctx, stdout)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -60,7 +61,7 @@ var benchTableSQL = map[string]benchTableStatements{
 // checkBenchTables refuses tables that hold rows bench did not write, as
 // bench empties them before its first run: a relay's table given by mistake
 // would lose its messages. A table a previous bench left is accepted.
-func checkBenchTables(ctx context.Context, db *database, hint string) error {
+func checkBenchTables(ctx context.Context, db *dbopen.Database, hint string) error {
 	stmts, ok := benchTableSQL[db.Dialect]
 	if !ok {
 		return errors.New("bench: no check of the tables for dialect " + db.Dialect)
@@ -69,7 +70,7 @@ func checkBenchTables(ctx context.Context, db *database, hint string) error {
 	var msgID, topic string
 	found, err := stmts.query(ctx, db, stmts.foreign, t.Outbox, []any{benchMsgIDPrefix + "%", benchTopic, legacyBenchMsgIDs}, &msgID, &topic)
 	if err != nil {
-		return fmt.Errorf("bench: read table %q in %s: %w", t.Outbox, db.where, err)
+		return fmt.Errorf("bench: read table %q in %s: %w", t.Outbox, db.Where, err)
 	}
 	if found {
 		return cli.Usagef(hint, "bench: table %q holds rows bench did not write (msg_id %q, topic %q), and bench empties its table before the first run; "+
@@ -81,7 +82,7 @@ func checkBenchTables(ctx context.Context, db *database, hint string) error {
 	var group string
 	found, err = stmts.query(ctx, db, stmts.inbox, t.Inbox, nil, &group, &msgID)
 	if err != nil {
-		return fmt.Errorf("bench: read table %q in %s: %w", t.Inbox, db.where, err)
+		return fmt.Errorf("bench: read table %q in %s: %w", t.Inbox, db.Where, err)
 	}
 	if found {
 		return cli.Usagef(hint, "bench: table %q holds rows bench did not write (consumer group %q, msg_id %q), and on %s bench empties --inbox-table with its table; "+
@@ -92,7 +93,7 @@ func checkBenchTables(ctx context.Context, db *database, hint string) error {
 
 // query runs q on table with args and scans its first row into dest; found
 // is false when the table or the row does not exist.
-func (s benchTableStatements) query(ctx context.Context, db *database, q, table string, args []any, dest ...any) (found bool, err error) {
+func (s benchTableStatements) query(ctx context.Context, db *dbopen.Database, q, table string, args []any, dest ...any) (found bool, err error) {
 	var exists bool
 	if _, err := queryOne(ctx, db, s.exists, []any{table}, &exists); err != nil || !exists {
 		return false, err
@@ -102,7 +103,7 @@ func (s benchTableStatements) query(ctx context.Context, db *database, q, table 
 
 // queryOne runs q and scans its first row into dest; found is false when
 // there is none.
-func queryOne(ctx context.Context, db *database, q string, args []any, dest ...any) (found bool, err error) {
+func queryOne(ctx context.Context, db *dbopen.Database, q string, args []any, dest ...any) (found bool, err error) {
 	if db.PG != nil {
 		err = db.PG.Pool().QueryRow(ctx, q, args...).Scan(dest...)
 	} else {

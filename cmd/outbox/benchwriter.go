@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -83,14 +84,14 @@ var benchTransferSQL = map[string][3]string{
 // in alternating rounds so that both see the same machine; it prints the
 // median of each and the median of the rounds' ratios (each ratio pairs two
 // measurements taken seconds apart, which this noisy host needs).
-func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.Writer) error {
+func benchWriter(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout io.Writer) error {
 	stmts := benchBusinessSQL[db.Dialect]
 	if err := execScript(ctx, db, stmts[0]); err != nil {
 		return fmt.Errorf("writer bench: create business tables: %w", err)
 	}
 	round := o.round
 	rounds := max(o.runs, 3)
-	fmt.Fprintf(stdout, "bench writer: %s: producers=%d payload=%dB, %d rounds of %s each way per shape\n", db.where, o.producers, o.payloadBytes, rounds, round)
+	fmt.Fprintf(stdout, "bench writer: %s: producers=%d payload=%dB, %d rounds of %s each way per shape\n", db.Where, o.producers, o.payloadBytes, rounds, round)
 	payload := benchPayload(o.payloadBytes)
 	prefix := benchMsgIDPrefix + "w" + randomPrefix()
 	ratios := map[string]float64{}
@@ -142,7 +143,7 @@ func benchWriter(ctx context.Context, db *database, o *benchOptions, stdout io.W
 	return nil
 }
 
-func execScript(ctx context.Context, db *database, script string) error {
+func execScript(ctx context.Context, db *dbopen.Database, script string) error {
 	for _, stmt := range splitScript(script) {
 		var err error
 		if db.PG != nil {
@@ -218,7 +219,7 @@ const writerRoundLimit = 30 * time.Second
 // commits (at most writerRoundLimit more), and returns committed transactions
 // per second of the time it ran; with msg nil the transactions write no
 // outbox row.
-func writerRound(ctx context.Context, db *database, shape string, producers int, d time.Duration, msg func(p int, i int64) outbox.Message) (float64, error) {
+func writerRound(ctx context.Context, db *dbopen.Database, shape string, producers int, d time.Duration, msg func(p int, i int64) outbox.Message) (float64, error) {
 	rctx, cancel := context.WithTimeout(ctx, d+writerRoundLimit)
 	defer cancel()
 	var n atomic.Int64

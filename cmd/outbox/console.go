@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"log/slog"
 	"time"
@@ -16,7 +17,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			"hour per topic, the DEAD messages (search, show, and with --admin-writable retry and drop), and the\n"+
 			"failure groups. 'outbox relay --admin-addr' serves the same console beside a relay. Runs until\n"+
 			"SIGTERM or SIGINT. See docs/console.md.", stdout)
-	db := addDBFlags(f)
+	db := dbopen.AddFlags(f)
 	var o adminOptions
 	var logFormat, logLevel string
 	var every time.Duration
@@ -47,7 +48,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return bad("--sample-interval %s is too short; give 100ms or more", every)
 	}
 	o.sampleEvery = every
-	addSecret(o.token)
+	cli.AddSecret(o.token)
 	log, err := newLogger(logWriter{stderr}, logFormat, logLevel)
 	if err != nil {
 		return cli.Usagef(f.Hint(), "%v", err)
@@ -58,8 +59,8 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer srv.close()
-	db.dsn = withPoolSize(db.dsn, adminInFlight+1)
-	d, err := db.open(ctx, true)
+	db.DSN = dbopen.WithPoolSize(db.DSN, adminInFlight+1)
+	d, err := db.Open(ctx, true)
 	if err != nil {
 		return err
 	}

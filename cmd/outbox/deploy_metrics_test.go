@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"log/slog"
 	"os"
@@ -35,7 +36,7 @@ var (
 func exportedSeries(t *testing.T) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
-	db, err := openDatabase(ctx, "sqlite:"+filepath.Join(t.TempDir(), "outbox.db"), dbTLS{}, outbox.Tables{})
+	db, err := dbopen.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "outbox.db"), dbopen.TLS{}, outbox.Tables{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -90,7 +91,7 @@ func (r *readiness) check(ctx context.Context) string {
 	case err != nil:
 		return "the database fails: " + maskedError(err)
 	}
-	if latest, ok := latestVersion(r.store); ok && v < latest {
+	if latest, ok := dbopen.LatestVersion(r.store); ok && v < latest {
 		return fmt.Sprintf("the outbox tables are at schema version %d and this relay needs version %d; run 'outbox migrate'", v, latest)
 	}
 	for i, rl := range r.relays {
@@ -115,7 +116,7 @@ func maskedError(err error) string {
 	if err == nil {
 		return "unknown error"
 	}
-	return scrub(cli.OneLine(err.Error()))
+	return cli.Scrub(cli.OneLine(err.Error()))
 }
 
 // register serves livenessPath and readinessPath on mux.
@@ -149,7 +150,7 @@ func openPublisherWaiting(ctx context.Context, log *slog.Logger, ready *readines
 		pub, closeFn, err := openPublisher(ctx, brokerURL, o)
 		if err == nil {
 			if attempt > 1 {
-				log.Info("connected to the broker", "broker", redactDSN(brokerURL), "attempts", attempt)
+				log.Info("connected to the broker", "broker", cli.RedactDSN(brokerURL), "attempts", attempt)
 			}
 			return pub, closeFn, nil
 		}
@@ -160,7 +161,7 @@ func openPublisherWaiting(ctx context.Context, log *slog.Logger, ready *readines
 		ready.setStarting("connecting to the broker: " + msg)
 		if time.Since(logged) >= brokerLogEvery {
 			logged = time.Now()
-			log.Warn("cannot reach the broker; trying again", "broker", redactDSN(brokerURL), "attempt", attempt, "error", msg)
+			log.Warn("cannot reach the broker; trying again", "broker", cli.RedactDSN(brokerURL), "attempt", attempt, "error", msg)
 		}
 		wait := pause/2 + rand.N(pause/2+1)
 		pause = min(2*pause, brokerRetryMax)

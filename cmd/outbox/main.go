@@ -59,7 +59,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if p := recover(); p != nil {
-			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", termText(cli.OneLine(scrub(fmt.Sprint(p)))))
+			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", termText(cli.OneLine(cli.Scrub(fmt.Sprint(p)))))
 			code = 1
 		}
 	}()
@@ -120,7 +120,7 @@ func report(stderr io.Writer, err error) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	}
-	msg := termText(cli.OneLine(scrub(err.Error())))
+	msg := termText(cli.OneLine(cli.Scrub(err.Error())))
 	// The core's messages start with "outbox: " too; say it once.
 	for {
 		rest, ok := strings.CutPrefix(msg, "outbox: ")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"strings"
 	"testing"
 
@@ -200,7 +201,7 @@ func TestCheckSchemaKnowsEveryObject(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, true, func(t *testing.T, b *backend) {
 		ctx := context.Background()
-		d, err := openDatabase(ctx, b.dsn, dbTLS{}, outbox.Tables{})
+		d, err := dbopen.Open(ctx, b.dsn, dbopen.TLS{}, outbox.Tables{})
 		if err != nil {
 			t.Fatal(err)
 		}

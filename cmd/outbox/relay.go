@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"log/slog"
 	"os"
@@ -17,7 +18,7 @@ import (
 )
 
 type relayOptions struct {
-	db                *dbOptions
+	db                *dbopen.Options
 	broker            string
 	batch             int
 	interval          time.Duration
@@ -74,7 +75,7 @@ func parseRelayFlags(args []string, stdout, stderr io.Writer) (*relayOptions, *s
 			"publish it, and mark each message SENT, for retry, or DEAD after its last retry. Runs until\n"+
 			"SIGTERM or SIGINT, then finishes the batch in flight and exits 0. Several relays may run\n"+
 			"against one table. Logs go to stderr.", stdout)
-	o := &relayOptions{db: addDBFlags(f)}
+	o := &relayOptions{db: dbopen.AddFlags(f)}
 	f.StringVar(&o.broker, "broker", "", "URL",
 		"where to publish: nats://host:4222, amqp://user:pass@host:5672/vhost, kafka://host:9092[,host2:9092], "+
 			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
@@ -96,7 +97,7 @@ func parseRelayFlags(args []string, stdout, stderr io.Writer) (*relayOptions, *s
 		return nil, nil, err
 	}
 	o.broker = brokerTLS.apply(o.broker)
-	addSecret(o.admin.token)
+	cli.AddSecret(o.admin.token)
 	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
 	if err != nil {
 		return nil, nil, cli.Usagef(f.Hint(), "%v", err)
@@ -273,7 +274,7 @@ func (o *relayOptions) webhookSecrets() ([]string, error) {
 	}
 	data, err := os.ReadFile(o.webhookSecretFile)
 	if err != nil {
-		return nil, fmt.Errorf("--webhook-secret-file %s: %w", o.webhookSecretFile, unwrapAll(err))
+		return nil, fmt.Errorf("--webhook-secret-file %s: %w", o.webhookSecretFile, cli.UnwrapAll(err))
 	}
 	n := len(secrets)
 	for _, line := range strings.Split(string(data), "\n") {
@@ -281,7 +282,7 @@ func (o *relayOptions) webhookSecrets() ([]string, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		addSecret(line)
+		cli.AddSecret(line)
 		secrets = append(secrets, line)
 	}
 	if len(secrets) == n {
@@ -362,7 +363,7 @@ func (b *batchLogger) logRetry(ctx context.Context, rep outbox.BatchReport) {
 		m := res.Message
 		b.log.InfoContext(ctx, "message refused; it will be retried", "msg_id", m.MsgID, "topic", m.Topic,
 			"failures", m.Retries+1, "retry_in", res.Outcome.Delay.Round(time.Millisecond),
-			"error", scrub(cli.OneLine(res.Outcome.Error)), "retried_since_last_line", b.unlogged)
+			"error", cli.Scrub(cli.OneLine(res.Outcome.Error)), "retried_since_last_line", b.unlogged)
 		b.lastRetry, b.unlogged = time.Now(), 0
 		return
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"log/slog"
 	"os"
 	"strings"
@@ -38,7 +40,7 @@ type relayProcess struct {
 	metrics, admin *httpServer
 	ready          *readiness
 	pubs           []outbox.Publisher
-	d              *database
+	d              *dbopen.Database
 	totals         *relayTotals
 	relays         []*outbox.Relay
 	cleaner        *outbox.Cleaner
@@ -63,7 +65,7 @@ func (p *relayProcess) build(ctx context.Context) (bool, error) {
 	}
 	p.ready.running(p.d.Store, p.relays)
 	t := p.d.Store.Tables()
-	p.log.Info("relay started", "db", p.d.where, "table", t.Outbox, "broker", redactDSN(p.o.broker),
+	p.log.Info("relay started", "db", p.d.Where, "table", t.Outbox, "broker", cli.RedactDSN(p.o.broker),
 		"batch", p.o.batch, "max_retries", p.o.maxRetries, "retry_budget", p.o.retryBudget, "workers", p.o.workers)
 	return true, nil
 }
@@ -143,20 +145,20 @@ func (p *relayProcess) openDatabase(ctx context.Context) (bool, error) {
 	if o.cleanupAge > 0 || o.cleanupInbox > 0 {
 		conns++
 	}
-	o.db.dsn = withPoolSize(o.db.dsn, conns)
+	o.db.DSN = dbopen.WithPoolSize(o.db.DSN, conns)
 	p.ready.setStarting("connecting to the database")
-	d, err := o.db.open(ctx, true)
+	d, err := o.db.Open(ctx, true)
 	if err != nil {
 		return false, startUpFailed(ctx, p.log, err)
 	}
 	p.d = d
 	p.closers.push(d.Close)
 	if v, err := d.Store.SchemaVersion(ctx); err == nil {
-		if latest, ok := latestVersion(d.Store); ok && v > latest {
+		if latest, ok := dbopen.LatestVersion(d.Store); ok && v > latest {
 			p.log.Warn("the outbox tables are newer than this binary; upgrade outbox", "schema_version", v, "known_version", latest)
 		} else if ok && v < latest {
 			return false, fmt.Errorf("the outbox tables in %s are at schema version %d and this relay needs version %d; run 'outbox migrate' with the same --db and --table first",
-				d.where, v, latest)
+				d.Where, v, latest)
 		}
 	}
 	return true, nil

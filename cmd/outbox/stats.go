@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"text/tabwriter"
 	"time"
@@ -22,7 +23,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			"indexes only, never the sent history. On PostgreSQL also where the relays'\n"+
 			"rescans start (the low-water mark): far behind the newest row means a transaction left\n"+
 			"open holds it back, and every rescan walks the rows in between.", stdout)
-	db := addDBFlags(f)
+	db := dbopen.AddFlags(f)
 	var asJSON bool
 	f.BoolVar(&asJSON, "json", "print one JSON object instead of a table")
 	f.Note("Control characters in topics are shown as escapes such as \\x1b; --json prints them exactly, as JSON escapes.")
@@ -35,14 +36,14 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err := cli.NoArgs(f, pos); err != nil {
 		return err
 	}
-	d, err := db.open(ctx, true)
+	d, err := db.Open(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	st, err := d.Store.Stats(ctx)
 	if err != nil {
-		return fmt.Errorf("stats of %s: %w", d.where, err)
+		return fmt.Errorf("stats of %s: %w", d.Where, err)
 	}
 	var mark *sqlstore.RescanMark
 	if rm, ok := d.Store.(interface {
@@ -50,7 +51,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	}); ok {
 		m, found, err := rm.RescanMark(ctx)
 		if err != nil {
-			return fmt.Errorf("stats of %s: %w", d.where, err)
+			return fmt.Errorf("stats of %s: %w", d.Where, err)
 		}
 		if found {
 			mark = &m
@@ -63,7 +64,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		return writeJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, termText(d.where))
+	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, termText(d.Where))
 	fmt.Fprintf(stdout, "pending:        %d\n", st.Pending)
 	fmt.Fprintf(stdout, "oldest pending: %s\n", age(st.OldestPendingAge, st.Pending))
 	if st.SentEstimated {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -119,7 +120,7 @@ func jsonTermSafe(b []byte) []byte {
 }
 
 // logWriter is what the relay's logger writes to: it masks the secrets and
-// credentials of each record (scrub) and escapes what a terminal would act
+// credentials of each record (cli.Scrub) and escapes what a terminal would act
 // on. A slog handler writes each record in one call, so that a secret is
 // never split across two. The text format already quotes a value with a
 // control character; the JSON format leaves DEL and C1 raw, which become
@@ -127,7 +128,7 @@ func jsonTermSafe(b []byte) []byte {
 type logWriter struct{ w io.Writer }
 
 func (l logWriter) Write(p []byte) (int, error) {
-	if _, err := l.w.Write(jsonTermSafe([]byte(scrub(string(p))))); err != nil {
+	if _, err := l.w.Write(jsonTermSafe([]byte(cli.Scrub(string(p))))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

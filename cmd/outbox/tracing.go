@@ -60,9 +60,9 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
 		for _, kv := range strings.Split(getenv(name), ",") {
 			_, v, _ := strings.Cut(kv, "=")
-			addSecret(strings.TrimSpace(v))
+			cli.AddSecret(strings.TrimSpace(v))
 			if dec, err := url.QueryUnescape(strings.TrimSpace(v)); err == nil {
-				addSecret(dec)
+				cli.AddSecret(dec)
 			}
 		}
 	}
@@ -82,7 +82,7 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: use http/protobuf or grpc", protocol)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("OTLP exporter: %s; check the OTEL_EXPORTER_OTLP_ variables", scrub(cli.OneLine(err.Error())))
+		return nil, fmt.Errorf("OTLP exporter: %s; check the OTEL_EXPORTER_OTLP_ variables", cli.Scrub(cli.OneLine(err.Error())))
 	}
 	// The variables win over the defaults: WithFromEnv comes last.
 	res, err := resource.New(ctx,
@@ -98,7 +98,7 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	otel.SetErrorHandler(&otelErrors{log: log})
 	service, _ := res.Set().Value(semconv.ServiceNameKey)
-	log.Info("tracing on", "protocol", protocol, "endpoint", redactDSN(endpoint), "service", service.AsString())
+	log.Info("tracing on", "protocol", protocol, "endpoint", cli.RedactDSN(endpoint), "service", service.AsString())
 	return &tracing{
 		hook:     outboxotel.NewHook(outboxotel.WithTracerProvider(tp), outboxotel.WithSystem(messagingSystem(system))),
 		provider: tp,
@@ -158,5 +158,5 @@ func (h *otelErrors) Handle(err error) {
 		return
 	}
 	h.last = time.Now()
-	h.log.Warn("tracing: spans not exported", "error", scrub(cli.OneLine(err.Error())))
+	h.log.Warn("tracing: spans not exported", "error", cli.Scrub(cli.OneLine(err.Error())))
 }

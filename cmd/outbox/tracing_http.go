@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"net/http"
 	"net/url"
@@ -49,7 +51,7 @@ func newOTLPHTTP(getenv func(string) string) (*otlpHTTP, error) {
 		c.endpoint = strings.TrimSuffix(base, "/") + "/v1/traces"
 	}
 	if u, err := url.Parse(c.endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT %s is not an http:// or https:// URL", redactDSN(c.endpoint))
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT %s is not an http:// or https:// URL", cli.RedactDSN(c.endpoint))
 	}
 	for _, kv := range strings.Split(env("HEADERS"), ",") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -79,9 +81,9 @@ func newOTLPHTTP(getenv func(string) string) (*otlpHTTP, error) {
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_COMPRESSION=%q: use gzip or none", comp)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	files := dbTLS{ca: env("CERTIFICATE"), cert: env("CLIENT_CERTIFICATE"), key: env("CLIENT_KEY")}
-	if files.set() {
-		cfg, err := files.tlsConfig("OTEL_EXPORTER_OTLP")
+	files := dbopen.TLS{CA: env("CERTIFICATE"), Cert: env("CLIENT_CERTIFICATE"), Key: env("CLIENT_KEY")}
+	if files.Set() {
+		cfg, err := files.Config("OTEL_EXPORTER_OTLP")
 		if err != nil {
 			return nil, err
 		}
@@ -130,12 +132,12 @@ func (c *otlpHTTP) UploadTraces(ctx context.Context, spans []*tracepb.ResourceSp
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("OTLP export to %s: %w", redactDSN(c.endpoint), unwrapAll(err))
+		return fmt.Errorf("OTLP export to %s: %w", cli.RedactDSN(c.endpoint), cli.UnwrapAll(err))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("OTLP export to %s: %s", redactDSN(c.endpoint), resp.Status)
+		return fmt.Errorf("OTLP export to %s: %s", cli.RedactDSN(c.endpoint), resp.Status)
 	}
 	return nil
 }

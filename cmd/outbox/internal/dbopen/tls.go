@@ -1,10 +1,11 @@
-package main
+package dbopen
 
 import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"net/url"
 	"os"
 	"strings"
@@ -12,14 +13,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// dbTLS is what --db-tls-ca, --db-tls-cert, --db-tls-key and
+// TLS is what --db-tls-ca, --db-tls-cert, --db-tls-key and
 // --db-tls-server-name ask of the database connection. The zero value asks
 // for nothing: the DSN's own settings apply.
-type dbTLS struct {
-	ca, cert, key, serverName string
+type TLS struct {
+	CA, Cert, Key, ServerName string
 }
 
-func (t dbTLS) set() bool { return t != dbTLS{} }
+// Set reports whether t asks for anything.
+func (t TLS) Set() bool { return t != TLS{} }
 
 // The PostgreSQL sslmodes that may end in a connection in plain text.
 var pgPlainModes = map[string]bool{"disable": true, "allow": true, "prefer": true}
@@ -28,19 +30,19 @@ var pgPlainModes = map[string]bool{"disable": true, "allow": true, "prefer": tru
 // sslrootcert, sslcert and sslkey, and sslmode=verify-full unless the DSN
 // sets an sslmode. A DSN that sets a parameter a flag sets too, or an sslmode
 // that could fall back to plain text, is refused.
-func postgresTLS(dsn string, t dbTLS) (string, error) {
-	if !t.set() {
+func postgresTLS(dsn string, t TLS) (string, error) {
+	if !t.Set() {
 		return dsn, nil
 	}
-	if (t.cert == "") != (t.key == "") {
+	if (t.Cert == "") != (t.Key == "") {
 		return "", errors.New("--db-tls-cert and --db-tls-key go together: give both, or neither")
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", fmt.Errorf("invalid postgres --db: %s; the form is postgres://user:pass@host:5432/db", scrub(unwrapAll(err).Error()))
+		return "", fmt.Errorf("invalid postgres --db: %s; the form is postgres://user:pass@host:5432/db", cli.Scrub(cli.UnwrapAll(err).Error()))
 	}
 	q := u.Query()
-	for _, p := range [][2]string{{"sslrootcert", t.ca}, {"sslcert", t.cert}, {"sslkey", t.key}} {
+	for _, p := range [][2]string{{"sslrootcert", t.CA}, {"sslcert", t.Cert}, {"sslkey", t.Key}} {
 		if p[1] == "" {
 			continue
 		}
@@ -64,7 +66,7 @@ var pgFlag = map[string]string{"sslrootcert": "ca", "sslcert": "cert", "sslkey":
 // checkPostgresTLS sets --db-tls-server-name on cfg and makes sure that,
 // when TLS was asked for (by a flag or the DSN's sslmode), no connection
 // cfg may make is in plain text.
-func checkPostgresTLS(cfg *pgconn.Config, t dbTLS, asked bool) error {
+func checkPostgresTLS(cfg *pgconn.Config, t TLS, asked bool) error {
 	if !asked {
 		return nil
 	}
@@ -76,8 +78,8 @@ func checkPostgresTLS(cfg *pgconn.Config, t dbTLS, asked bool) error {
 		if c == nil {
 			return errors.New("--db: TLS was asked for, but a connection could be made in plain text; use sslmode=verify-full, verify-ca or require")
 		}
-		if t.serverName != "" {
-			c.ServerName = t.serverName
+		if t.ServerName != "" {
+			c.ServerName = t.ServerName
 		}
 	}
 	return nil
@@ -99,8 +101,8 @@ var mysqlTLSParams = [...]string{"tls_ca", "tls_cert", "tls_key", "tls_server_na
 
 // mysqlTLS merges the TLS parameters of a mysql:// URL's query q (removing
 // them from q) with the flags of t. A setting given both ways is refused.
-func mysqlTLS(q url.Values, t dbTLS) (dbTLS, error) {
-	fields := []*string{&t.ca, &t.cert, &t.key, &t.serverName}
+func mysqlTLS(q url.Values, t TLS) (TLS, error) {
+	fields := []*string{&t.CA, &t.Cert, &t.Key, &t.ServerName}
 	for i, name := range mysqlTLSParams {
 		if !q.Has(name) {
 			continue
@@ -120,26 +122,26 @@ func mysqlTLS(q url.Values, t dbTLS) (dbTLS, error) {
 // none) and for the server name (the host's when there is none), and the
 // client certificate, when one is given. what names the settings in errors,
 // e.g. "--db-tls".
-func (t dbTLS) tlsConfig(what string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}
-	if t.ca != "" {
-		pem, err := os.ReadFile(t.ca)
+func (t TLS) Config(what string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
 		if err != nil {
-			return nil, fmt.Errorf("%s-ca: %v", what, unwrapAll(err))
+			return nil, fmt.Errorf("%s-ca: %v", what, cli.UnwrapAll(err))
 		}
 		c.RootCAs = x509.NewCertPool()
 		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s-ca %s holds no PEM certificate; give the CA's certificate in PEM (-----BEGIN CERTIFICATE-----)", what, t.ca)
+			return nil, fmt.Errorf("%s-ca %s holds no PEM certificate; give the CA's certificate in PEM (-----BEGIN CERTIFICATE-----)", what, t.CA)
 		}
 	}
 	switch {
-	case t.cert != "" && t.key != "":
-		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
+	case t.Cert != "" && t.Key != "":
+		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
 		if err != nil {
-			return nil, fmt.Errorf("%s-cert %s and %s-key %s: %v", what, t.cert, what, t.key, err)
+			return nil, fmt.Errorf("%s-cert %s and %s-key %s: %v", what, t.Cert, what, t.Key, err)
 		}
 		c.Certificates = []tls.Certificate{pair}
-	case t.cert != "" || t.key != "":
+	case t.Cert != "" || t.Key != "":
 		return nil, fmt.Errorf("%s-cert and %s-key go together: give both, or neither", what, what)
 	}
 	return c, nil
