@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/brokers"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
@@ -48,7 +49,7 @@ type benchOptions struct {
 	cpuProfile string
 	round      time.Duration
 	meter      *cpuMeter
-	pub        publisherOptions
+	pub        brokers.PublisherOptions
 	rateOpts   *rateOptions
 	// hint points usage errors at the usage text.
 	hint string
@@ -270,14 +271,14 @@ func openBenchPublishers(ctx context.Context, db *dbopen.Database, o *benchOptio
 	// own, as `outbox relay --workers` gives each worker, so that one
 	// connection's window of unacknowledged messages does not cap them all.
 	pubs := make([]outbox.Publisher, 1, o.relays)
-	pub, closePub, err := openPublisher(ctx, brokerURL, o.pub)
+	pub, closePub, err := brokers.Open(ctx, brokerURL, o.pub)
 	if err != nil {
 		return nil, nil, err
 	}
 	closers.push(closePub)
 	pubs[0] = pub
 	for bb != nil && len(pubs) < o.relays {
-		p, closeP, err := openPublisher(ctx, brokerURL, o.pub)
+		p, closeP, err := brokers.Open(ctx, brokerURL, o.pub)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/brokers"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
@@ -40,7 +41,7 @@ func benchPoison(ctx context.Context, db *dbopen.Database, o *benchOptions, stdo
 		return err
 	}
 	defer target.close()
-	pub, closePub, err := openPublisher(ctx, target.url, o.pub)
+	pub, closePub, err := brokers.Open(ctx, target.url, o.pub)
 	if err != nil {
 		return err
 	}

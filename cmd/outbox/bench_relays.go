@@ -132,7 +132,7 @@ func (b *relayBench) printCeiling(run int, res benchResult, c brokerCeiling) {
 	ceiling := min(c.brokerRate, c.discardRate)
 	b.ratios = append(b.ratios, res.rate()/ceiling)
 	fmt.Fprintf(out, "run %d baselines: %s bare client %.0f msgs/s, relay with discard: %.0f msgs/s; relay/min(both) = %.2f\n",
-		run, b.bb.adapter.name, c.brokerRate, c.discardRate, res.rate()/ceiling)
+		run, b.bb.adapter.Name, c.brokerRate, c.discardRate, res.rate()/ceiling)
 	if !c.brokerCPU.ok || !c.discardCPU.ok || !res.cpu.ok {
 		return
 	}

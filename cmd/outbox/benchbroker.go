@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/brokers"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
@@ -21,7 +22,7 @@ const benchTopic = "bench.event"
 // brokerBench is the broker side of `outbox bench --broker <broker URL>`:
 // the adapter, and the resources the bench made for itself.
 type brokerBench struct {
-	adapter brokerAdapter
+	adapter brokers.Adapter
 	url     string
 	cleanup []func()
 }
@@ -66,7 +67,7 @@ func newBrokerBench(ctx context.Context, rawURL string, stdout io.Writer) (*brok
 		}
 		b.cleanup = append(b.cleanup, drop)
 	}
-	adapter, ok := brokers[scheme]
+	adapter, ok := brokers.Adapters[scheme]
 	if !ok {
 		b.close()
 		return nil, nil
@@ -88,9 +89,9 @@ func (b *brokerBench) baselineRate(ctx context.Context, o *benchOptions) (float6
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	cpu := o.meter.sample()
-	d, err := b.adapter.baseline(ctx, b.url, benchTopic, o.messages, o.payloadBytes, o.batch)
+	d, err := b.adapter.Baseline(ctx, b.url, benchTopic, o.messages, o.payloadBytes, o.batch)
 	if err != nil {
-		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.name, cli.Scrub(cli.OneLine(err.Error())))
+		return 0, cpuUse{}, fmt.Errorf("%s baseline: %s", b.adapter.Name, cli.Scrub(cli.OneLine(err.Error())))
 	}
 	return float64(o.messages) / d.Seconds(), o.meter.since(cpu, int64(o.messages)), nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/brokers"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
@@ -77,7 +78,7 @@ func benchRate(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout
 	}
 	defer recv.close()
 	rb.recv = recv
-	pub, closePub, err := openPublisher(ctx, recv.url, o.pub)
+	pub, closePub, err := brokers.Open(ctx, recv.url, o.pub)
 	if err != nil {
 		return err
 	}

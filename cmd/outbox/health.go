@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/brokers"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"log/slog"
@@ -143,11 +144,11 @@ func (r *readiness) register(mux *http.ServeMux) {
 // with jitter) until the broker answers or ctx ends, and /readyz says
 // "connecting to the broker" meanwhile. Any other error, such as a bad URL
 // or refused credentials, is returned at once.
-func openPublisherWaiting(ctx context.Context, log *slog.Logger, ready *readiness, brokerURL string, o publisherOptions) (outbox.Publisher, func(), error) {
+func openPublisherWaiting(ctx context.Context, log *slog.Logger, ready *readiness, brokerURL string, o brokers.PublisherOptions) (outbox.Publisher, func(), error) {
 	pause := brokerRetryMin
 	var logged time.Time
 	for attempt := 1; ; attempt++ {
-		pub, closeFn, err := openPublisher(ctx, brokerURL, o)
+		pub, closeFn, err := brokers.Open(ctx, brokerURL, o)
 		if err == nil {
 			if attempt > 1 {
 				log.Info("connected to the broker", "broker", cli.RedactDSN(brokerURL), "attempts", attempt)

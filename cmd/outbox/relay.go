@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/brokers"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
@@ -80,7 +81,7 @@ func parseRelayFlags(args []string, stdout, stderr io.Writer) (*relayOptions, *s
 		"where to publish: nats://host:4222, amqp://user:pass@host:5672/vhost, kafka://host:9092[,host2:9092], "+
 			"redis://host:6379/0, mqtt://host:1883, http(s)://host/path (webhook) or discard: (acknowledge and drop, for tests); "+
 			"query parameters set each broker's options (README, Brokers)").Required = true
-	brokerTLS := addBrokerTLSFlags(f)
+	brokerTLS := brokers.AddTLSFlags(f)
 	o.addDeliveryFlags(f)
 	o.addWebhookFlags(f)
 	o.addProcessFlags(f)
@@ -96,7 +97,7 @@ func parseRelayFlags(args []string, stdout, stderr io.Writer) (*relayOptions, *s
 	if err := o.validate(f); err != nil {
 		return nil, nil, err
 	}
-	o.broker = brokerTLS.apply(o.broker)
+	o.broker = brokerTLS.Apply(o.broker)
 	cli.AddSecret(o.admin.token)
 	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
 	if err != nil {

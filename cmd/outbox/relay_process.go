@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/brokers"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"log/slog"
@@ -112,7 +113,7 @@ func (p *relayProcess) openPublishers(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	popts := publisherOptions{
+	popts := brokers.PublisherOptions{
 		Source: o.source, WebhookSecrets: secrets, LegacySignature: o.webhookLegacy,
 		WebhookTimeout: o.webhookTimeout, Concurrency: o.concurrency,
 	}
@@ -120,7 +121,7 @@ func (p *relayProcess) openPublishers(ctx context.Context) (bool, error) {
 	// Each worker publishes to a broker over a connection of its own, so
 	// that one connection's window of unacknowledged messages does not cap
 	// them all; the webhook's client is shared (it has a pool).
-	for len(p.pubs) == 0 || isBrokerURL(o.broker) && len(p.pubs) < o.workers {
+	for len(p.pubs) == 0 || brokers.IsBrokerURL(o.broker) && len(p.pubs) < o.workers {
 		pub, closePub, err := openPublisherWaiting(ctx, p.log, p.ready, o.broker, popts)
 		if err != nil {
 			return false, startUpFailed(ctx, p.log, err)

@@ -1,4 +1,4 @@
-package main
+package brokers
 
 import (
 	"strings"
@@ -10,18 +10,18 @@ import (
 
 func TestBrokerTLSFlagsApply(t *testing.T) {
 	t.Parallel()
-	b := &brokerTLSFlags{ca: "/etc/ca dir/ca.pem", cert: "/c.pem", key: "/k.pem", serverName: "broker.example"}
+	b := &TLSFlags{ca: "/etc/ca dir/ca.pem", cert: "/c.pem", key: "/k.pem", serverName: "broker.example"}
 	for in, want := range map[string]string{
 		"kafka://h:9092":                         "kafka://h:9092?tls_ca=%2Fetc%2Fca+dir%2Fca.pem&tls_cert=%2Fc.pem&tls_key=%2Fk.pem&tls_server_name=broker.example",
 		"amqps://u:p@h/?cacertfile=/mine.pem":    "amqps://u:p@h/?cacertfile=/mine.pem&tls_cert=%2Fc.pem&tls_key=%2Fk.pem&tls_server_name=broker.example",
 		"nats://a:1,nats://b:2?tls_ca=/u.pem&x=": "nats://a:1,nats://b:2?tls_ca=/u.pem&x=&tls_cert=%2Fc.pem&tls_key=%2Fk.pem&tls_server_name=broker.example",
 		"discard:":                               "discard:",
 	} {
-		if got := b.apply(in); got != want {
+		if got := b.Apply(in); got != want {
 			t.Errorf("apply(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := (&brokerTLSFlags{}).apply("redis://h"); got != "redis://h" {
+	if got := (&TLSFlags{}).Apply("redis://h"); got != "redis://h" {
 		t.Errorf("no flags changed the URL: %q", got)
 	}
 }
@@ -34,15 +34,15 @@ func TestBrokerTLSFlagsNATS(t *testing.T) {
 	p := testbroker.NewPKI(t)
 	srv := testbroker.NATS(t, testbroker.NATSTLS(p, true))
 	url := "tls://" + srv.Addr() + "?stream=CLITLS&subject=clitls.{topic}&timeout=3s"
-	if !isBrokerURL(url) {
+	if !IsBrokerURL(url) {
 		t.Fatal("tls:// is not taken for a broker URL")
 	}
-	_, _, err := openPublisher(t.Context(), url, publisherOptions{})
+	_, _, err := Open(t.Context(), url, PublisherOptions{})
 	if err == nil || !outbox.IsUnavailable(err) {
 		t.Fatalf("without the CA: %v, want an unreachable broker", err)
 	}
-	flags := &brokerTLSFlags{ca: p.CA, cert: p.ClientCert, key: p.ClientKey}
-	pub, closePub, err := openPublisher(t.Context(), flags.apply(url), publisherOptions{})
+	flags := &TLSFlags{ca: p.CA, cert: p.ClientCert, key: p.ClientKey}
+	pub, closePub, err := Open(t.Context(), flags.Apply(url), PublisherOptions{})
 	if err != nil {
 		t.Fatalf("with --broker-tls-*: %v", err)
 	}
@@ -50,7 +50,7 @@ func TestBrokerTLSFlagsNATS(t *testing.T) {
 	if errs := pub.Publish(t.Context(), []outbox.Message{{MsgID: "cli-tls", Topic: "t", Payload: []byte(`{}`)}}); errs != nil {
 		t.Fatalf("Publish: %v", errs)
 	}
-	_, _, err = openPublisher(t.Context(), strings.Replace(url, "tls://", "redis://", 1)+"&tls_ca="+p.CA, publisherOptions{})
+	_, _, err = Open(t.Context(), strings.Replace(url, "tls://", "redis://", 1)+"&tls_ca="+p.CA, PublisherOptions{})
 	if err == nil || !strings.Contains(err.Error(), "rediss://") {
 		t.Fatalf("TLS files with redis:// = %v, want an error asking for rediss://", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package brokers
 
 import (
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
@@ -10,12 +10,12 @@ import (
 
 func TestOpenPublisher(t *testing.T) {
 	t.Parallel()
-	pub, closeFn, err := openPublisher(t.Context(), "discard:", publisherOptions{})
+	pub, closeFn, err := Open(t.Context(), "discard:", PublisherOptions{})
 	if err != nil || pub != outbox.Discard {
 		t.Fatalf("discard: %v, %v", pub, err)
 	}
 	closeFn()
-	pub, closeFn, err = openPublisher(t.Context(), "https://user:pw-in-url@example.com/hook", publisherOptions{Source: "/x", WebhookSecrets: []string{"s3cret"}})
+	pub, closeFn, err = Open(t.Context(), "https://user:pw-in-url@example.com/hook", PublisherOptions{Source: "/x", WebhookSecrets: []string{"s3cret"}})
 	if err != nil || pub == nil {
 		t.Fatalf("https: %v", err)
 	}
@@ -35,15 +35,15 @@ func TestOpenPublisher(t *testing.T) {
 		"nothing":                                "not a broker URL",
 		"http://":                                "no host",
 	} {
-		_, closeFn, err := openPublisher(t.Context(), url, publisherOptions{})
+		_, closeFn, err := Open(t.Context(), url, PublisherOptions{})
 		if err == nil {
 			closeFn()
 		}
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("openPublisher(%q): %v, want %q", url, err, want)
+			t.Errorf("Open(%q): %v, want %q", url, err, want)
 		}
 		if err != nil && (strings.Contains(err.Error(), "pw-in-url") || !strings.Contains(err.Error(), "check --broker") && strings.Contains(url, "127.0.0.1")) {
-			t.Errorf("openPublisher(%q): %v shows the password or does not say what to check", url, err)
+			t.Errorf("Open(%q): %v shows the password or does not say what to check", url, err)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !nodevbrokers
 
-package main
+package brokers
 
 import (
 	"os"
@@ -82,7 +82,7 @@ func TestNATSCreds(t *testing.T) {
 		return url + "?creds=" + creds + "&subject=creds.{topic}&stream=CREDS&dial_timeout=3s"
 	}
 	good, _ := writeCreds(t, acct, time.Time{})
-	pub, closePub, err := openPublisher(t.Context(), brokerURL(good), publisherOptions{})
+	pub, closePub, err := Open(t.Context(), brokerURL(good), PublisherOptions{})
 	if err != nil {
 		t.Fatalf("open the publisher with good creds: %v", err)
 	}
@@ -96,7 +96,7 @@ func TestNATSCreds(t *testing.T) {
 	untrusted, seed1 := writeCreds(t, other, time.Time{})
 	expired, seed2 := writeCreds(t, acct, time.Now().Add(-time.Hour))
 	for name, c := range map[string]struct{ path, seed string }{"untrusted": {untrusted, seed1}, "expired": {expired, seed2}} {
-		_, closeFn, err := openPublisher(t.Context(), brokerURL(c.path), publisherOptions{})
+		_, closeFn, err := Open(t.Context(), brokerURL(c.path), PublisherOptions{})
 		if err == nil {
 			closeFn()
 			t.Errorf("%s creds: the publisher opened", name)
@@ -106,7 +106,7 @@ func TestNATSCreds(t *testing.T) {
 			t.Errorf("%s creds: error %q: want an authorization refusal and no seed", name, msg)
 		}
 	}
-	_, _, err = openPublisher(t.Context(), brokerURL(filepath.Join(t.TempDir(), "missing.creds")), publisherOptions{})
+	_, _, err = Open(t.Context(), brokerURL(filepath.Join(t.TempDir(), "missing.creds")), PublisherOptions{})
 	if err == nil || !strings.Contains(err.Error(), "missing.creds") {
 		t.Errorf("a missing creds file: %v, want an error naming it", err)
 	}

@@ -1,4 +1,8 @@
-package main
+// Package brokers opens the publisher of a --broker URL for the commands of
+// cmd/outbox: a broker adapter (NATS, RabbitMQ, Kafka, Redis, MQTT), a
+// webhook or discard:, with the --broker-tls-* flags, and never shows a
+// password in an error.
+package brokers
 
 import (
 	"context"
@@ -26,31 +30,32 @@ type closingPublisher interface {
 	io.Closer
 }
 
-// brokerAdapter opens one broker's publisher from a --broker URL and measures
+// Adapter opens one broker's publisher from a --broker URL and measures
 // the broker's own acked publish rate for `outbox bench`.
-type brokerAdapter struct {
-	name     string
-	open     func(ctx context.Context, url, source string) (closingPublisher, error)
-	baseline benchbaseline.Func
+type Adapter struct {
+	Name     string                                                                  // for messages: "NATS JetStream", "RabbitMQ"
+	Open     func(ctx context.Context, url, source string) (closingPublisher, error) // with a CloudEvents source
+	Baseline benchbaseline.Func                                                      // the broker's own publish loop, for the bench
 }
 
-// brokers maps a --broker URL scheme to its adapter (DESIGN §3).
-var brokers = map[string]brokerAdapter{}
+// Adapters maps a --broker URL scheme to its adapter (DESIGN §3).
+var Adapters = map[string]Adapter{}
 
-// isBrokerURL reports whether rawURL names one of the brokers above (not the
+// IsBrokerURL reports whether rawURL names one of the Adapters (not the
 // webhook or discard:).
-func isBrokerURL(rawURL string) bool {
+func IsBrokerURL(rawURL string) bool {
 	scheme, _, _ := strings.Cut(rawURL, ":")
-	_, ok := brokers[strings.ToLower(scheme)]
+	_, ok := Adapters[strings.ToLower(scheme)]
 	return ok
 }
 
-// brokerTLSFlags are the --broker-tls-* flags: the TLS files of the broker
+// TLSFlags are the --broker-tls-* flags: the TLS files of the broker
 // connection, for every broker and the webhook.
-type brokerTLSFlags struct{ ca, cert, key, serverName string }
+type TLSFlags struct{ ca, cert, key, serverName string }
 
-func addBrokerTLSFlags(f *cli.FlagSet) *brokerTLSFlags {
-	b := &brokerTLSFlags{}
+// AddTLSFlags defines the --broker-tls-* flags on f and returns their values.
+func AddTLSFlags(f *cli.FlagSet) *TLSFlags {
+	b := &TLSFlags{}
 	f.StringVar(&b.ca, "broker-tls-ca", "", "PATH",
 		"PEM file of the CA(s) that sign the broker's certificate, for every broker and the webhook (the URL parameter tls_ca, which wins)")
 	f.StringVar(&b.cert, "broker-tls-cert", "", "PATH", "PEM file of the client certificate shown to the broker (tls_cert); needs --broker-tls-key")
@@ -59,12 +64,12 @@ func addBrokerTLSFlags(f *cli.FlagSet) *brokerTLSFlags {
 	return b
 }
 
-// apply adds the flags to rawURL as its TLS query parameters, unless the
+// Apply adds the flags to rawURL as its TLS query parameters, unless the
 // URL sets them itself (as tls_* or, for RabbitMQ, cacertfile, certfile,
 // keyfile, server_name_indication). The adapters then treat them as their
 // own: they turn TLS on for Kafka and NATS, and are refused with a scheme
 // that is not TLS (redis://, amqp://, mqtt://, http://).
-func (b *brokerTLSFlags) apply(rawURL string) string {
+func (b *TLSFlags) Apply(rawURL string) string {
 	if strings.HasPrefix(rawURL, "discard:") {
 		return rawURL
 	}
@@ -115,31 +120,31 @@ func init() {
 	redis.SetLogger(redisLogger{})
 	for _, b := range []struct {
 		schemes []string
-		adapter brokerAdapter
+		adapter Adapter
 	}{
-		{[]string{"nats", "tls"}, brokerAdapter{"NATS JetStream",
+		{[]string{"nats", "tls"}, Adapter{"NATS JetStream",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxnats.NewPublisher(ctx, outboxnats.PublisherConfig{URL: url, Source: source})
 			}, mustBaseline("nats")}},
-		{[]string{"amqp", "amqps"}, brokerAdapter{"RabbitMQ",
+		{[]string{"amqp", "amqps"}, Adapter{"RabbitMQ",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxamqp.NewPublisher(ctx, outboxamqp.PublisherConfig{URL: url, Source: source})
 			}, mustBaseline("amqp")}},
-		{[]string{"kafka"}, brokerAdapter{"Kafka",
+		{[]string{"kafka"}, Adapter{"Kafka",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxkafka.NewPublisher(ctx, outboxkafka.PublisherConfig{URL: url, Source: source})
 			}, mustBaseline("kafka")}},
-		{[]string{"redis", "rediss"}, brokerAdapter{"Redis Streams",
+		{[]string{"redis", "rediss"}, Adapter{"Redis Streams",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxredis.NewPublisher(ctx, outboxredis.PublisherConfig{URL: url, Source: source})
 			}, mustBaseline("redis")}},
-		{[]string{"mqtt", "mqtts"}, brokerAdapter{"MQTT",
+		{[]string{"mqtt", "mqtts"}, Adapter{"MQTT",
 			func(ctx context.Context, url, source string) (closingPublisher, error) {
 				return outboxmqtt.NewPublisher(ctx, outboxmqtt.PublisherConfig{URL: url, Source: source})
 			}, mustBaseline("mqtt")}},
 	} {
 		for _, s := range b.schemes {
-			brokers[s] = b.adapter
+			Adapters[s] = b.adapter
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package brokers
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/outbox-go/outbox/webhook"
 )
 
-// publisherOptions configures the publisher openPublisher builds. Zero fields
+// PublisherOptions configures the publisher Open builds. Zero fields
 // take the publisher's defaults.
-type publisherOptions struct {
+type PublisherOptions struct {
 	// Source is the CloudEvents source attribute. Empty: the broker URL's
 	// source parameter, where the broker takes one, else "/outbox".
 	Source string
@@ -32,9 +32,9 @@ type publisherOptions struct {
 
 const supportedBrokers = "nats://, amqp(s)://, kafka://, redis(s)://, mqtt(s)://, http(s)://, discard:"
 
-// openPublisher returns the publisher for brokerURL and a function that
+// Open returns the publisher for brokerURL and a function that
 // releases it.
-func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (pub outbox.Publisher, closeFn func(), err error) {
+func Open(ctx context.Context, brokerURL string, o PublisherOptions) (pub outbox.Publisher, closeFn func(), err error) {
 	scheme, _, ok := strings.Cut(brokerURL, ":")
 	if !ok || scheme == "" {
 		return nil, nil, fmt.Errorf("--broker %q is not a broker URL; supported: %s", cli.RedactDSN(brokerURL), supportedBrokers)
@@ -67,12 +67,12 @@ func openPublisher(ctx context.Context, brokerURL string, o publisherOptions) (p
 		}
 		return wp, func() { _ = wp.Close() }, nil
 	}
-	b, ok := brokers[scheme]
+	b, ok := Adapters[scheme]
 	if !ok {
 		return nil, nil, fmt.Errorf("unknown broker scheme %q in --broker; supported: %s", scheme, supportedBrokers)
 	}
 	cli.AddURLSecret(brokerURL)
-	p, err := b.open(ctx, brokerURL, o.Source)
+	p, err := b.Open(ctx, brokerURL, o.Source)
 	if err != nil {
 		msg := fmt.Sprintf("%s; check --broker / OUTBOX_BROKER", cli.Scrub(cli.OneLine(err.Error())))
 		if outbox.IsUnavailable(err) {
