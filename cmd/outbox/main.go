@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/bench"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/demo"
 	"io"
@@ -35,7 +36,7 @@ var commands = []command{
 	{"cleanup", "delete SENT messages and inbox records older than a given age", runCleanup},
 	{"console", "serve the operator's web console: backlog, DEAD messages, failure groups", runConsole},
 	{"demo", "run the transfer scenario end to end on embedded services, no set-up", demo.Run},
-	{"bench", "measure the relay's throughput", runBench},
+	{"bench", "measure the relay's throughput", bench.Run},
 	{"version", "print the version of this binary", runVersion},
 	{"completion", "print a shell completion script: outbox completion bash|zsh|fish", runCompletion},
 	{"help", "print help for a command: outbox help relay", nil},

@@ -59,7 +59,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	slog.SetDefault(log)
 	p := &relayProcess{o: o, log: log}
-	defer p.closers.close()
+	defer p.closers.Close()
 	started, err := p.build(ctx)
 	if err != nil || !started {
 		return err

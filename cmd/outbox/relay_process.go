@@ -14,21 +14,6 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
-// closeStack holds what a command opened, to be closed in the reverse
-// order, as defers would close it.
-type closeStack []func()
-
-// push adds fn, to be called before everything pushed earlier.
-func (s *closeStack) push(fn func()) { *s = append(*s, fn) }
-
-// close calls the functions pushed, the last first, and forgets them.
-func (s *closeStack) close() {
-	for i := len(*s) - 1; i >= 0; i-- {
-		(*s)[i]()
-	}
-	*s = nil
-}
-
 // relayProcess is what outbox relay runs: the servers of --metrics-addr and
 // --admin-addr, the publishers, the database, the relays and the cleaner.
 // build opens them in that order, run runs them until the context ends, and
@@ -45,7 +30,7 @@ type relayProcess struct {
 	totals         *relayTotals
 	relays         []*outbox.Relay
 	cleaner        *outbox.Cleaner
-	closers        closeStack
+	closers        cli.CloseStack
 }
 
 // build opens everything the relays need, each server listening before its
@@ -81,18 +66,18 @@ func (p *relayProcess) startServers(ctx context.Context) error {
 		return err
 	}
 	p.tr = tr
-	p.closers.push(tr.shutdown) // after the relays: it sends the last batches' spans
+	p.closers.Push(tr.shutdown) // after the relays: it sends the last batches' spans
 	if p.o.metricsAddr != "" {
 		if p.metrics, err = listenHTTP(ctx, "metrics-addr", p.o.metricsAddr); err != nil {
 			return err
 		}
-		p.closers.push(p.metrics.close)
+		p.closers.Push(p.metrics.close)
 	}
 	if p.o.admin.addr != "" {
 		if p.admin, err = listenHTTP(ctx, "admin-addr", p.o.admin.addr); err != nil {
 			return err
 		}
-		p.closers.push(p.admin.close)
+		p.closers.Push(p.admin.close)
 	}
 	// The health endpoints answer from here on: /readyz says which step
 	// start-up waits on.
@@ -126,7 +111,7 @@ func (p *relayProcess) openPublishers(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, startUpFailed(ctx, p.log, err)
 		}
-		p.closers.push(closePub)
+		p.closers.Push(closePub)
 		p.pubs = append(p.pubs, pub)
 	}
 	return true, nil
@@ -153,7 +138,7 @@ func (p *relayProcess) openDatabase(ctx context.Context) (bool, error) {
 		return false, startUpFailed(ctx, p.log, err)
 	}
 	p.d = d
-	p.closers.push(d.Close)
+	p.closers.Push(d.Close)
 	if v, err := d.Store.SchemaVersion(ctx); err == nil {
 		if latest, ok := dbopen.LatestVersion(d.Store); ok && v > latest {
 			p.log.Warn("the outbox tables are newer than this binary; upgrade outbox", "schema_version", v, "known_version", latest)

@@ -1,6 +1,6 @@
 //go:build !nodevbrokers
 
-package main
+package bench
 
 import "github.com/twmb/franz-go/pkg/kfake"
 

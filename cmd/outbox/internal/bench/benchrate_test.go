@@ -1,8 +1,9 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,14 +16,14 @@ var rateResultLine = regexp.MustCompile(`^result rate=[0-9]+ p50_ms=[0-9.]+ p99_
 // line scripts parse; --idle adds the idle cost.
 func TestBenchRate(t *testing.T) {
 	t.Parallel()
-	pg := newPostgres(t)
+	pg := clitest.NewPostgres(t)
 	for _, args := range [][]string{
 		{"--db", "sqlite:" + filepath.Join(t.TempDir(), "rate.db"), "--producer", "writer"},
-		{"--db", pg.dsn, "--producer", "sql", "--idle", "500ms"},
+		{"--db", pg.DSN, "--producer", "sql", "--idle", "500ms"},
 	} {
 		var out, errb bytes.Buffer
 		args = append(args, "--rate", "100", "--duration", "500ms", "--producers", "4")
-		if err := runBench(context.Background(), args, &out, &errb); err != nil {
+		if err := Run(context.Background(), args, &out, &errb); err != nil {
 			t.Fatalf("bench %v: %v\n%s", args, err, errb.String())
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -1,6 +1,6 @@
 //go:build nodevbrokers
 
-package main
+package bench
 
 import "github.com/outbox-go/outbox/cmd/outbox/internal/devbrokers"
 

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func TestBenchCDC(t *testing.T) {
 	pg := testbroker.StartPostgres(t, "wal_level = logical\nmax_replication_slots = 10\nmax_wal_senders = 10\n")
 	var out, errb bytes.Buffer
 	args := []string{"--db", pg.DSN(), "--table", "hcdcbench_outbox", "--inbox-table", "hcdcbench_inbox", "--cdc", "--messages", "2000", "--runs", "1"}
-	if err := runBench(context.Background(), args, &out, &errb); err != nil {
+	if err := Run(context.Background(), args, &out, &errb); err != nil {
 		t.Fatalf("bench %v: %v\n%s%s", args, err, out.String(), errb.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -47,7 +47,7 @@ func TestBenchCDCRefuses(t *testing.T) {
 		{"sqlite:" + filepath.Join(t.TempDir(), "bench.db"), "give a postgres:// --db"},
 	} {
 		var out, errb bytes.Buffer
-		err := runBench(context.Background(), []string{"--db", c.db, "--table", "hcdcbench_refuse", "--inbox-table", "hcdcbench_refuse_inbox",
+		err := Run(context.Background(), []string{"--db", c.db, "--table", "hcdcbench_refuse", "--inbox-table", "hcdcbench_refuse_inbox",
 			"--cdc", "--messages", "10"}, &out, &errb)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("bench --cdc --db %s: error %v, want one saying %q", c.db, err, c.want)

@@ -1,4 +1,6 @@
-package main
+// Package bench is `outbox bench`: it measures the relay's throughput and
+// latency on a table of its own, through discard:, a webhook or a broker.
+package bench
 
 import (
 	"context"
@@ -55,17 +57,17 @@ type benchOptions struct {
 	hint string
 }
 
-// runBench runs `outbox bench`: it fills (or, with --producers, concurrently
+// Run runs `outbox bench`: it fills (or, with --producers, concurrently
 // produces) messages on a table of its own, runs the relays until every
 // message is acked, and prints throughput and latency. Its last line is
 // `result msgs_per_s=<n> p50_ms=<n> p99_ms=<n>` (medians over --runs).
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseBenchFlags(args, stdout)
 	if err != nil {
 		return err
 	}
-	var closers closeStack
-	defer closers.close()
+	var closers cli.CloseStack
+	defer closers.Close()
 	db, err := prepareBench(ctx, o, &closers)
 	if err != nil {
 		return err
@@ -205,14 +207,14 @@ func (o *benchOptions) validate(hint string) error {
 // CPU profile of --cpuprofile. It pushes on closers what is to be undone
 // after the figures are out: the profile, the rows (unless --keep) and the
 // database.
-func prepareBench(ctx context.Context, o *benchOptions, closers *closeStack) (*dbopen.Database, error) {
+func prepareBench(ctx context.Context, o *benchOptions, closers *cli.CloseStack) (*dbopen.Database, error) {
 	conns := 2*o.relays + o.producers + 4 // each relay may hold a claim ahead
 	o.db.DSN = dbopen.WithPoolSize(o.db.DSN, conns)
 	db, err := o.db.Open(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	closers.push(db.Close)
+	closers.Push(db.Close)
 	if o.cdc {
 		if err := cdcPreflight(ctx, db); err != nil {
 			return nil, err
@@ -232,18 +234,18 @@ func prepareBench(ctx context.Context, o *benchOptions, closers *closeStack) (*d
 	}
 	if !o.keep {
 		cleanupCtx := context.WithoutCancel(ctx)
-		closers.push(func() { _ = st.Truncate(cleanupCtx) }) // best-effort cleanup after the figures are out
+		closers.Push(func() { _ = st.Truncate(cleanupCtx) }) // best-effort cleanup after the figures are out
 	}
 	if o.cpuProfile != "" {
 		pf, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return nil, err
 		}
-		closers.push(func() { _ = pf.Close() }) // a developer's profile; pprof.StopCPUProfile has written it
+		closers.Push(func() { _ = pf.Close() }) // a developer's profile; pprof.StopCPUProfile has written it
 		if err := pprof.StartCPUProfile(pf); err != nil {
 			return nil, err
 		}
-		closers.push(pprof.StopCPUProfile)
+		closers.Push(pprof.StopCPUProfile)
 	}
 	return db, nil
 }
@@ -251,7 +253,7 @@ func prepareBench(ctx context.Context, o *benchOptions, closers *closeStack) (*d
 // openBenchPublishers prepares the broker of --broker (nil for discard:
 // and webhooks) and opens the relays' publishers through it, pushing on
 // closers what is to be closed.
-func openBenchPublishers(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout io.Writer, closers *closeStack) (*brokerBench, []outbox.Publisher, error) {
+func openBenchPublishers(ctx context.Context, db *dbopen.Database, o *benchOptions, stdout io.Writer, closers *cli.CloseStack) (*brokerBench, []outbox.Publisher, error) {
 	bb, err := newBrokerBench(ctx, o.broker, stdout)
 	if err != nil {
 		return nil, nil, err
@@ -264,7 +266,7 @@ func openBenchPublishers(ctx context.Context, db *dbopen.Database, o *benchOptio
 		return nil, nil, cli.Usagef(o.hint, "--baseline is the bare PostgreSQL loop, for --broker discard:; with a broker, each run measures the broker's own rate and the relay with discard: anyway")
 	}
 	if bb != nil {
-		closers.push(bb.close)
+		closers.Push(bb.close)
 		brokerURL = bb.url
 	}
 	// Through a broker each relay gets a publisher (a connection) of its
@@ -275,14 +277,14 @@ func openBenchPublishers(ctx context.Context, db *dbopen.Database, o *benchOptio
 	if err != nil {
 		return nil, nil, err
 	}
-	closers.push(closePub)
+	closers.Push(closePub)
 	pubs[0] = pub
 	for bb != nil && len(pubs) < o.relays {
 		p, closeP, err := brokers.Open(ctx, brokerURL, o.pub)
 		if err != nil {
 			return nil, nil, err
 		}
-		closers.push(closeP)
+		closers.Push(closeP)
 		pubs = append(pubs, p)
 	}
 	return bb, pubs, nil

@@ -1,8 +1,9 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"path/filepath"
 	"regexp"
@@ -24,7 +25,7 @@ func TestBenchResultLine(t *testing.T) {
 	} {
 		db := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
 		var out, errb bytes.Buffer
-		if err := runBench(context.Background(), append([]string{"--db", db}, args...), &out, &errb); err != nil {
+		if err := Run(context.Background(), append([]string{"--db", db}, args...), &out, &errb); err != nil {
 			t.Fatalf("bench %v: %v\n%s", args, err, errb.String())
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -42,16 +43,16 @@ func TestBenchResultLine(t *testing.T) {
 
 func TestBenchPostgresBaselineAndWriter(t *testing.T) {
 	t.Parallel()
-	b := newPostgres(t)
+	b := clitest.NewPostgres(t)
 	var out, errb bytes.Buffer
-	if err := runBench(context.Background(), []string{"--db", b.dsn, "--messages", "2000", "--runs", "1", "--baseline"}, &out, &errb); err != nil {
+	if err := Run(context.Background(), []string{"--db", b.DSN, "--messages", "2000", "--runs", "1", "--baseline"}, &out, &errb); err != nil {
 		t.Fatalf("bench: %v\n%s", err, errb.String())
 	}
 	if !strings.Contains(out.String(), "relay/baseline = ") {
 		t.Fatalf("no baseline ratio:\n%s", out.String())
 	}
 	out.Reset()
-	if err := runBench(context.Background(), []string{"--db", b.dsn, "--writer", "--producers", "2", "--runs", "1", "--round", "700ms"}, &out, &errb); err != nil {
+	if err := Run(context.Background(), []string{"--db", b.DSN, "--writer", "--producers", "2", "--runs", "1", "--round", "700ms"}, &out, &errb); err != nil {
 		t.Fatalf("bench --writer: %v\n%s", err, errb.String())
 	}
 	if !regexp.MustCompile(`(?m)^result writer_ratio=[0-9.]+ order_ratio=[0-9.]+ base_tx_per_s=[0-9]+ outbox_tx_per_s=[0-9]+ batched_ratio=[0-9.]+ on_commit_ratio=[0-9.]+$`).MatchString(out.String()) {
@@ -63,9 +64,9 @@ func TestBenchPostgresBaselineAndWriter(t *testing.T) {
 // ratio and how far the cores would let it go.
 func TestBenchScaling(t *testing.T) {
 	t.Parallel()
-	b := newPostgres(t)
+	b := clitest.NewPostgres(t)
 	var out, errb bytes.Buffer
-	if err := runBench(context.Background(), []string{"--db", b.dsn, "--messages", "3000", "--batch", "200", "--relays", "2", "--scaling", "--runs", "2"}, &out, &errb); err != nil {
+	if err := Run(context.Background(), []string{"--db", b.DSN, "--messages", "3000", "--batch", "200", "--relays", "2", "--scaling", "--runs", "2"}, &out, &errb); err != nil {
 		t.Fatalf("bench --scaling: %v\n%s", err, errb.String())
 	}
 	for _, re := range []string{
@@ -106,9 +107,9 @@ func TestScalingCap(t *testing.T) {
 // and its rate counts the whole time it ran.
 func TestWriterRoundWaitsForFirstCommit(t *testing.T) {
 	t.Parallel()
-	b := newPostgres(t)
+	b := clitest.NewPostgres(t)
 	ctx := context.Background()
-	d, err := dbopen.Open(ctx, b.dsn, dbopen.TLS{}, outbox.Tables{})
+	d, err := dbopen.Open(ctx, b.DSN, dbopen.TLS{}, outbox.Tables{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestWriterRoundWaitsForFirstCommit(t *testing.T) {
 	if err := execScript(ctx, d, benchBusinessSQL["postgres"][0]); err != nil {
 		t.Fatal(err)
 	}
-	lock, err := b.db.BeginTx(ctx, nil)
+	lock, err := b.Conn.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
