@@ -76,7 +76,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f.Int64Var(&afterID, "after-id", 0, "ID", "list messages whose id is above this one (the next page)")
 	f.BoolVar(&asJSON, "json", "print a JSON array instead of a table")
 	f.Note(deadAtNote)
-	f.Note(escapesNote)
+	f.Note(cli.EscapesNote)
 	f.Example("outbox dead list --db sqlite:app.db --topic order.paid --limit 20")
 	pos, err := f.Parse(args)
 	if err != nil {
@@ -114,8 +114,8 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMSG_ID\tTOPIC\tRETRIES\tDEAD_AT\tLAST_ERROR")
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", m.ID, termText(m.MsgID), termText(m.Topic), m.Retries,
-			formatTime(m.DeadAt, time.RFC3339), truncate(termText(cli.OneLine(redact.Text(m.LastError))), 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", m.ID, cli.TermText(m.MsgID), cli.TermText(m.Topic), m.Retries,
+			formatTime(m.DeadAt, time.RFC3339), truncate(cli.TermText(cli.OneLine(redact.Text(m.LastError))), 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -133,7 +133,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	db := dbopen.AddFlags(f)
 	var asJSON bool
 	f.BoolVar(&asJSON, "json", "print one JSON object")
-	f.Note(escapesNote)
+	f.Note(cli.EscapesNote)
 	f.Example("outbox dead show --db sqlite:app.db order-42:OrderPaid")
 	pos, err := f.Parse(args)
 	if err != nil {
@@ -165,16 +165,16 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', 0)
 	for _, row := range [][2]string{
 		{"id", fmt.Sprint(m.ID)},
-		{"msg_id", termText(m.MsgID)},
-		{"topic", termText(m.Topic)},
-		{"key", termText(orDash(m.Key))},
+		{"msg_id", cli.TermText(m.MsgID)},
+		{"topic", cli.TermText(m.Topic)},
+		{"key", cli.TermText(orDash(m.Key))},
 		{"status", m.Status.String()},
 		{"retries", fmt.Sprint(m.Retries)},
 		{"created_at", formatTime(m.CreatedAt, layout)},
 		{"next_retry_at", formatTime(m.NextRetryAt, layout)},
 		{"sent_at", formatTime(m.SentAt, layout)},
 		{"dead_at", formatTime(m.DeadAt, layout)},
-		{"last_error", termText(orDash(redact.Text(m.LastError)))},
+		{"last_error", cli.TermText(orDash(redact.Text(m.LastError)))},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 	}
@@ -191,7 +191,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			fmt.Fprintf(stdout, "  %s: %s\n", termText(k), termText(m.Headers[k]))
+			fmt.Fprintf(stdout, "  %s: %s\n", cli.TermText(k), cli.TermText(m.Headers[k]))
 		}
 	}
 	fmt.Fprintln(stdout, "payload:")
@@ -200,7 +200,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		pretty.Reset()
 		pretty.Write(m.Payload)
 	}
-	fmt.Fprintln(stdout, termBlock(pretty.String()))
+	fmt.Fprintln(stdout, cli.TermBlock(pretty.String()))
 	return nil
 }
 

@@ -64,7 +64,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		return writeJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, termText(d.Where))
+	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, cli.TermText(d.Where))
 	fmt.Fprintf(stdout, "pending:        %d\n", st.Pending)
 	fmt.Fprintf(stdout, "oldest pending: %s\n", age(st.OldestPendingAge, st.Pending))
 	if st.SentEstimated {
@@ -86,7 +86,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPENDING\tOLDEST PENDING\tDEAD")
 	for _, t := range st.Topics {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", termText(t.Topic), t.Pending, age(t.OldestPendingAge, t.Pending), t.Dead)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", cli.TermText(t.Topic), t.Pending, age(t.OldestPendingAge, t.Pending), t.Dead)
 	}
 	return tw.Flush()
 }
@@ -126,6 +126,6 @@ func writeJSON(w io.Writer, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := w.Write(jsonTermSafe(buf.Bytes()))
+	_, err := w.Write(cli.JSONTermSafe(buf.Bytes()))
 	return err
 }

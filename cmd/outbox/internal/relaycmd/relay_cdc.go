@@ -1,4 +1,4 @@
-package main
+package relaycmd
 
 import (
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"

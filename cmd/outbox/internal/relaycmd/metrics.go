@@ -1,4 +1,4 @@
-package main
+package relaycmd
 
 import (
 	"log/slog"

@@ -1,4 +1,4 @@
-package main
+package relaycmd
 
 import (
 	"context"
@@ -21,6 +21,10 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/plugin/outboxotel"
 )
+
+// Version is the service.version of the relay's traces. The outbox binary
+// sets it from its build information before it runs a command.
+var Version = "devel"
 
 // tracingNote is what "outbox relay --help" says about the OTEL_ variables.
 const tracingNote = "Tracing: with OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set (or\n" +
@@ -86,7 +90,7 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 	}
 	// The variables win over the defaults: WithFromEnv comes last.
 	res, err := resource.New(ctx,
-		resource.WithAttributes(semconv.ServiceName("outbox"), semconv.ServiceVersion(buildInfo().Version)),
+		resource.WithAttributes(semconv.ServiceName("outbox"), semconv.ServiceVersion(Version)),
 		resource.WithTelemetrySDK(),
 		resource.WithFromEnv())
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {

@@ -1,6 +1,6 @@
 //go:build !nodevbrokers
 
-package main
+package relaycmd
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package main
+package relaycmd
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 // The health endpoints, served on the servers of --metrics-addr and
 // --admin-addr without the admin token.
 const (
-	// livenessPath answers 200 while the process runs.
-	livenessPath = "/healthz"
-	// readinessPath answers 200 when the relay can do its work, else 503
+	// LivenessPath answers 200 while the process runs.
+	LivenessPath = "/healthz"
+	// ReadinessPath answers 200 when the relay can do its work, else 503
 	// with the reason.
-	readinessPath = "/readyz"
+	ReadinessPath = "/readyz"
 )
 
 const (
@@ -120,14 +120,14 @@ func maskedError(err error) string {
 	return cli.Scrub(cli.OneLine(err.Error()))
 }
 
-// register serves livenessPath and readinessPath on mux.
+// register serves LivenessPath and ReadinessPath on mux.
 func (r *readiness) register(mux *http.ServeMux) {
-	mux.HandleFunc(livenessPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(LivenessPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc(readinessPath, func(w http.ResponseWriter, req *http.Request) {
+	mux.HandleFunc(ReadinessPath, func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		if why := r.notReady(req.Context()); why != "" {

@@ -1,32 +1,31 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"fmt"
-	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"io"
 	"strings"
 	"unicode/utf8"
 )
 
-// escapesNote is the help note of the commands that print stored text.
-const escapesNote = "Control characters in msg_ids, topics, keys, headers, payloads and last_errors (escape\n" +
+// EscapesNote is the help note of the commands that print stored text.
+const EscapesNote = "Control characters in msg_ids, topics, keys, headers, payloads and last_errors (escape\n" +
 	"sequences, C1 controls, bidirectional overrides) are shown as escapes such as \\x1b and \\u009b;\n" +
 	"--json prints the stored text exactly, as JSON escapes. URLs in last_error have their\n" +
 	"passwords, tokens and secret query values masked as xxxxx."
 
-// termText makes s, text from the database or a library, safe to print on
+// TermText makes s, text from the database or a library, safe to print on
 // a terminal: control characters (C0, DEL and C1, which include ESC and the
 // one-byte CSI), the bidirectional-text overrides and isolates, the line and
 // paragraph separators and invalid UTF-8 are written as Go escapes (\x1b,
 // \n, \u009b, \u202e, \xff), so that a payload, a header or a last_error
 // cannot move the cursor, rewrite the screen or the window's title, or hide
 // text. Any other text, in any script, is printed as it is.
-func termText(s string) string { return escapeControls(s, false) }
+func TermText(s string) string { return escapeControls(s, false) }
 
-// termBlock is termText for a block of lines, a payload: it keeps line
+// TermBlock is TermText for a block of lines, a payload: it keeps line
 // feeds and tabs.
-func termBlock(s string) string { return escapeControls(s, true) }
+func TermBlock(s string) string { return escapeControls(s, true) }
 
 func escapeControls(s string, block bool) string {
 	if !needsEscape(s, block) {
@@ -93,12 +92,12 @@ func unsafeRune(r rune) bool {
 	return false
 }
 
-// jsonTermSafe rewrites the runes of JSON text that encoding/json leaves
+// JSONTermSafe rewrites the runes of JSON text that encoding/json leaves
 // raw but a terminal acts on (DEL, C1 controls, bidirectional-text
 // controls) as \u escapes, and an invalid UTF-8 byte as \ufffd. These can
 // only stand inside strings, so the result is the same JSON value, valid,
 // with the same data.
-func jsonTermSafe(b []byte) []byte {
+func JSONTermSafe(b []byte) []byte {
 	if !needsEscape(string(b), true) {
 		return b
 	}
@@ -119,16 +118,16 @@ func jsonTermSafe(b []byte) []byte {
 	return out.Bytes()
 }
 
-// logWriter is what the relay's logger writes to: it masks the secrets and
-// credentials of each record (cli.Scrub) and escapes what a terminal would act
+// LogWriter is what the relay's logger writes to: it masks the secrets and
+// credentials of each record (Scrub) and escapes what a terminal would act
 // on. A slog handler writes each record in one call, so that a secret is
 // never split across two. The text format already quotes a value with a
 // control character; the JSON format leaves DEL and C1 raw, which become
 // \u escapes here.
-type logWriter struct{ w io.Writer }
+type LogWriter struct{ W io.Writer }
 
-func (l logWriter) Write(p []byte) (int, error) {
-	if _, err := l.w.Write(jsonTermSafe([]byte(cli.Scrub(string(p))))); err != nil {
+func (l LogWriter) Write(p []byte) (int, error) {
+	if _, err := l.W.Write(JSONTermSafe([]byte(Scrub(string(p))))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

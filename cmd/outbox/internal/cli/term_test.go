@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -20,12 +20,12 @@ func TestTermText(t *testing.T) {
 		"bad \xff\xfe utf8":       `bad \xff\xfe utf8`,
 		"backslash \\x1b is text": `backslash \x1b is text`,
 	} {
-		if got := termText(in); got != want {
-			t.Errorf("termText(%q) = %q, want %q", in, got, want)
+		if got := TermText(in); got != want {
+			t.Errorf("TermText(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := termBlock("{\n\t\"a\": \"\x1b[2J\"\n}"); got != "{\n\t\"a\": \"\\x1b[2J\"\n}" {
-		t.Errorf("termBlock kept or lost the wrong characters: %q", got)
+	if got := TermBlock("{\n\t\"a\": \"\x1b[2J\"\n}"); got != "{\n\t\"a\": \"\\x1b[2J\"\n}" {
+		t.Errorf("TermBlock kept or lost the wrong characters: %q", got)
 	}
 }
 
@@ -36,7 +36,7 @@ func TestJSONTermSafe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := jsonTermSafe(raw)
+	out := JSONTermSafe(raw)
 	for _, r := range string(out) {
 		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == 0x202e {
 			t.Fatalf("raw %U left in %s", r, out)

@@ -1,4 +1,7 @@
-package main
+// Package relaycmd is `outbox relay` and `outbox console`: the relay with its
+// metrics, health, admin and tracing servers, and the console, which serves
+// the same admin server without a relay.
+package relaycmd
 
 import (
 	"context"
@@ -52,7 +55,9 @@ type relayOptions struct {
 	cdc               cdcOptions
 }
 
-func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Run runs `outbox relay` with args until ctx ends or the relay fails. It
+// prints the help on stdout and logs on stderr.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, log, err := parseRelayFlags(args, stdout, stderr)
 	if err != nil {
 		return err
@@ -99,7 +104,7 @@ func parseRelayFlags(args []string, stdout, stderr io.Writer) (*relayOptions, *s
 	}
 	o.broker = brokerTLS.Apply(o.broker)
 	cli.AddSecret(o.admin.token)
-	log, err := newLogger(logWriter{stderr}, o.logFormat, o.logLevel)
+	log, err := newLogger(cli.LogWriter{W: stderr}, o.logFormat, o.logLevel)
 	if err != nil {
 		return nil, nil, cli.Usagef(f.Hint(), "%v", err)
 	}
@@ -179,7 +184,7 @@ func (o *relayOptions) addCleanupFlags(f *cli.FlagSet) {
 // addRelayNotes adds the notes and examples of the usage text.
 func addRelayNotes(f *cli.FlagSet) {
 	f.Note("The servers of --metrics-addr and --admin-addr also answer, without the admin token,\n" +
-		"GET " + livenessPath + " (200 while the process runs) and GET " + readinessPath + " (200 when the database answers,\n" +
+		"GET " + LivenessPath + " (200 while the process runs) and GET " + ReadinessPath + " (200 when the database answers,\n" +
 		"the tables are at the schema version this relay needs and no relay holds the broker or the\n" +
 		"database for down; else 503 with the reason, e.g. \"not ready: connecting to the broker: ...\").\n" +
 		"A broker that cannot be reached at start-up is tried again, with a growing pause, until it\n" +
@@ -189,7 +194,7 @@ func addRelayNotes(f *cli.FlagSet) {
 		"request, %s to be answered, or stays idle for %s; headers are limited to %d KiB.\n"+
 		"Logs and error messages show URLs and DSNs with their passwords, tokens and secret query\n"+
 		"values (token, key, signature...) masked as xxxxx.",
-		httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, httpIdleTimeout, httpMaxHeaderBytes>>10))
+		HTTPMaxConns, HTTPReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, httpIdleTimeout, httpMaxHeaderBytes>>10))
 	f.Note(tracingNote)
 	f.Example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker https://example.com/events")
 	f.Example("outbox relay --db postgres://app@127.0.0.1:5432/app --broker 'nats://127.0.0.1:4222?subject=orders.{topic}&stream=ORDERS'")

@@ -1,4 +1,4 @@
-package main
+package relaycmd
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"time"
 )
 
-func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// RunConsole runs `outbox console` with args until ctx ends. It prints the
+// help on stdout and logs on stderr.
+func RunConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := cli.NewFlagSet("outbox console", "--db DSN --addr ADDR [flags]",
 		"Serve the operator's web console of an outbox table at http://ADDR/ (and the JSON admin API at\n"+
 			"http://ADDR/admin/), for a team that runs the relay as a library: the backlog now and over the last\n"+
@@ -29,7 +31,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f.StringVar(&logLevel, "log-level", "info", "LEVEL", "least important log lines shown: debug, info, warn or error")
 	f.Note(fmt.Sprintf("The server holds at most %d connections and closes one that takes over %s to send its headers,\n"+
 		"%s to send its request or %s to be answered; bodies are limited to 1 MiB. GET %s and GET %s answer\n"+
-		"without a token.", httpMaxConns, httpReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, livenessPath, readinessPath))
+		"without a token.", HTTPMaxConns, HTTPReadHeaderTimeout, httpReadTimeout, httpWriteTimeout, LivenessPath, ReadinessPath))
 	f.Example("outbox console --db postgres://app@127.0.0.1:5432/app")
 	f.Example("OUTBOX_ADMIN_TOKEN=$(cat /run/secrets/outbox-admin) outbox console --db sqlite:app.db --addr :8080 --admin-writable")
 	f.Example("outbox console --db mysql://app@db:3306/app --addr :8080 --admin-token-file /etc/outbox/admin-tokens --admin-writable")
@@ -49,7 +51,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	o.sampleEvery = every
 	cli.AddSecret(o.token)
-	log, err := newLogger(logWriter{stderr}, logFormat, logLevel)
+	log, err := newLogger(cli.LogWriter{W: stderr}, logFormat, logLevel)
 	if err != nil {
 		return cli.Usagef(f.Hint(), "%v", err)
 	}

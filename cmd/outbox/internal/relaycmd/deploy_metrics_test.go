@@ -1,10 +1,11 @@
-package main
+package relaycmd
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"log/slog"
@@ -20,6 +21,9 @@ import (
 
 	"github.com/outbox-go/outbox"
 )
+
+// deployDir holds the deployment examples, from this package's directory.
+const deployDir = "../../../../deploy"
 
 var (
 	rulesPath     = filepath.Join(deployDir, "prometheus", "outbox-rules.yml")
@@ -66,7 +70,7 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.OnCleanup(ctx, outbox.CleanerReport{Sent: 1}, nil)
 	m.OnCleanup(ctx, outbox.CleanerReport{}, errors.New("database down"))
 
-	body := scrape(t, "http://"+srv.ln.Addr().String()+"/metrics")
+	body := clitest.Scrape(t, "http://"+srv.ln.Addr().String()+"/metrics")
 	names := map[string]bool{}
 	sc := bufio.NewScanner(strings.NewReader(body))
 	for sc.Scan() {

@@ -1,4 +1,4 @@
-package main
+package relaycmd
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 // relay's file descriptors (which its database connections need too) or
 // its goroutines without end.
 const (
-	// httpMaxConns is the most connections a server holds open at once;
+	// HTTPMaxConns is the most connections a server holds open at once;
 	// further clients wait in the listen queue until one closes.
-	httpMaxConns = 32
-	// httpReadHeaderTimeout bounds reading a request's headers, from the
+	HTTPMaxConns = 32
+	// HTTPReadHeaderTimeout bounds reading a request's headers, from the
 	// connection's first byte: a client that sends them slowly (slow loris)
 	// or not at all is cut off.
-	httpReadHeaderTimeout = 5 * time.Second
+	HTTPReadHeaderTimeout = 5 * time.Second
 	// httpReadTimeout bounds reading a whole request, body included.
 	httpReadTimeout = 15 * time.Second
 	// httpWriteTimeout bounds a request from the end of its headers to the
@@ -68,7 +68,7 @@ func listenHTTP(ctx context.Context, flag, addr string) (*httpServer, error) {
 		}
 		return nil, fmt.Errorf("--%s %s: cannot listen: %w", flag, addr, err)
 	}
-	return &httpServer{flag: flag, ln: newLimitListener(ln, httpMaxConns)}, nil
+	return &httpServer{flag: flag, ln: newLimitListener(ln, HTTPMaxConns)}, nil
 }
 
 // serve starts serving the health endpoints of ready; start adds the
@@ -78,7 +78,7 @@ func (s *httpServer) serve(log *slog.Logger, ready *readiness) {
 	ready.register(s.mux)
 	s.srv = &http.Server{
 		Handler:           s.mux,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadHeaderTimeout: HTTPReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      httpWriteTimeout,
 		IdleTimeout:       httpIdleTimeout,
@@ -92,7 +92,7 @@ func (s *httpServer) serve(log *slog.Logger, ready *readiness) {
 			log.Error("server of --"+s.flag+" failed", "error", err)
 		}
 	}()
-	log.Info("serving health checks", "server", "--"+s.flag, "url", "http://"+s.ln.Addr().String()+readinessPath)
+	log.Info("serving health checks", "server", "--"+s.flag, "url", "http://"+s.ln.Addr().String()+ReadinessPath)
 }
 
 // start serves h beside the health endpoints, which serve must have
