@@ -139,7 +139,7 @@ func (r *readiness) register(mux *http.ServeMux) {
 	})
 }
 
-// openPublisherWaiting is openPublisher that waits for a broker it cannot
+// openPublisherWaiting is brokers.Open that waits for a broker it cannot
 // reach: it tries again with a growing pause (500ms doubling up to 15s,
 // with jitter) until the broker answers or ctx ends, and /readyz says
 // "connecting to the broker" meanwhile. Any other error, such as a bad URL
