@@ -62,7 +62,7 @@ release: ## static binaries for PLATFORMS in dist/, without the demo's and bench
 
 .PHONY: deploy-check
 deploy-check: ## check deploy/: the Kubernetes manifests' flags, variables and probes against the binary, the systemd unit
-	cd cmd/outbox && $(GO) test -count=1 -run 'TestDeploy' -v .
+	cd cmd/outbox && $(GO) test -count=1 -run 'TestDeploy' -v . ./internal/relaycmd/
 
 .PHONY: demo
 demo: ## run the seed scenario end to end (embedded SQLite)

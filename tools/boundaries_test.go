@@ -66,9 +66,9 @@ func inModule(p pkg, path string) bool { return p.Module != nil && p.Module.Path
 //   - the conformance suites (drivertest, brokertest) import "testing" and are
 //     for _test.go files only; the e2e module, a test harness, is the exception;
 //   - the SQL engine (internal/sqlstore) is for the drivers, for drivertest
-//     (the plans of its statements) and for cmd/outbox (the bench's Truncate
-//     and database/sql handle); they reach it under a driver through
-//     sqlstore.Of, since no driver exports it.
+//     (the plans of its statements) and for cmd/outbox and its internal
+//     packages (the bench's Truncate and database/sql handle); they reach it
+//     under a driver through sqlstore.Of, since no driver exports it.
 func TestImportBoundaries(t *testing.T) {
 	all := listPackages(t)
 	suites := []string{prefix + "/drivertest", prefix + "/brokertest"}
@@ -102,5 +102,5 @@ func engineUser(path string) bool {
 	path, _, _ = strings.Cut(path, " ") // "x [x.test]"
 	path = strings.TrimSuffix(path, "_test")
 	return strings.HasPrefix(path, prefix+"/driver/") || path == prefix+"/internal/sqlstore" ||
-		path == prefix+"/cmd/outbox" || path == prefix+"/drivertest"
+		path == prefix+"/cmd/outbox" || strings.HasPrefix(path, prefix+"/cmd/outbox/internal/") || path == prefix+"/drivertest"
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"io"
 	"net/http"
 	"regexp"
@@ -199,7 +200,7 @@ func TestRelayCleanup(t *testing.T) {
 		}
 		var body string
 		waitFor(t, "the cleanup counted in the metrics", 30*time.Second, func() bool {
-			body = scrape(t, metrics)
+			body = clitest.Scrape(t, metrics)
 			return strings.Contains(body, `outbox_cleanup_deleted_rows_total{rows="consumed"} 1`) &&
 				strings.Contains(body, `outbox_cleanup_deleted_rows_total{rows="sent"} 3`)
 		})

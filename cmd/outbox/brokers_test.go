@@ -114,7 +114,7 @@ func TestRelayThroughEachBroker(t *testing.T) {
 			t.Parallel()
 			b := newSQLite(t)
 			mustRun(t, "migrate", "--db", b.dsn)
-			url, sub := tc.setup(t, randomPrefix())
+			url, sub := tc.setup(t, clitest.RandomHex())
 			defer sub.Close()
 			const n = 60
 			for i := range n {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"time"
 
@@ -15,7 +16,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"Delete SENT messages sent longer ago than --older-than, and inbox records (consumed_msg)\n"+
 			"older than --inbox-older-than, in batches, until none is left or --max-batches is reached.\n"+
 			"NEW and DEAD messages are never deleted.", stdout)
-	db := addDBFlags(f)
+	db := dbopen.AddFlags(f)
 	var cfg outbox.CleanerConfig
 	f.DurationVar(&cfg.OlderThan, "older-than", 0, "delete SENT messages whose sent_at is older than this, e.g. 168h for a week")
 	f.DurationVar(&cfg.InboxOlderThan, "inbox-older-than", 0,
@@ -56,7 +57,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case !(cfg.DutyCycle > 0 && cfg.DutyCycle <= 1):
 		return cli.Usagef(f.Hint(), "cleanup: --duty-cycle %v is out of range; give a share of time above 0 and at most 1, such as 0.2", cfg.DutyCycle)
 	}
-	d, err := db.open(ctx, true)
+	d, err := db.Open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // cleanTable runs one round of a Cleaner of cfg, which names one table's
 // age, and returns how many rows it deleted there.
-func cleanTable(ctx context.Context, d *database, cfg outbox.CleanerConfig, what string) (int64, error) {
+func cleanTable(ctx context.Context, d *dbopen.Database, cfg outbox.CleanerConfig, what string) (int64, error) {
 	c, err := outbox.NewCleaner(d.Store, cfg)
 	if err != nil {
 		return 0, err
@@ -97,7 +98,7 @@ func cleanTable(ctx context.Context, d *database, cfg outbox.CleanerConfig, what
 	case ctx.Err() != nil:
 		return n, fmt.Errorf("cleanup interrupted after deleting %d %s", n, what)
 	case err != nil:
-		return n, fmt.Errorf("cleanup of %s stopped after deleting %d %s: %w", d.where, n, what, err)
+		return n, fmt.Errorf("cleanup of %s stopped after deleting %d %s: %w", d.Where, n, what, err)
 	}
 	return n, nil
 }

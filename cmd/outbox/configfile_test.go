@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/relaycmd"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -151,11 +152,11 @@ func TestDeployConfigFile(t *testing.T) {
 	if cf.Top["db"].Value == "" || len(cf.Sections["relay"]) < 5 || len(cf.Sections["cleanup"]) == 0 {
 		t.Fatalf("%s: top level %v, sections %v: expected db, relay: and cleanup:", path, cf.Top, cf.Sections)
 	}
-	f := cli.CommandFlagSet(runRelay)
+	f := cli.CommandFlagSet(relaycmd.Run)
 	if _, err := f.Parse([]string{"--config", path}); err != nil {
 		t.Fatalf("outbox relay --config %s: %v", path, err)
 	}
-	fresh := cli.CommandFlagSet(runRelay)
+	fresh := cli.CommandFlagSet(relaycmd.Run)
 	for name, e := range cf.Sections["relay"] {
 		if err := fresh.Lookup(name).Value.Set(e.Value); err != nil { // "10m" reads as "10m0s"
 			t.Fatal(err)

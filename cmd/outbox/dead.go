@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"sort"
 	"strings"
@@ -65,7 +66,7 @@ const deadAtNote = "DEAD_AT is the row's dead_at: when the relay gave up on it (
 func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := cli.NewFlagSet("outbox dead list", "--db DSN [flags]",
 		"List DEAD messages, oldest first, with their last error (truncated; see 'outbox dead show').", stdout)
-	db := addDBFlags(f)
+	db := dbopen.AddFlags(f)
 	var topic string
 	var limit int
 	var afterID int64
@@ -75,7 +76,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f.Int64Var(&afterID, "after-id", 0, "ID", "list messages whose id is above this one (the next page)")
 	f.BoolVar(&asJSON, "json", "print a JSON array instead of a table")
 	f.Note(deadAtNote)
-	f.Note(escapesNote)
+	f.Note(cli.EscapesNote)
 	f.Example("outbox dead list --db sqlite:app.db --topic order.paid --limit 20")
 	pos, err := f.Parse(args)
 	if err != nil {
@@ -90,14 +91,14 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case afterID < 0:
 		return cli.Usagef(f.Hint(), "dead list: --after-id %d must not be negative", afterID)
 	}
-	d, err := db.open(ctx, true)
+	d, err := db.Open(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	msgs, err := d.Store.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead, Topic: topic, AfterID: afterID, Limit: limit})
 	if err != nil {
-		return fmt.Errorf("list dead messages in %s: %w", d.where, err)
+		return fmt.Errorf("list dead messages in %s: %w", d.Where, err)
 	}
 	if asJSON {
 		out := make([]admin.Message, 0, len(msgs))
@@ -113,8 +114,8 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMSG_ID\tTOPIC\tRETRIES\tDEAD_AT\tLAST_ERROR")
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", m.ID, termText(m.MsgID), termText(m.Topic), m.Retries,
-			formatTime(m.DeadAt, time.RFC3339), truncate(termText(cli.OneLine(redact.Text(m.LastError))), 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", m.ID, cli.TermText(m.MsgID), cli.TermText(m.Topic), m.Retries,
+			formatTime(m.DeadAt, time.RFC3339), truncate(cli.TermText(cli.OneLine(redact.Text(m.LastError))), 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -129,10 +130,10 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	f := cli.NewFlagSet("outbox dead show", "--db DSN [flags] MSG_ID",
 		"Show every field of one message, its headers and its payload (pretty-printed). Works for a\n"+
 			"message of any status, not only DEAD.", stdout)
-	db := addDBFlags(f)
+	db := dbopen.AddFlags(f)
 	var asJSON bool
 	f.BoolVar(&asJSON, "json", "print one JSON object")
-	f.Note(escapesNote)
+	f.Note(cli.EscapesNote)
 	f.Example("outbox dead show --db sqlite:app.db order-42:OrderPaid")
 	pos, err := f.Parse(args)
 	if err != nil {
@@ -145,7 +146,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	default:
 		return cli.Usagef(f.Hint(), "dead show: give one MSG_ID, not %d", len(pos))
 	}
-	d, err := db.open(ctx, true)
+	d, err := db.Open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		return fmt.Errorf("no message with msg_id %q in table %q; find one with 'outbox dead list'", pos[0], d.Store.Tables().Outbox)
 	}
 	if err != nil {
-		return fmt.Errorf("show message %q in %s: %w", pos[0], d.where, err)
+		return fmt.Errorf("show message %q in %s: %w", pos[0], d.Where, err)
 	}
 	if asJSON {
 		return writeJSON(stdout, admin.MessageOf(m))
@@ -164,16 +165,16 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', 0)
 	for _, row := range [][2]string{
 		{"id", fmt.Sprint(m.ID)},
-		{"msg_id", termText(m.MsgID)},
-		{"topic", termText(m.Topic)},
-		{"key", termText(orDash(m.Key))},
+		{"msg_id", cli.TermText(m.MsgID)},
+		{"topic", cli.TermText(m.Topic)},
+		{"key", cli.TermText(orDash(m.Key))},
 		{"status", m.Status.String()},
 		{"retries", fmt.Sprint(m.Retries)},
 		{"created_at", formatTime(m.CreatedAt, layout)},
 		{"next_retry_at", formatTime(m.NextRetryAt, layout)},
 		{"sent_at", formatTime(m.SentAt, layout)},
 		{"dead_at", formatTime(m.DeadAt, layout)},
-		{"last_error", termText(orDash(redact.Text(m.LastError)))},
+		{"last_error", cli.TermText(orDash(redact.Text(m.LastError)))},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 	}
@@ -190,7 +191,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			fmt.Fprintf(stdout, "  %s: %s\n", termText(k), termText(m.Headers[k]))
+			fmt.Fprintf(stdout, "  %s: %s\n", cli.TermText(k), cli.TermText(m.Headers[k]))
 		}
 	}
 	fmt.Fprintln(stdout, "payload:")
@@ -199,7 +200,7 @@ func runDeadShow(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		pretty.Reset()
 		pretty.Write(m.Payload)
 	}
-	fmt.Fprintln(stdout, termBlock(pretty.String()))
+	fmt.Fprintln(stdout, cli.TermBlock(pretty.String()))
 	return nil
 }
 
@@ -243,7 +244,7 @@ func runDeadRetry(ctx context.Context, args []string, stdout, _ io.Writer) error
 	f := cli.NewFlagSet("outbox dead retry", "--db DSN [flags] (MSG_ID... | --all [--topic TOPIC])",
 		"Move DEAD messages back to NEW with their retry count reset, so that the relay publishes them\n"+
 			"again. The retry is recorded in last_error, before the previous error.", stdout)
-	db := addDBFlags(f)
+	db := dbopen.AddFlags(f)
 	sel := addDeadSelection(f)
 	f.Example("outbox dead retry --db sqlite:app.db order-42:OrderPaid order-43:OrderPaid")
 	f.Example("outbox dead retry --db sqlite:app.db --all --topic order.paid")
@@ -255,7 +256,7 @@ func runDeadRetry(ctx context.Context, args []string, stdout, _ io.Writer) error
 	if err != nil {
 		return err
 	}
-	d, err := db.open(ctx, true)
+	d, err := db.Open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -263,7 +264,7 @@ func runDeadRetry(ctx context.Context, args []string, stdout, _ io.Writer) error
 	note := fmt.Sprintf("retried by operator at %s via outbox dead retry; previous error: ", time.Now().UTC().Format(time.RFC3339))
 	n, err := d.Store.RetryDead(ctx, filter, note)
 	if err != nil {
-		return fmt.Errorf("retry dead messages in %s: %w", d.where, err)
+		return fmt.Errorf("retry dead messages in %s: %w", d.Where, err)
 	}
 	fmt.Fprintln(stdout, sel.describe(n, "retried", pos)+"; they are NEW again")
 	return nil
@@ -272,7 +273,7 @@ func runDeadRetry(ctx context.Context, args []string, stdout, _ io.Writer) error
 func runDeadDrop(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	f := cli.NewFlagSet("outbox dead drop", "--db DSN [flags] (MSG_ID... | --all [--topic TOPIC] --yes)",
 		"Delete DEAD messages for good. Only DEAD messages are deleted, whatever the msg_ids given.", stdout)
-	db := addDBFlags(f)
+	db := dbopen.AddFlags(f)
 	sel := addDeadSelection(f)
 	var yes bool
 	f.BoolVar(&yes, "yes", "confirm --all: without it, --all deletes nothing").NoEnv = true
@@ -294,14 +295,14 @@ func runDeadDrop(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		}
 		return cli.Usagef(f.Hint(), "dead drop: --all deletes every DEAD message%s; add --yes to confirm (see them first with 'outbox dead list')", scope)
 	}
-	d, err := db.open(ctx, true)
+	d, err := db.Open(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	n, err := d.Store.DropDead(ctx, filter)
 	if err != nil {
-		return fmt.Errorf("drop dead messages in %s: %w", d.where, err)
+		return fmt.Errorf("drop dead messages in %s: %w", d.Where, err)
 	}
 	fmt.Fprintln(stdout, sel.describe(n, "dropped", pos))
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/relaycmd"
 	"io"
 	"os"
 	"os/exec"
@@ -225,15 +226,15 @@ func TestDeployKubernetes(t *testing.T) {
 		probe *k8sProbe
 		path  string
 	}{
-		{"livenessProbe", relay.LivenessProbe, livenessPath},
-		{"readinessProbe", relay.ReadinessProbe, readinessPath},
+		{"livenessProbe", relay.LivenessProbe, relaycmd.LivenessPath},
+		{"readinessProbe", relay.ReadinessProbe, relaycmd.ReadinessPath},
 	}
 	if relay.StartupProbe != nil {
 		probes = append(probes, struct {
 			name  string
 			probe *k8sProbe
 			path  string
-		}{"startupProbe", relay.StartupProbe, livenessPath})
+		}{"startupProbe", relay.StartupProbe, relaycmd.LivenessPath})
 	}
 	for _, p := range probes {
 		if p.probe == nil || p.probe.HTTPGet == nil {

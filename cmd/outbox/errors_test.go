@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/outbox-go/outbox/cmd/outbox/internal/brokers"
 	"os"
 	"path/filepath"
 	"strings"
@@ -228,11 +229,11 @@ func TestHelp(t *testing.T) {
 			}
 			want := []string{"migrate", "relay", "stats", "dead", "cleanup", "demo", "bench", "version", "OUTBOX_DB", "Example:", "discard:", "http(s)://",
 				"dead's --all and --yes, which only the command line sets"}
-			for scheme := range brokers {
+			for scheme := range brokers.Adapters {
 				if scheme == "tls" {
 					continue // NATS over TLS, like amqps, rediss, mqtts below
 				}
-				if _, tls := brokers[strings.TrimSuffix(scheme, "s")]; !tls || !strings.HasSuffix(scheme, "s") { // not amqps, rediss, mqtts: TLS forms of the same broker
+				if _, tls := brokers.Adapters[strings.TrimSuffix(scheme, "s")]; !tls || !strings.HasSuffix(scheme, "s") { // not amqps, rediss, mqtts: TLS forms of the same broker
 					want = append(want, scheme+"://")
 				}
 			}

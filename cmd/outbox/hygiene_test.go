@@ -104,7 +104,7 @@ func TestRelayHidesNATSCredentials(t *testing.T) {
 	secrets := []string{"nats-t0ken-s3cret", "nats-pw-s3cret", "nats-pw%2Fs3cret", "nats-pw/s3cret"}
 	b := newSQLite(t)
 	mustRun(t, "migrate", "--db", b.dsn)
-	sfx := randomPrefix()
+	sfx := clitest.RandomHex()
 	t.Cleanup(func() { clitest.DeleteStreams("nats://127.0.0.1:4222", "CLIH_"+sfx) })
 	query := fmt.Sprintf("?subject=clih%s.{topic}&stream=CLIH_%s&max_age=10m", sfx, sfx)
 	for _, url := range []string{

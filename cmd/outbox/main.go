@@ -8,8 +8,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/bench"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/demo"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/relaycmd"
 	"io"
 	"os"
 	"os/signal"
@@ -29,13 +31,13 @@ type command struct {
 // commands in the order "outbox help" lists them.
 var commands = []command{
 	{"migrate", "create or upgrade the outbox tables (safe to repeat)", runMigrate},
-	{"relay", "move messages from the outbox table to a broker until SIGTERM/SIGINT", runRelay},
+	{"relay", "move messages from the outbox table to a broker until SIGTERM/SIGINT", relaycmd.Run},
 	{"stats", "show pending, oldest pending age, sent and dead messages, per topic", runStats},
 	{"dead", "list, show, retry or drop messages that ran out of retries", runDead},
 	{"cleanup", "delete SENT messages and inbox records older than a given age", runCleanup},
-	{"console", "serve the operator's web console: backlog, DEAD messages, failure groups", runConsole},
+	{"console", "serve the operator's web console: backlog, DEAD messages, failure groups", relaycmd.RunConsole},
 	{"demo", "run the transfer scenario end to end on embedded services, no set-up", demo.Run},
-	{"bench", "measure the relay's throughput", runBench},
+	{"bench", "measure the relay's throughput", bench.Run},
 	{"version", "print the version of this binary", runVersion},
 	{"completion", "print a shell completion script: outbox completion bash|zsh|fish", runCompletion},
 	{"help", "print help for a command: outbox help relay", nil},
@@ -59,7 +61,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if p := recover(); p != nil {
-			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", termText(cli.OneLine(scrub(fmt.Sprint(p)))))
+			fmt.Fprintf(stderr, "outbox: internal error: %s; please report it with the command you ran\n", cli.TermText(cli.OneLine(cli.Scrub(fmt.Sprint(p)))))
 			code = 1
 		}
 	}()
@@ -120,7 +122,7 @@ func report(stderr io.Writer, err error) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	}
-	msg := termText(cli.OneLine(scrub(err.Error())))
+	msg := cli.TermText(cli.OneLine(cli.Scrub(err.Error())))
 	// The core's messages start with "outbox: " too; say it once.
 	for {
 		rest, ok := strings.CutPrefix(msg, "outbox: ")

@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -15,19 +13,13 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 )
 
 // The tests run the real binary, built once, against the real databases of
 // this machine. Each test gets its own PostgreSQL schema, MariaDB database or
-// SQLite file. A database that cannot be reached fails the test: nothing skips.
-const (
-	pgAdminDSN    = "postgres://postgres@127.0.0.1:5432/test"
-	mysqlAdminDSN = "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC"
-)
-
+// SQLite file (package clitest). A database that cannot be reached fails the
+// test: nothing skips.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -172,67 +164,22 @@ func (b *backend) count(t *testing.T, where string, args ...any) int64 {
 	return b.queryInt(t, "SELECT count(*) FROM outbox WHERE "+where, args...)
 }
 
-func uniqueName() string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "outbox_cli_" + hex.EncodeToString(b[:])
-}
-
-func openOrFail(t *testing.T, driver, dsn, what string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = db.PingContext(ctx)
-		cancel()
-	}
-	if err != nil {
-		t.Fatalf("%s is needed by this test and cannot be reached: %v", what, err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 func newPostgres(t *testing.T) *backend {
 	t.Helper()
-	admin := openOrFail(t, "pgx", pgAdminDSN, "PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth, database test)")
-	schema := uniqueName()
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	dsn := pgAdminDSN + "?search_path=" + schema
-	return &backend{name: "postgres", dsn: dsn, db: openOrFail(t, "pgx", dsn, "PostgreSQL"),
-		tenDaysAgo: "now() - interval '10 days'"}
+	d := clitest.NewPostgres(t)
+	return &backend{name: "postgres", dsn: d.DSN, db: d.Conn, tenDaysAgo: "now() - interval '10 days'"}
 }
 
 func newMySQL(t *testing.T) *backend {
 	t.Helper()
-	admin := openOrFail(t, "mysql", mysqlAdminDSN, "MariaDB at 127.0.0.1:3306 (user root, empty password, database test)")
-	name := uniqueName()
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec("DROP DATABASE " + name); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	return &backend{name: "mysql", dsn: "mysql://root@127.0.0.1:3306/" + name,
-		db:         openOrFail(t, "mysql", "root@tcp(127.0.0.1:3306)/"+name+"?parseTime=true&loc=UTC", "MariaDB"),
-		tenDaysAgo: "UTC_TIMESTAMP(6) - INTERVAL 10 DAY"}
+	d := clitest.NewMySQL(t)
+	return &backend{name: "mysql", dsn: d.DSN, db: d.Conn, tenDaysAgo: "UTC_TIMESTAMP(6) - INTERVAL 10 DAY"}
 }
 
 func newSQLite(t *testing.T) *backend {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "outbox.db")
-	return &backend{name: "sqlite", dsn: "sqlite:" + path,
-		db:         openOrFail(t, "sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)", "SQLite"),
-		tenDaysAgo: "strftime('%Y-%m-%d %H:%M:%f', 'now', '-10 days')"}
+	d := clitest.NewSQLite(t)
+	return &backend{name: "sqlite", dsn: d.DSN, db: d.Conn, tenDaysAgo: "strftime('%Y-%m-%d %H:%M:%f', 'now', '-10 days')"}
 }
 
 var backends = []struct {

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"net"
 	"net/http"
 	"regexp"
@@ -14,27 +14,6 @@ import (
 )
 
 var metricsURL = regexp.MustCompile(`url=(http://\S+/metrics)`)
-
-// scrape gets url and returns the body.
-func scrape(t *testing.T, url string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape %s: %s, %v\n%s", url, resp.Status, err, body)
-	}
-	return string(body)
-}
 
 // TestRelayMetrics runs a relay with --metrics-addr on a free port and
 // scrapes it over HTTP: the relay's counters, the table's backlog, the Go
@@ -54,7 +33,7 @@ func TestRelayMetrics(t *testing.T) {
 		waitFor(t, "all rows SENT", 30*time.Second, func() bool { return b.count(t, "status = 1") == 6 })
 		var body string
 		waitFor(t, "the counters and an empty backlog", 30*time.Second, func() bool {
-			body = scrape(t, url)
+			body = clitest.Scrape(t, url)
 			return strings.Contains(body, `outbox_relay_messages_total{outcome="sent",topic="order.paid"} 5`) &&
 				strings.Contains(body, "\noutbox_pending_messages 0\n")
 		})

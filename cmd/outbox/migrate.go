@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"net/url"
 	"strings"
@@ -15,7 +16,7 @@ import (
 
 // migrateOptions are the flags of outbox migrate beside the database's.
 type migrateOptions struct {
-	db          *dbOptions
+	db          *dbopen.Options
 	dialect     string
 	print       bool
 	from        int
@@ -52,7 +53,7 @@ func runMigrate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return o.runPrint(f, stdout)
 	case o.printGrants:
 		return o.runPrintGrants(f, stdout)
-	case o.db.dsn == "":
+	case o.db.DSN == "":
 		return cli.Usagef(f.Hint(), "migrate: missing --db (or OUTBOX_DB): %s", "the database to migrate")
 	case o.dialect != "":
 		return cli.Usagef(f.Hint(), "migrate: --dialect goes with --print or --print-grants; --db names the database")
@@ -69,7 +70,7 @@ func newMigrateFlags(stdout io.Writer) (*cli.FlagSet, *migrateOptions) {
 		"Create or upgrade the outbox and inbox tables to the latest version. Safe to run again,\n"+
 			"and from several processes at once. --print writes the migrations' SQL instead, --check\n"+
 			"compares the database with it, --print-grants writes least-privilege grants.", stdout)
-	o := &migrateOptions{db: addDBFlags(f)}
+	o := &migrateOptions{db: dbopen.AddFlags(f)}
 	for _, d := range f.Docs() {
 		if d.Name == "db" {
 			d.Required = false // --print and --print-grants take --dialect instead
@@ -103,20 +104,20 @@ func newMigrateFlags(stdout io.Writer) (*cli.FlagSet, *migrateOptions) {
 
 // migrate creates or upgrades the tables of --db and says to which version.
 func (o *migrateOptions) migrate(ctx context.Context, stdout io.Writer) error {
-	d, err := o.db.open(ctx, false)
+	d, err := o.db.Open(ctx, false)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	if err := d.Store.Migrate(ctx); err != nil {
 		if qualifiedTables(d.Store.Tables()) {
-			return fmt.Errorf("migrate %s: %w; the schema (on MySQL, the database) of --table and --inbox-table must exist: create it first", d.where, err)
+			return fmt.Errorf("migrate %s: %w; the schema (on MySQL, the database) of --table and --inbox-table must exist: create it first", d.Where, err)
 		}
-		return fmt.Errorf("migrate %s: %w", d.where, err)
+		return fmt.Errorf("migrate %s: %w", d.Where, err)
 	}
 	v, err := d.Store.SchemaVersion(ctx)
 	if err != nil {
-		return fmt.Errorf("read the schema version in %s: %w", d.where, err)
+		return fmt.Errorf("read the schema version in %s: %w", d.Where, err)
 	}
 	t := d.Store.Tables()
 	fmt.Fprintf(stdout, "migrated %s tables %q, %q to version %d\n", d.Dialect, t.Outbox, t.Inbox, v)
@@ -138,8 +139,8 @@ func (o *migrateOptions) dialectName(f *cli.FlagSet) (string, error) {
 	default:
 		return "", cli.Usagef(f.Hint(), "migrate: --dialect %q: use postgres, mysql (or mariadb) or sqlite", o.dialect)
 	}
-	if o.db.dsn != "" {
-		scheme, _, _ := strings.Cut(o.db.dsn, ":")
+	if o.db.DSN != "" {
+		scheme, _, _ := strings.Cut(o.db.DSN, ":")
 		switch strings.ToLower(scheme) {
 		case "postgres", "postgresql":
 			fromDSN = "postgres"
@@ -148,7 +149,7 @@ func (o *migrateOptions) dialectName(f *cli.FlagSet) (string, error) {
 		case "sqlite":
 			fromDSN = "sqlite"
 		default:
-			return "", notADatabaseURL(o.db.dsn)
+			return "", dbopen.NotADatabaseURL(o.db.DSN)
 		}
 	}
 	switch {
@@ -169,7 +170,7 @@ func (o *migrateOptions) runPrint(f *cli.FlagSet, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := sqlstore.ScriptFor(name, o.db.tables())
+	s, err := sqlstore.ScriptFor(name, o.db.Tables())
 	if err != nil {
 		return fmt.Errorf("%w; check --table / --inbox-table", err)
 	}
@@ -196,7 +197,7 @@ func (o *migrateOptions) runPrint(f *cli.FlagSet, w io.Writer) error {
 
 // runCheck compares the database with this build's schema.
 func (o *migrateOptions) runCheck(ctx context.Context, w io.Writer) error {
-	d, err := o.db.open(ctx, true)
+	d, err := o.db.Open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -207,18 +208,18 @@ func (o *migrateOptions) runCheck(ctx context.Context, w io.Writer) error {
 	}
 	c, err := checker.CheckSchema(ctx)
 	if err != nil {
-		return fmt.Errorf("check the schema in %s: %w", d.where, err)
+		return fmt.Errorf("check the schema in %s: %w", d.Where, err)
 	}
 	t := d.Store.Tables()
 	if len(c.Problems) == 0 {
-		fmt.Fprintf(w, "schema of tables %q, %q in %s is current (version %d)\n", t.Outbox, t.Inbox, d.where, c.Version)
+		fmt.Fprintf(w, "schema of tables %q, %q in %s is current (version %d)\n", t.Outbox, t.Inbox, d.Where, c.Version)
 		return nil
 	}
 	for _, p := range c.Problems {
 		fmt.Fprintf(w, "%s\n", p)
 	}
 	return fmt.Errorf("schema of tables %q, %q in %s is not current (version %d, this build's %d): %d %s listed above",
-		t.Outbox, t.Inbox, d.where, c.Version, c.Latest, len(c.Problems), plural(int64(len(c.Problems)), "problem", "problems"))
+		t.Outbox, t.Inbox, d.Where, c.Version, c.Latest, len(c.Problems), plural(int64(len(c.Problems)), "problem", "problems"))
 }
 
 // runPrintGrants writes the grants of the roles given.
@@ -233,11 +234,11 @@ func (o *migrateOptions) runPrintGrants(f *cli.FlagSet, w io.Writer) error {
 	if o.roles.Cleanup && o.roles.Relay == "" {
 		return cli.Usagef(f.Hint(), "migrate: --cleanup adds to the grants of --relay; give --relay")
 	}
-	tables := o.db.tables().WithDefaults()
+	tables := o.db.Tables().WithDefaults()
 	if name == "mysql" {
 		// MySQL's grants name the database: that of --db where the table
 		// names do not.
-		if db := mysqlDatabase(o.db.dsn); db != "" {
+		if db := mysqlDatabase(o.db.DSN); db != "" {
 			for _, p := range []*string{&tables.Outbox, &tables.Inbox} {
 				if _, _, q := outboxdriver.SplitTableName(*p); !q {
 					*p = db + "." + *p

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"strings"
 	"testing"
 
@@ -44,7 +46,7 @@ func schemaCases(t *testing.T, name string) schemaCase {
 		b := newMySQL(t)
 		return schemaCase{b: b,
 			script: func(t *testing.T, s string) {
-				db := openOrFail(t, "mysql", strings.TrimPrefix(strings.Replace(b.dsn, "@127.0.0.1:3306", "@tcp(127.0.0.1:3306)", 1), "mysql://")+"?multiStatements=true", "MariaDB")
+				db := clitest.OpenOrFail(t, "mysql", strings.TrimPrefix(strings.Replace(b.dsn, "@127.0.0.1:3306", "@tcp(127.0.0.1:3306)", 1), "mysql://")+"?multiStatements=true", "MariaDB")
 				execOrFail(t, db, s)
 			},
 			drift: []string{
@@ -141,7 +143,7 @@ func TestMigrateQualifiedTables(t *testing.T) {
 			t.Parallel()
 			home, other := schemaCases(t, name).b, schemaCases(t, name).b
 			otherName := map[string]func(*backend) string{
-				"postgres": func(b *backend) string { return strings.TrimPrefix(b.dsn, pgAdminDSN+"?search_path=") },
+				"postgres": func(b *backend) string { return strings.TrimPrefix(b.dsn, clitest.PGAdminDSN+"?search_path=") },
 				"mysql":    func(b *backend) string { return b.dsn[strings.LastIndex(b.dsn, "/")+1:] },
 			}[name](other)
 			tables := []string{"--table", otherName + ".events", "--inbox-table", otherName + ".seen"}
@@ -152,7 +154,7 @@ func TestMigrateQualifiedTables(t *testing.T) {
 			switch name {
 			case "postgres":
 				q := "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1"
-				home.db.QueryRow(q, strings.TrimPrefix(home.dsn, pgAdminDSN+"?search_path=")).Scan(&inHome)
+				home.db.QueryRow(q, strings.TrimPrefix(home.dsn, clitest.PGAdminDSN+"?search_path=")).Scan(&inHome)
 				other.db.QueryRow(q, otherName).Scan(&inOther)
 				var fns, trig int64
 				other.db.QueryRow("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1", otherName).Scan(&fns)
@@ -221,7 +223,7 @@ func TestCheckSchemaKnowsEveryObject(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, true, func(t *testing.T, b *backend) {
 		ctx := context.Background()
-		d, err := openDatabase(ctx, b.dsn, dbTLS{}, outbox.Tables{})
+		d, err := dbopen.Open(ctx, b.dsn, dbopen.TLS{}, outbox.Tables{})
 		if err != nil {
 			t.Fatal(err)
 		}

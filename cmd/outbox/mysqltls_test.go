@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -26,7 +27,7 @@ type tlsMariaDB struct {
 func startTLSMariaDB(t *testing.T) *tlsMariaDB {
 	t.Helper()
 	base := t.TempDir()
-	s := &tlsMariaDB{port: freePort(t), dir: base, password: "my-" + uniqueName()}
+	s := &tlsMariaDB{port: freePort(t), dir: base, password: "my-" + clitest.UniqueName()}
 	s.ca = newTestCA(t, base, "outbox-test-ca")
 	s.ca.issue(t, base, "server", certSpec{cn: "mariadb.outbox.test", dns: []string{"mariadb.outbox.test", "localhost"}})
 	data := filepath.Join(base, "data")

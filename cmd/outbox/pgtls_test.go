@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	byteorder "encoding/binary"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"io"
 	"net"
 	"os"
@@ -59,7 +60,7 @@ func startTLSPostgres(t *testing.T) *tlsPostgres {
 	t.Helper()
 	bin := pgBinDir(t)
 	base := t.TempDir()
-	s := &tlsPostgres{port: freePort(t), dir: filepath.Join(base, "pg"), password: "pg-" + uniqueName()}
+	s := &tlsPostgres{port: freePort(t), dir: filepath.Join(base, "pg"), password: "pg-" + clitest.UniqueName()}
 	if err := os.Mkdir(s.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
 	"io"
 	"log/slog"
 	"strings"
@@ -65,8 +66,8 @@ func randomHex(n int) string {
 }
 
 func newPrivilegesPostgres(t *testing.T) *privilegeEnv {
-	admin := openOrFail(t, "pgx", pgAdminDSN, "PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth, database test)")
-	e := &privilegeEnv{dialect: "postgres", schema: uniqueName(), admin: admin}
+	admin := clitest.OpenOrFail(t, "pgx", clitest.PGAdminDSN, "PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth, database test)")
+	e := &privilegeEnv{dialect: "postgres", schema: clitest.UniqueName(), admin: admin}
 	e.migrator, e.writer, e.relay = e.schema+"_migrator", e.schema+"_writer", e.schema+"_relay"
 	roles := []string{e.migrator, e.writer, e.relay}
 	t.Cleanup(func() {
@@ -88,7 +89,7 @@ func newPrivilegesPostgres(t *testing.T) *privilegeEnv {
 	}
 	e.dsn = func(role string) string { return "postgres://" + role + "@127.0.0.1:5432/test" }
 	e.db = func(t *testing.T, role string) *sql.DB {
-		return openOrFail(t, "pgx", e.dsn(role), "PostgreSQL as "+role)
+		return clitest.OpenOrFail(t, "pgx", e.dsn(role), "PostgreSQL as "+role)
 	}
 	e.store = func(t *testing.T, role string) (outboxdriver.Store, func(context.Context, ...outbox.Message) error) {
 		pool, err := pgxpool.New(context.Background(), e.dsn(role))
@@ -112,8 +113,8 @@ func newPrivilegesPostgres(t *testing.T) *privilegeEnv {
 }
 
 func newPrivilegesMySQL(t *testing.T) *privilegeEnv {
-	admin := openOrFail(t, "mysql", mysqlAdminDSN, "MariaDB at 127.0.0.1:3306 (user root, empty password, database test)")
-	name := uniqueName()
+	admin := clitest.OpenOrFail(t, "mysql", clitest.MySQLAdminDSN, "MariaDB at 127.0.0.1:3306 (user root, empty password, database test)")
+	name := clitest.UniqueName()
 	e := &privilegeEnv{dialect: "mysql", schema: name, admin: admin}
 	// Account names are at most 80 characters on MariaDB, 32 on MySQL.
 	short := "ob_" + randomHex(4)
@@ -141,7 +142,7 @@ func newPrivilegesMySQL(t *testing.T) *privilegeEnv {
 		return role + ":" + password[role] + "@tcp(127.0.0.1:3306)/" + name + "?parseTime=true&loc=UTC&interpolateParams=true"
 	}
 	e.db = func(t *testing.T, role string) *sql.DB {
-		return openOrFail(t, "mysql", driverDSN(role), "MariaDB as "+role)
+		return clitest.OpenOrFail(t, "mysql", driverDSN(role), "MariaDB as "+role)
 	}
 	e.store = func(t *testing.T, role string) (outboxdriver.Store, func(context.Context, ...outbox.Message) error) {
 		drv, err := outboxmysql.New(e.db(t, role), outbox.Tables{Outbox: name + ".outbox", Inbox: name + ".inbox"})

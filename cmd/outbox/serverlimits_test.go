@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/clitest"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/relaycmd"
 	"io"
 	"net"
 	"os"
@@ -66,8 +68,8 @@ func dialIdle(t *testing.T, url string, n int) []net.Conn {
 
 // TestRelayServersCapConnections: clients that open many connections to
 // the metrics and admin servers and send nothing cannot raise the relay's
-// open descriptors by more than httpMaxConns per server, and each of them
-// is cut off after httpReadHeaderTimeout; once they are gone, both servers
+// open descriptors by more than relaycmd.HTTPMaxConns per server, and each of them
+// is cut off after relaycmd.HTTPReadHeaderTimeout; once they are gone, both servers
 // answer again.
 func TestRelayServersCapConnections(t *testing.T) {
 	t.Parallel()
@@ -76,31 +78,31 @@ func TestRelayServersCapConnections(t *testing.T) {
 	pid, stderr := startRelayPID(t, "--db", dsn, "--broker", "discard:", "--metrics-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
 	metrics := urlInLog(t, stderr, metricsURL)
 	adminBase := urlInLog(t, stderr, adminURL)
-	scrape(t, metrics)
-	scrape(t, adminBase+"/stats")
+	clitest.Scrape(t, metrics)
+	clitest.Scrape(t, adminBase+"/stats")
 	base := openFDs(t, pid)
 
 	const idle = 100
 	held := append(dialIdle(t, metrics, idle), dialIdle(t, adminBase+"/", idle)...)
 	// Give the servers time to accept all they will.
 	time.Sleep(time.Second)
-	if got, limit := openFDs(t, pid), base+2*httpMaxConns+2; got > limit {
+	if got, limit := openFDs(t, pid), base+2*relaycmd.HTTPMaxConns+2; got > limit {
 		t.Fatalf("%d idle connections to each server raised the relay's descriptors from %d to %d; want at most %d",
 			idle, base, got, limit)
 	}
 
 	// A connection that sends nothing is closed by the server.
 	start := time.Now()
-	held[0].SetReadDeadline(time.Now().Add(httpReadHeaderTimeout + 5*time.Second))
+	held[0].SetReadDeadline(time.Now().Add(relaycmd.HTTPReadHeaderTimeout + 5*time.Second))
 	if _, err := io.ReadAll(held[0]); os.IsTimeout(err) {
 		t.Fatalf("an idle connection was not closed by the server within %s: %v", time.Since(start), err)
 	}
 	for _, c := range held {
 		c.Close()
 	}
-	waitFor(t, "the servers to answer again", 3*httpReadHeaderTimeout, func() bool {
-		scrape(t, metrics)
-		scrape(t, adminBase+"/stats")
+	waitFor(t, "the servers to answer again", 3*relaycmd.HTTPReadHeaderTimeout, func() bool {
+		clitest.Scrape(t, metrics)
+		clitest.Scrape(t, adminBase+"/stats")
 		return true
 	})
 	waitFor(t, "the descriptors of the closed connections to be released", 10*time.Second, func() bool {
@@ -109,7 +111,7 @@ func TestRelayServersCapConnections(t *testing.T) {
 }
 
 // TestRelayServersCutSlowLoris: a client that sends a request's headers a
-// byte at a time is cut off once httpReadHeaderTimeout has passed since
+// byte at a time is cut off once relaycmd.HTTPReadHeaderTimeout has passed since
 // its first byte, however steadily it sends.
 func TestRelayServersCutSlowLoris(t *testing.T) {
 	t.Parallel()
@@ -131,12 +133,12 @@ func TestRelayServersCutSlowLoris(t *testing.T) {
 			}
 			tick := time.NewTicker(200 * time.Millisecond)
 			defer tick.Stop()
-			deadline := time.After(httpReadHeaderTimeout + 5*time.Second)
+			deadline := time.After(relaycmd.HTTPReadHeaderTimeout + 5*time.Second)
 			for {
 				select {
 				case d := <-closed:
-					if d < httpReadHeaderTimeout-time.Second {
-						t.Fatalf("cut off after %s, before the header timeout of %s", d, httpReadHeaderTimeout)
+					if d < relaycmd.HTTPReadHeaderTimeout-time.Second {
+						t.Fatalf("cut off after %s, before the header timeout of %s", d, relaycmd.HTTPReadHeaderTimeout)
 					}
 					return
 				case <-tick.C:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"io"
 	"text/tabwriter"
 	"time"
@@ -22,7 +23,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			"indexes only, never the sent history. On PostgreSQL also where the relays'\n"+
 			"rescans start (the low-water mark): far behind the newest row means a transaction left\n"+
 			"open holds it back, and every rescan walks the rows in between.", stdout)
-	db := addDBFlags(f)
+	db := dbopen.AddFlags(f)
 	var asJSON bool
 	f.BoolVar(&asJSON, "json", "print one JSON object instead of a table")
 	f.Note("Control characters in topics are shown as escapes such as \\x1b; --json prints them exactly, as JSON escapes.")
@@ -35,20 +36,20 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err := cli.NoArgs(f, pos); err != nil {
 		return err
 	}
-	d, err := db.open(ctx, true)
+	d, err := db.Open(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	st, err := d.Store.Stats(ctx)
 	if err != nil {
-		return fmt.Errorf("stats of %s: %w", d.where, err)
+		return fmt.Errorf("stats of %s: %w", d.Where, err)
 	}
 	var mark *outboxdriver.RescanMark
 	if rm, ok := d.Store.(outboxdriver.RescanMarker); ok {
 		m, found, err := rm.RescanMark(ctx)
 		if err != nil {
-			return fmt.Errorf("stats of %s: %w", d.where, err)
+			return fmt.Errorf("stats of %s: %w", d.Where, err)
 		}
 		if found {
 			mark = &m
@@ -61,7 +62,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		return writeJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, termText(d.where))
+	fmt.Fprintf(stdout, "table:          %s (%s)\n", d.Store.Tables().Outbox, cli.TermText(d.Where))
 	fmt.Fprintf(stdout, "pending:        %d\n", st.Pending)
 	fmt.Fprintf(stdout, "oldest pending: %s\n", age(st.OldestPendingAge, st.Pending))
 	if st.SentEstimated {
@@ -83,7 +84,7 @@ func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPENDING\tOLDEST PENDING\tDEAD")
 	for _, t := range st.Topics {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", termText(t.Topic), t.Pending, age(t.OldestPendingAge, t.Pending), t.Dead)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", cli.TermText(t.Topic), t.Pending, age(t.OldestPendingAge, t.Pending), t.Dead)
 	}
 	return tw.Flush()
 }
@@ -123,6 +124,6 @@ func writeJSON(w io.Writer, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := w.Write(jsonTermSafe(buf.Bytes()))
+	_, err := w.Write(cli.JSONTermSafe(buf.Bytes()))
 	return err
 }

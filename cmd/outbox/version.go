@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outbox-go/outbox/cmd/outbox/internal/cli"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/relaycmd"
 	"io"
 	"runtime"
 	"runtime/debug"
@@ -17,6 +18,8 @@ var (
 	buildCommit  string
 	buildDate    string
 )
+
+func init() { relaycmd.Version = buildInfo().Version }
 
 // versionInfo describes the binary: the version it was released as, the
 // commit and the time it was built from, and the Go toolchain.

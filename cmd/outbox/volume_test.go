@@ -19,6 +19,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"os"
 	"sort"
 	"strconv"
@@ -36,7 +37,7 @@ import (
 
 type volume struct {
 	t     *testing.T
-	d     *database
+	d     *dbopen.Database
 	exec  func(ctx context.Context, stmt string) error
 	days  int
 	drain int
@@ -63,7 +64,7 @@ func TestVolume(t *testing.T) {
 		t.Fatal("set OUTBOX_VOLUME_DB to a database loaded by bench/volume/load-*.sql")
 	}
 	ctx := context.Background()
-	d, err := openDatabase(ctx, dsn, dbTLS{}, outbox.Tables{})
+	d, err := dbopen.Open(ctx, dsn, dbopen.TLS{}, outbox.Tables{})
 	if err != nil {
 		t.Fatal(err)
 	}

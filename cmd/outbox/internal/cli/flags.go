@@ -1,6 +1,7 @@
 // Package cli holds what the outbox commands share on the command line:
 // flag sets whose flags also read OUTBOX_ variables and a config file,
-// their usage text, and the usage errors that exit with status 2.
+// their usage text, the usage errors that exit with status 2, and the
+// secrets every printed message is scrubbed of.
 package cli
 
 import (
