@@ -1,6 +1,7 @@
 package outboxamqp
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -91,6 +92,21 @@ type PublisherConfig struct {
 	// Logger receives what the publisher has to say outside a Publish result
 	// (a lost connection, a reconnection). Defaults to slog.Default().
 	Logger *slog.Logger
+	// Dial, when set, opens the publisher's connections instead of the URL:
+	// its first in NewPublisher and a new one after each loss, since an
+	// amqp091-go connection does not reconnect. TLS, the login, SASL,
+	// heartbeats and client properties are then the caller's (an
+	// amqp.DialConfig of your own); the URL's host, user, password, vhost,
+	// heartbeat, channel_max, auth_mechanism and TLS parameters, and TLS,
+	// are not used, and the URL may be empty or hold only query parameters
+	// ("?exchange=orders"). The other parameters and fields apply. ctx ends
+	// after DialTimeout: a call that returns later counts as failed, and its
+	// connection is closed. An error is reported as a failed connection
+	// attempt is: outbox.Unavailable, or ErrRefusedLogin for amqp091-go's
+	// refused logins. Each call must return a new connection: the publisher
+	// owns it and closes it when it replaces it and in Close. Defaults to
+	// nil.
+	Dial func(ctx context.Context) (*amqp.Connection, error)
 }
 
 // SubscriberConfig configures a Subscriber. A field left zero takes the value
@@ -172,6 +188,13 @@ type SubscriberConfig struct {
 	// Logger receives the subscriber's reports of lost connections and
 	// reconnections. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Dial, when set, opens the subscriber's connections instead of the
+	// URL, as for PublisherConfig.Dial: the one NewSubscriber declares the
+	// queues on, and the one of each Run, again after each loss, with a
+	// pause of ReconnectDelay at most between failed calls. The subscriber
+	// owns each connection and closes it when Run is done with it, so that
+	// the broker requeues what was prefetched. Defaults to nil.
+	Dial func(ctx context.Context) (*amqp.Connection, error)
 }
 
 // knownParams lists every query parameter; an unknown one is a typo and an
@@ -206,6 +229,35 @@ type broker struct {
 	tls         *tls.Config
 	dialTimeout time.Duration
 	logger      *slog.Logger
+	// dialHook, when set, opens the connections instead of url.
+	dialHook func(context.Context) (*amqp.Connection, error)
+}
+
+// hookBroker is what messages call the broker that Dial connects to.
+const hookBroker = "Dial's broker"
+
+// newBroker checks the URL, or, with a Dial hook, the query parameters the
+// URL may be reduced to.
+func newBroker(raw string, hook func(context.Context) (*amqp.Connection, error)) (*broker, error) {
+	if hook == nil || (strings.TrimSpace(raw) != "" && !strings.HasPrefix(raw, "?")) {
+		b, err := parseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		if hook != nil {
+			b.dialHook, b.redacted, b.tlsFiles = hook, hookBroker, brokerconf.TLSFiles{}
+		}
+		return b, nil
+	}
+	params, err := url.ParseQuery(strings.TrimPrefix(raw, "?"))
+	if err != nil {
+		return nil, configError("URL %q is not a valid query (%s); with Dial, use e.g. \"?exchange=orders\"", raw, urlErrorReason(err))
+	}
+	b := &broker{redacted: hookBroker, params: params, dialHook: hook, q: brokerconf.NewQuery(params, configError)}
+	if err := b.checkParams(); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // parseURL checks a broker URL. Errors never contain the password.
@@ -225,15 +277,10 @@ func parseURL(raw string) (*broker, error) {
 	if u.Hostname() == "" {
 		return nil, configError("URL %q has no host; use amqp://user:password@host:5672/vhost", b.redacted)
 	}
-	known := make([]string, 0, len(knownParams))
-	for name := range knownParams {
-		known = append(known, name)
-	}
 	b.q = brokerconf.NewQuery(b.params, configError)
-	if err := b.q.Check(known, brokerconf.TLSParams); err != nil {
+	if err := b.checkParams(); err != nil {
 		return nil, err
 	}
-	b.q.TLSFiles(&b.tlsFiles, tlsAliases)
 	if !b.tlsFiles.IsZero() && u.Scheme != "amqps" {
 		return nil, configError("URL %q has TLS parameters (tls_ca, tls_cert, ...) but scheme amqp://; use amqps:// for TLS", b.redacted)
 	}
@@ -241,6 +288,19 @@ func parseURL(raw string) (*broker, error) {
 		return nil, configError("URL %q: %s", b.redacted, strings.ReplaceAll(err.Error(), raw, b.redacted))
 	}
 	return b, nil
+}
+
+// checkParams refuses an unknown query parameter and reads the TLS files.
+func (b *broker) checkParams() error {
+	known := make([]string, 0, len(knownParams))
+	for name := range knownParams {
+		known = append(known, name)
+	}
+	if err := b.q.Check(known, brokerconf.TLSParams); err != nil {
+		return err
+	}
+	b.q.TLSFiles(&b.tlsFiles, tlsAliases)
+	return nil
 }
 
 // urlErrorReason returns the reason of a url.Parse error without the URL it
@@ -321,18 +381,19 @@ func (b *broker) common(dialTimeout *time.Duration, tlsCfg *tls.Config, logger *
 		return configError("DialTimeout is %s; it must be positive (or 0 for the default of %s)", *dialTimeout, DefaultDialTimeout)
 	}
 	b.dialTimeout = *dialTimeout
-	if tlsCfg != nil && b.scheme != "amqps" {
-		return configError("TLS is set but URL %q is amqp://; use amqps:// for TLS", b.redacted)
-	}
-	var err error
-	if b.tls, err = brokerconf.ResolveTLS(tlsCfg, b.tlsFiles, b.scheme == "amqps", configError); err != nil {
-		return err
-	}
 	if logger == nil {
 		logger = slog.Default()
 	}
 	b.logger = logger
-	return nil
+	if b.dialHook != nil {
+		return nil // TLS is the Dial hook's
+	}
+	if tlsCfg != nil && b.scheme != "amqps" {
+		return configError("TLS is set but URL %q is amqp://; use amqps:// for TLS", b.redacted)
+	}
+	var err error
+	b.tls, err = brokerconf.ResolveTLS(tlsCfg, b.tlsFiles, b.scheme == "amqps", configError)
+	return err
 }
 
 func checkExchange(exchange, kind string) error {
@@ -372,7 +433,7 @@ type publisherSettings struct {
 }
 
 func (cfg PublisherConfig) settings() (*publisherSettings, error) {
-	b, err := parseURL(cfg.URL)
+	b, err := newBroker(cfg.URL, cfg.Dial)
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +480,7 @@ type subscriberSettings struct {
 }
 
 func (cfg SubscriberConfig) settings() (*subscriberSettings, error) {
-	b, err := parseURL(cfg.URL)
+	b, err := newBroker(cfg.URL, cfg.Dial)
 	if err != nil {
 		return nil, err
 	}

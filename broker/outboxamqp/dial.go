@@ -21,6 +21,9 @@ func (b *broker) dial(ctx context.Context, name string) (*amqp.Connection, error
 	if err := ctx.Err(); err != nil {
 		return nil, outbox.Unavailable(fmt.Errorf("outboxamqp: connect to %s: %w", b.redacted, err))
 	}
+	if b.dialHook != nil {
+		return b.callDial(ctx)
+	}
 	deadline := time.Now().Add(b.dialTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -76,6 +79,43 @@ func (b *broker) dial(ctx context.Context, name string) (*amqp.Connection, error
 	return r.conn, nil
 }
 
+// callDial opens a connection with the Dial hook, within ctx and
+// DialTimeout. A hook that returns later than that has its connection
+// closed.
+func (b *broker) callDial(ctx context.Context) (*amqp.Connection, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.dialTimeout)
+	defer cancel()
+	type result struct {
+		conn *amqp.Connection
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := b.dialHook(ctx)
+		done <- result{c, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.conn != nil {
+				r.conn.Close()
+			}
+		}()
+		return nil, outbox.Unavailable(fmt.Errorf("outboxamqp: Dial: %w", ctx.Err()))
+	}
+	switch {
+	case r.err != nil:
+		return nil, b.dialError(r.err)
+	case r.conn == nil:
+		return nil, outbox.Unavailable(errors.New("outboxamqp: Dial returned neither a connection nor an error"))
+	case r.conn.IsClosed():
+		return nil, outbox.Unavailable(errors.New("outboxamqp: Dial returned a closed connection"))
+	}
+	return r.conn, nil
+}
+
 // ErrRefusedLogin marks a connection the broker refused: wrong user or
 // password, no access to the vhost, or a vhost that does not exist.
 var ErrRefusedLogin = errors.New("outboxamqp: the broker refused the login")
@@ -84,7 +124,14 @@ func (b *broker) dialError(err error) error {
 	var ae *amqp.Error
 	if errors.As(err, &ae) && (ae.Code == amqp.AccessRefused || ae.Code == amqp.NotAllowed) ||
 		errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost) || errors.Is(err, amqp.ErrSASL) {
-		return fmt.Errorf("%w at %s (check the URL's user, password and vhost): %w", ErrRefusedLogin, b.redacted, err)
+		check := "the URL's user, password and vhost"
+		if b.dialHook != nil {
+			check = "the user, password and vhost Dial logs in with"
+		}
+		return fmt.Errorf("%w at %s (check %s): %w", ErrRefusedLogin, b.redacted, check, err)
+	}
+	if b.dialHook != nil {
+		return outbox.Unavailable(fmt.Errorf("outboxamqp: Dial: %w", err))
 	}
 	// amqp091-go's errors name the address, never the URL or the password.
 	return outbox.Unavailable(fmt.Errorf("outboxamqp: connect to %s: %w", b.redacted, err))

@@ -67,10 +67,26 @@
 // and server_name_indication, mean the same. The TLS parameters with
 // amqp:// are an error, never a plain-text connection. The user and
 // password log in with PLAIN; auth_mechanism=external logs in with the
-// client certificate. The publisher and subscriber reopen their connection
-// after a loss, so they take no connection of the caller's:
-// PublisherConfig.TLS takes a *tls.Config. ParseURL turns a URL into a
-// PublisherConfig whose fields then win.
+// client certificate. PublisherConfig.TLS takes a *tls.Config. ParseURL
+// turns a URL into a PublisherConfig whose fields then win.
+//
+// # Your own connection
+//
+// An amqp091-go connection does not reconnect, and the publisher and the
+// subscriber open a new one after each loss, so they take a dial function
+// rather than a connection: PublisherConfig.Dial and SubscriberConfig.Dial
+// are called for every connection, with the caller's amqp.Config (TLS, SASL,
+// heartbeats, client properties), and the URL then holds only the query
+// parameters, if any:
+//
+//	cfg := outboxamqp.PublisherConfig{
+//		URL: "?exchange=orders",
+//		Dial: func(ctx context.Context) (*amqp.Connection, error) {
+//			return amqp.DialConfig(url, amqp.Config{SASL: mechanisms, Heartbeat: 5 * time.Second})
+//		},
+//	}
+//
+// The adapter owns and closes each connection Dial returns.
 //
 // # On the wire
 //

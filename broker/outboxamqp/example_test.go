@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -70,4 +71,24 @@ func dropExample(exchange, group string) {
 	ch.QueueDelete(group, false, false, false)
 	ch.QueueDelete(group+".dead", false, false, false)
 	ch.ExchangeDelete(exchange, false, false)
+}
+
+// A publisher whose connections the caller dials, here with a heartbeat and a
+// connection name of its own; the URL holds only the adapter's parameters.
+// The publisher calls Dial again after each lost connection.
+func ExamplePublisherConfig_dial() {
+	cfg := outboxamqp.PublisherConfig{
+		URL: "?exchange=shop",
+		Dial: func(ctx context.Context) (*amqp.Connection, error) {
+			props := amqp.NewConnectionProperties()
+			props.SetClientConnectionName("shop relay")
+			return amqp.DialConfig("amqp://guest:guest@127.0.0.1:5672/", amqp.Config{Heartbeat: 5 * time.Second, Properties: props})
+		},
+	}
+	pub, err := outboxamqp.NewPublisher(context.Background(), cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pub.Close()
 }

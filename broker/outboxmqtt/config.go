@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/cloudevents"
 	"github.com/outbox-go/outbox/internal/brokerconf"
@@ -117,6 +118,18 @@ type PublisherConfig struct {
 	// Logger receives what the publisher has to say outside a Publish
 	// result (a row header renamed on the wire). Defaults to slog.Default().
 	Logger *slog.Logger
+	// ClientConfig, when set, adjusts the autopaho configuration the
+	// publisher builds from the other fields, before it connects: servers,
+	// TLS, the login, the dialling, the CONNECT packet, logging. The adapter
+	// takes no connection manager of the caller's, because its acks and
+	// session rest on paho state that must be set when the manager is made;
+	// so it keeps the client id, the session state, clean start, session
+	// expiry (also in a CONNECT packet the hook builds), the packet timeout
+	// and its own callbacks, and runs the hook's OnConnectionUp and
+	// OnConnectError after its own. The connection still reconnects
+	// whatever OnConnectionDown returns. The URL is still required. Defaults
+	// to nil.
+	ClientConfig func(*autopaho.ClientConfig)
 }
 
 // SubscriberConfig configures a Subscriber. Zero fields take the value of the
@@ -191,6 +204,13 @@ type SubscriberConfig struct {
 	// tls_cert, tls_key and tls_server_name parameters, else the system's
 	// root certificates and the URL's host name.
 	TLS *tls.Config
+	// ClientConfig, when set, adjusts the autopaho configuration of each
+	// connection the subscriber makes (NewSubscriber's, each Run's,
+	// Leave's), as for PublisherConfig.ClientConfig: the member's client id,
+	// its persistent session, the acks sent after the handler succeeded, and
+	// the subscription made again on every connection stay the adapter's.
+	// Defaults to nil.
+	ClientConfig func(*autopaho.ClientConfig)
 }
 
 // publisherSettings is a defaulted, validated PublisherConfig.

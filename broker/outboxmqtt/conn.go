@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +36,8 @@ type connOptions struct {
 	onUp          func(*autopaho.ConnectionManager, *paho.Connack)
 	// attempt, when set, opens each network connection (tests only).
 	attempt func(context.Context, autopaho.ClientConfig, *url.URL) (net.Conn, error)
+	// configure is the caller's ClientConfig hook, or nil.
+	configure func(*autopaho.ClientConfig)
 }
 
 // reconnectBackoff is the wait before each reconnection attempt: random,
@@ -49,11 +53,15 @@ var reconnectBackoff = autopaho.NewExponentialBackoff(100*time.Millisecond, time
 // a *ConnectError.
 func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, error) {
 	first := newFirstConnect(o.url.redacted)
+	cfg := o.clientConfig(first.onError)
+	if o.configure != nil {
+		first.redacted = redactedServers(cfg.ServerUrls)
+	}
 	// The connection lives until Disconnect, not until ctx ends: ctx only
 	// bounds the wait for the first connection.
-	cm, err := autopaho.NewConnection(context.Background(), o.clientConfig(first.onError))
+	cm, err := autopaho.NewConnection(context.Background(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("outboxmqtt: %s: %w", o.url.redacted, err)
+		return nil, fmt.Errorf("outboxmqtt: %s: %w", first.redacted, err)
 	}
 	if err := first.await(ctx, cm, o.connectTimeout); err != nil {
 		disconnect(cm)
@@ -95,7 +103,78 @@ func (o connOptions) clientConfig(onConnectError func(error)) autopaho.ClientCon
 	if o.onPublish != nil {
 		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){o.onPublish}
 	}
+	if o.configure != nil {
+		configure(&cfg, o.configure)
+	}
 	return cfg
+}
+
+// configure lets hook change cfg, then puts back what the adapter's
+// guarantees rest on: the client id, the session state (which sends the
+// acks), clean start and session expiry, also in the CONNECT packet, the
+// packet timeout, and the callbacks, with the hook's run after the
+// adapter's. A hook's OnConnectionDown cannot stop the reconnecting.
+func configure(cfg *autopaho.ClientConfig, hook func(*autopaho.ClientConfig)) {
+	own := *cfg
+	cfg.OnPublishReceived, cfg.OnConnectionUp, cfg.OnConnectError = nil, nil, nil
+	hook(cfg)
+	cfg.ClientID, cfg.Session, cfg.PacketTimeout = own.ClientID, own.Session, own.PacketTimeout
+	cfg.CleanStartOnInitialConnection, cfg.SessionExpiryInterval = own.CleanStartOnInitialConnection, own.SessionExpiryInterval
+	cfg.EnableManualAcknowledgment = false
+	cfg.OnPublishReceived = slices.Concat(own.OnPublishReceived, cfg.OnPublishReceived)
+	if up, theirs := own.OnConnectionUp, cfg.OnConnectionUp; theirs != nil {
+		cfg.OnConnectionUp = func(cm *autopaho.ConnectionManager, ca *paho.Connack) {
+			if up != nil {
+				up(cm, ca)
+			}
+			theirs(cm, ca)
+		}
+	} else {
+		cfg.OnConnectionUp = up
+	}
+	if onErr, theirs := own.OnConnectError, cfg.OnConnectError; theirs != nil {
+		cfg.OnConnectError = func(err error) {
+			if onErr != nil {
+				onErr(err)
+			}
+			theirs(err)
+		}
+	} else {
+		cfg.OnConnectError = onErr
+	}
+	if down := cfg.OnConnectionDown; down != nil {
+		cfg.OnConnectionDown = func() bool {
+			down()
+			return true
+		}
+	}
+	if build := cfg.ConnectPacketBuilder; build != nil {
+		cfg.ConnectPacketBuilder = func(cp *paho.Connect, u *url.URL) (*paho.Connect, error) {
+			id, clean := cp.ClientID, cp.CleanStart
+			var expiry *uint32
+			if cp.Properties != nil {
+				expiry = cp.Properties.SessionExpiryInterval
+			}
+			cp, err := build(cp, u)
+			if cp != nil {
+				cp.ClientID, cp.CleanStart = id, clean
+				if cp.Properties == nil {
+					cp.Properties = &paho.ConnectProperties{}
+				}
+				cp.Properties.SessionExpiryInterval = expiry
+			}
+			return cp, err
+		}
+	}
+}
+
+// redactedServers names the servers of a configuration, passwords masked.
+func redactedServers(us []*url.URL) string {
+	names := make([]string, len(us))
+	for i, u := range us {
+		names[i] = u.Redacted()
+	}
+	return strings.Join(names, ",")
 }
 
 // firstConnect follows the connection attempts up to the first connection,

@@ -46,10 +46,33 @@
 // another CA signed fails the handshake with an error that names the cause.
 // The TLS parameters with mqtt:// are an error, never a plain-text
 // connection. mqtt://user:password@host logs in with the MQTT user name and
-// password. autopaho opens and reopens the connection itself, so the adapter
-// takes no connection of the caller's; PublisherConfig.TLS and
-// SubscriberConfig.TLS take a *tls.Config. ParseURL turns a URL into a
-// PublisherConfig whose fields then win.
+// password. PublisherConfig.TLS and SubscriberConfig.TLS take a
+// *tls.Config. ParseURL turns a URL into a PublisherConfig whose fields then
+// win.
+//
+// # Your own client settings
+//
+// The adapter takes no *autopaho.ConnectionManager of the caller's: its
+// acks, its persistent session and its subscription on every connection rest
+// on the session state, clean start, session expiry and callbacks, which are
+// fixed when a manager is made (a handler added later with
+// AddOnPublishReceived does not survive a reconnection), and the subscriber
+// makes a manager per Run. Instead PublisherConfig.ClientConfig and
+// SubscriberConfig.ClientConfig adjust the autopaho.ClientConfig the adapter
+// builds, before each connection manager is made:
+//
+//	cfg := outboxmqtt.PublisherConfig{
+//		URL: "mqtts://broker.example.com",
+//		ClientConfig: func(c *autopaho.ClientConfig) {
+//			c.ServerUrls = append(c.ServerUrls, standby) // fail over
+//			c.ConnectPacketBuilder = addAuthProperties
+//		},
+//	}
+//
+// The hook may change the servers, TLS, the login, the dialling, keep-alive,
+// the CONNECT packet and logging; the adapter puts back its client id,
+// session state, clean start, session expiry and packet timeout, and runs
+// the hook's OnConnectionUp and OnConnectError after its own.
 //
 // # On the wire
 //

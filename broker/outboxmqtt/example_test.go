@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
 	"time"
 
+	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/broker/outboxmqtt"
 )
@@ -89,4 +92,24 @@ func randomHex() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// A publisher whose autopaho configuration the caller adjusts: a password
+// read when the connection manager is made, and a standby broker to fail
+// over to. The adapter keeps its client id, session and acks.
+func ExamplePublisherConfig_clientConfig() {
+	standby, _ := url.Parse("mqtt://127.0.0.1:1884")
+	cfg := outboxmqtt.PublisherConfig{
+		URL: "mqtt://127.0.0.1:1883",
+		ClientConfig: func(c *autopaho.ClientConfig) {
+			c.ServerUrls = append(c.ServerUrls, standby)
+			c.ConnectUsername, c.ConnectPassword = "relay", []byte(os.Getenv("MQTT_PASSWORD"))
+		},
+	}
+	pub, err := outboxmqtt.NewPublisher(context.Background(), cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pub.Close()
 }

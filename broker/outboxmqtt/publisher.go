@@ -67,6 +67,7 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		cleanStart:     true,
 		onUp:           p.connectionUp,
 		session:        newPublisherSession(),
+		configure:      s.ClientConfig,
 	})
 	if err != nil {
 		return nil, err

@@ -71,6 +71,7 @@ func (sub *Subscriber) connOptions(sess *ackSession, onPublish func(paho.Publish
 		onPublish:      onPublish,
 		onUp:           onUp,
 		attempt:        sub.attempt,
+		configure:      s.ClientConfig,
 	}
 }
 
