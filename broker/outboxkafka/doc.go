@@ -65,8 +65,9 @@
 // as the token (kafka://:TOKEN@host; a user, when given, is the
 // authorization id). PublisherConfig.SASL takes any franz-go mechanism, for
 // a token that refreshes. PublisherConfig.Client takes a *kgo.Client of
-// your own. ParseURL turns a URL into a PublisherConfig whose fields then
-// win.
+// your own, and SubscriberConfig.ClientOpts options of your own for the
+// subscriber's client. ParseURL turns a URL into a PublisherConfig whose
+// fields then win.
 //
 // Credentials the brokers refuse at start-up (SASL_AUTHENTICATION_FAILED,
 // UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE) fail NewPublisher and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 type Subscriber struct {
 	cl          *kgo.Client
 	conn        *connection
+	clientOpts  []kgo.Opt // SubscriberConfig.ClientOpts
 	group       string
 	topics      []string // Kafka topics consumed
 	dlt         map[string]string
@@ -55,7 +57,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, erro
 		return nil, err
 	}
 	state := &connState{}
-	s.cl, err = c.newClient(ctx, state,
+	s.cl, err = c.newClient(ctx, state, append(slices.Clone(s.clientOpts),
 		kgo.ConsumerGroup(s.group),
 		kgo.ConsumeTopics(s.topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -75,7 +77,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, erro
 			s.log.Warn("outboxkafka: partitions lost without a chance to commit; their uncommitted records will be delivered again",
 				"group", s.group, "partitions", lost)
 		}),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}

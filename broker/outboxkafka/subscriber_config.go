@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-go/outbox/internal/redelivery"
 )
@@ -102,6 +105,14 @@ type SubscriberConfig struct {
 	// Logger receives handler failures, dead-lettered messages and failed
 	// commits. Defaults to slog.Default().
 	Logger *slog.Logger
+	// ClientOpts are franz-go options of your own for the subscriber's
+	// client: SASL mechanisms, a dialer, rack, metadata and fetch settings.
+	// They apply after the options above and before the consumer group's,
+	// so the group, its topics, manual commits, the start offset and the
+	// session and rebalance timeouts stay the subscriber's. A group client
+	// is fixed when it is made, which is why the subscriber takes options
+	// instead of a *kgo.Client. Defaults to none.
+	ClientOpts []kgo.Opt
 
 	// dial replaces the dialer, for tests (export_test.go).
 	dial func(ctx context.Context, network, host string) (net.Conn, error)
@@ -139,6 +150,7 @@ func newSubscriberConfig(cfg SubscriberConfig) (*connection, *Subscriber, error)
 	}
 	s := &Subscriber{
 		conn:        c,
+		clientOpts:  slices.Clone(cfg.ClientOpts),
 		group:       cfg.Group,
 		dlt:         map[string]string{},
 		retries:     map[retryKey]*retryState{},
