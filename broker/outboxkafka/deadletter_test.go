@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -110,16 +112,26 @@ func (b *deadLetterBundle) waitNext(t *testing.T, within time.Duration) {
 // deadLetter returns the poison message from the dead-letter topic.
 func (b *deadLetterBundle) deadLetter(t *testing.T) outboxkafka.DeadLetter {
 	t.Helper()
+	return b.deadLetters(t, 1)[0]
+}
+
+// deadLetters returns the n poison messages of the dead-letter topic.
+func (b *deadLetterBundle) deadLetters(t *testing.T, n int) []outboxkafka.DeadLetter {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	dls, err := outboxkafka.DeadLetters(ctx, b.cfg)
 	if err != nil {
 		t.Fatalf("DeadLetters: %v", err)
 	}
-	if len(dls) != 1 || dls[0].Message.MsgID != "poison" {
-		t.Fatalf("DeadLetters = %+v, want the poison message", dls)
+	ok := len(dls) == n
+	for _, dl := range dls {
+		ok = ok && dl.Message.MsgID == "poison"
 	}
-	return dls[0]
+	if !ok {
+		t.Fatalf("DeadLetters = %+v, want %d poison messages", dls, n)
+	}
+	return dls
 }
 
 func publish(t *testing.T, pub *outboxkafka.Publisher, msgs ...outbox.Message) {
@@ -232,8 +244,46 @@ func TestDeadLetterRefused(t *testing.T) {
 	}
 	b.waitNext(t, 10*time.Second)
 	if dl := b.deadLetter(t); dl.Err != "cannot handle" {
-		t.Errorf("after the raise the dead letter has Err %q, want the full copy", dl.Err)
+		// The raise may land between two rungs of one attempt: the full
+		// copy refused before it, the smaller one accepted after it. Then
+		// the log shows that attempt's full copy refused last.
+		if !raisedMidAttempt(b.log) {
+			t.Fatalf("after the raise the dead letter has Err %q, want the full copy", dl.Err)
+		}
+		t.Logf("the raise landed within an attempt; the dead letter is the smaller copy")
 	}
+	// Once the raise is in effect the full copy is what goes out.
+	publish(t, pub,
+		outbox.Message{MsgID: "poison", Topic: b.topic, Payload: json.RawMessage(`"` + strings.Repeat("y", 1600) + `"`)},
+		outbox.Message{MsgID: "next", Topic: b.topic, Payload: json.RawMessage(`3`)})
+	b.waitNext(t, 10*time.Second)
+	dls := b.deadLetters(t, 2)
+	if dl := dls[1]; dl.Err != "cannot handle" {
+		t.Errorf("the poison message published after the raise has a dead letter with Err %q, want the full copy", dl.Err)
+	}
+}
+
+// raisedMidAttempt reports whether the line before the first "moved to the
+// dead-letter topic" line is a refusal of the largest copy, the one every
+// attempt starts with.
+var refusedBytes = regexp.MustCompile(`uncompressed_bytes=(\d+)`)
+
+func raisedMidAttempt(log *logBuffer) bool {
+	lines := log.lines("outboxkafka:")
+	largest, last := 0, 0
+	for _, l := range lines {
+		if strings.Contains(l, "moved to the dead-letter topic") {
+			return last > 0 && last == largest
+		}
+		m := refusedBytes.FindStringSubmatch(l)
+		if m == nil || !strings.Contains(l, "trying a smaller one") {
+			last = 0
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		largest, last = max(largest, n), n
+	}
+	return false
 }
 
 // TestDeadLetterTopicKeptForever: the dead-letter topic the subscriber
