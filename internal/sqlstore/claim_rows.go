@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/outbox-go/outbox/outboxdriver"
@@ -64,8 +65,8 @@ func (k *rowsClaimer) claim(ctx context.Context, s *Store, p outboxdriver.ClaimP
 		for i, m := range msgs {
 			ids[i] = m.ID
 		}
-		if _, err := tx.Exec(ctx, k.record, c.token, p.Lease.Microseconds(), jsonArray(ids)); err != nil {
-			return fail("claim: lease", err)
+		if err := k.recordLease(ctx, s, tx, c, p.Lease, ids); err != nil {
+			return nil, s.wrap("claim: lease", err)
 		}
 	}
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
@@ -107,8 +108,8 @@ func (k *rowsClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease
 		for i, m := range msgs {
 			got[i] = m.ID
 		}
-		if _, err := tx.Exec(ctx, k.record, c.token, lease.Microseconds(), jsonArray(got)); err != nil {
-			return fail("claim by id: lease", err)
+		if err := k.recordLease(ctx, s, tx, c, lease, got); err != nil {
+			return nil, s.wrap("claim by id: lease", err)
 		}
 	}
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
@@ -118,6 +119,28 @@ func (k *rowsClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease
 		return nil, s.wrap("claim by id: commit", err)
 	}
 	return c, nil
+}
+
+// leaseRecordTimeout bounds the lease insert, which ctx does not end.
+const leaseRecordTimeout = 10 * time.Second
+
+// recordLease records c's lease on ids in tx. {{claims}} is not
+// transactional: a lease the server wrote stays when the claim fails after
+// it, and hides its rows from every relay until it runs out. So the insert
+// is not canceled with ctx, and when it fails tx is rolled back and the
+// leases of c's token are deleted.
+func (k *rowsClaimer) recordLease(ctx context.Context, s *Store, tx Tx, c *leaseClaim, lease time.Duration, ids []int64) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseRecordTimeout)
+	defer cancel()
+	_, err := tx.Exec(rctx, k.record, c.token, lease.Microseconds(), jsonArray(ids))
+	if err == nil {
+		return nil
+	}
+	tx.Rollback(rctx)
+	if rerr := c.release(rctx, "claim: release"); rerr != nil {
+		return fmt.Errorf("%w (its leases stay until they run out, in %s: %v)", err, lease, rerr)
+	}
+	return err
 }
 
 // markSent names the rows in {{ids}}.
