@@ -11,10 +11,20 @@ import (
 	"github.com/outbox-go/outbox"
 )
 
+// testAdmin checks the admin operations of the store: Stats, the message
+// list and lookup, and retry and drop of DEAD rows.
 func (s suite[TTx]) testAdmin(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
+	s.adminRows(t, ctx, env)
+	s.checkAdminReads(t, ctx, env)
+	s.checkAdminRetryDrop(t, ctx, env)
+}
+
+// adminRows writes the admin case's rows: DEAD ones in alpha and beta, a
+// SENT one in gamma, and a NEW one in alpha inserted by plain SQL.
+func (s suite[TTx]) adminRows(t *testing.T, ctx context.Context, env *Env[TTx]) {
 	s.write(t, env, outbox.Message{MsgID: "a-1", Topic: "alpha", Payload: json.RawMessage(`1`)},
 		outbox.Message{MsgID: "a-2", Topic: "alpha", Payload: json.RawMessage(`2`)},
 		outbox.Message{MsgID: "b-1", Topic: "beta", Payload: json.RawMessage(`3`)},
@@ -33,6 +43,11 @@ func (s suite[TTx]) testAdmin(t *testing.T) {
 	if err := env.Exec(ctx, "INSERT INTO outbox (msg_id, topic, payload) VALUES ('p-1', 'alpha', '{}')"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// checkAdminReads checks Stats, the DEAD list with its filters and paging,
+// and the lookup of an unknown msg_id against the rows of adminRows.
+func (s suite[TTx]) checkAdminReads(t *testing.T, ctx context.Context, env *Env[TTx]) {
 	st, err := env.Driver.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +75,11 @@ func (s suite[TTx]) testAdmin(t *testing.T) {
 	if _, err := env.Driver.GetMessage(ctx, "nope"); !errors.Is(err, outbox.ErrNotFound) {
 		t.Fatalf("get unknown: %v", err)
 	}
+}
+
+// checkAdminRetryDrop retries and drops DEAD rows by msg_id, by topic and
+// all at once, and checks that no other row moves.
+func (s suite[TTx]) checkAdminRetryDrop(t *testing.T, ctx context.Context, env *Env[TTx]) {
 	// Retry one by id: back to NEW with a fresh budget, and the retry recorded.
 	n, err := env.Driver.RetryDead(ctx, outbox.DeadFilter{MsgIDs: []string{"a-1", "c-1"}}, "retried by test; previous error: ")
 	if err != nil || n != 1 {

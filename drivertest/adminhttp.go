@@ -23,6 +23,21 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
+	s.adminHTTPRows(t, ctx, env)
+	call := adminClient(t, ctx, env.Driver)
+	s.checkAdminHTTPReads(t, env, call)
+	checkAdminHTTPLists(t, call)
+	s.checkAdminHTTPRetry(t, ctx, env, call)
+	s.checkAdminHTTPDrop(t, env, call)
+}
+
+// adminCall makes one request of the admin handler and returns its status
+// code; a 2xx body is decoded into out unless out is nil.
+type adminCall func(method, path, body string, out any) int
+
+// adminHTTPRows writes the rows of testAdminHTTP: four DEAD in orders and
+// payments, one SENT and one NEW.
+func (s suite[TTx]) adminHTTPRows(t *testing.T, ctx context.Context, env *Env[TTx]) {
 	s.write(t, env,
 		outbox.Message{MsgID: "order/1", Topic: "orders", Key: "k", Payload: json.RawMessage(`{"n":1}`), Headers: map[string]string{"tenant": "t1"}},
 		outbox.Message{MsgID: "order/2", Topic: "orders", Payload: json.RawMessage(`{"n":2}`)},
@@ -39,15 +54,19 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.write(t, env, outbox.Message{MsgID: "new-1", Topic: "orders", Payload: json.RawMessage(`{}`)})
+}
 
+// adminClient serves a writable admin handler on store until t ends and
+// returns the caller of its routes, with the handler's token.
+func adminClient(t *testing.T, ctx context.Context, store outboxdriver.Store) adminCall {
 	const token = "t0ken"
-	h, err := admin.NewHandler(admin.Config{Store: env.Driver, Writable: true, Token: token, Logger: quietLogger()})
+	h, err := admin.NewHandler(admin.Config{Store: store, Writable: true, Token: token, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(http.StripPrefix("/admin", h))
 	t.Cleanup(srv.Close)
-	call := func(method, path, body string, out any) int {
+	return func(method, path, body string, out any) int {
 		t.Helper()
 		var rd io.Reader
 		if body != "" {
@@ -79,7 +98,11 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 		}
 		return resp.StatusCode
 	}
+}
 
+// checkAdminHTTPReads checks GET /stats and, where the store reads a
+// backlog, GET /backlog.
+func (s suite[TTx]) checkAdminHTTPReads(t *testing.T, env *Env[TTx], call adminCall) {
 	var st admin.Stats
 	if code := call("GET", "/stats", "", &st); code != 200 || st.Pending != 1 || !st.SentEstimated || st.Sent < 1 || st.Dead != 4 || len(st.Topics) != 2 ||
 		st.Topics[0] != (admin.TopicStats{Topic: "orders", Pending: 1, Dead: 2, OldestPendingAgeSeconds: st.Topics[0].OldestPendingAgeSeconds}) ||
@@ -92,7 +115,11 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 			t.Fatalf("GET /backlog: %d %+v", code, b)
 		}
 	}
+}
 
+// checkAdminHTTPLists checks GET /messages, its paging and filters, and GET
+// of one message by its escaped msg_id.
+func checkAdminHTTPLists(t *testing.T, call adminCall) {
 	// The DEAD list, a page at a time.
 	var page admin.MessageList
 	if code := call("GET", "/messages?limit=3", "", &page); code != 200 || len(page.Messages) != 3 || page.NextAfterID == nil {
@@ -121,7 +148,11 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 	if code := call("GET", "/messages/nobody", "", nil); code != 404 {
 		t.Fatalf("an unknown msg_id: %d", code)
 	}
+}
 
+// checkAdminHTTPRetry checks POST /dead/retry by msg_id: only the DEAD
+// message moves, and its row records the retry.
+func (s suite[TTx]) checkAdminHTTPRetry(t *testing.T, ctx context.Context, env *Env[TTx], call adminCall) {
 	// Retry by msg_id: only the DEAD one moves; the retry is recorded.
 	var changed admin.Changed
 	if code := call("POST", "/dead/retry", `{"msg_ids":["order/1","ok-1","nobody"]}`, &changed); code != 200 ||
@@ -136,7 +167,11 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 	if m, _ := env.Driver.GetMessage(ctx, "ok-1"); m.Status != outbox.StatusSent {
 		t.Fatalf("a retry moved a SENT message to %v", m.Status)
 	}
+}
 
+// checkAdminHTTPDrop checks POST /dead/drop of a topic's DEAD rows, refused
+// without "yes".
+func (s suite[TTx]) checkAdminHTTPDrop(t *testing.T, env *Env[TTx], call adminCall) {
 	// Drop: "all" needs "yes"; with it, only the topic's DEAD rows go.
 	if code := call("POST", "/dead/drop", `{"all":true,"topic":"payments"}`, nil); code != 400 {
 		t.Fatalf("drop all without yes: %d", code)
@@ -144,7 +179,7 @@ func (s suite[TTx]) testAdminHTTP(t *testing.T) {
 	if got := s.count(t, env, "status = 2"); got != 3 {
 		t.Fatalf("%d DEAD rows after a refused drop, want 3", got)
 	}
-	changed = admin.Changed{}
+	var changed admin.Changed
 	if code := call("POST", "/dead/drop", `{"all":true,"topic":"payments","yes":true}`, &changed); code != 200 ||
 		changed.Dropped == nil || *changed.Dropped != 2 {
 		t.Fatalf("drop payments: %d %+v", code, changed)

@@ -99,6 +99,41 @@ func (s suite[TTx]) testDeadRows(t *testing.T) {
 	env := s.setup(t)
 	ctx := ctxT(t)
 	dialect := env.Driver.Dialect()
+	s.deadRows(t, ctx, env)
+	s.agreeDead(t, ctx, env, 4)
+	if beta, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead, Topic: "beta"}); err != nil || len(beta) != 2 {
+		t.Fatalf("dead list of beta = %d, %v; want dr-dead-b1 and dr-hand", len(beta), err)
+	}
+	if pending, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusNew}); err != nil || len(pending) != 3 {
+		t.Fatalf("list of NEW rows = %d, %v; want 3", len(pending), err)
+	}
+
+	if err := analyze(ctx, dialect, env.Exec); err != nil {
+		t.Fatal(err)
+	}
+	checkDeadPlans(t, ctx, env.Driver, dialect)
+
+	if n, err := env.Driver.RetryDead(ctx, outbox.DeadFilter{All: true, Topic: "alpha"}, "test: "); err != nil || n != 2 {
+		t.Fatalf("retry alpha: %d, %v; want 2", n, err)
+	}
+	s.agreeDead(t, ctx, env, 2)
+	if n, err := env.Driver.DropDead(ctx, outbox.DeadFilter{MsgIDs: []string{"dr-hand", "dr-back", "dr-sent-00000"}}); err != nil || n != 1 {
+		t.Fatalf("drop dr-hand (and rows not DEAD): %d, %v; want 1", n, err)
+	}
+	s.agreeDead(t, ctx, env, 1)
+	if n, err := env.Driver.DropDead(ctx, outbox.DeadFilter{All: true}); err != nil || n != 1 {
+		t.Fatalf("drop all: %d, %v; want 1", n, err)
+	}
+	s.agreeDead(t, ctx, env, 0)
+	if n := s.count(t, env, "1 = 1"); n != 2000+5+2-2 {
+		t.Fatalf("%d rows left, want every row but the two dropped", n)
+	}
+}
+
+// deadRows writes the rows of testDeadRows: 2000 SENT, three made DEAD by
+// the relay, one set DEAD by hand, one set back from DEAD by hand, and 2
+// NEW.
+func (s suite[TTx]) deadRows(t *testing.T, ctx context.Context, env *Env[TTx]) {
 	s.write(t, env, manyMsgs("dr-sent", 2000)...)
 	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{BatchSize: 1000}))
 	s.write(t, env, outbox.Message{MsgID: "dr-dead-a1", Topic: "alpha", Payload: json.RawMessage(`1`)},
@@ -125,65 +160,41 @@ func (s suite[TTx]) testDeadRows(t *testing.T) {
 	if n := s.count(t, env, "msg_id = 'dr-back' AND dead_at IS NOT NULL"); n != 1 {
 		t.Fatalf("the row set back by hand has no dead_at (%d)", n)
 	}
+}
 
-	agree := func(want int64) {
-		t.Helper()
-		if n := s.count(t, env, "status = 2"); n != want {
-			t.Fatalf("%d rows of status 2, want %d", n, want)
-		}
-		st, err := env.Driver.Stats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := env.Driver.(outboxdriver.BacklogReader).Backlog(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		list, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead, Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !b.DeadCounted || b.Dead != want || st.Dead != want || int64(len(list)) != want {
-			t.Fatalf("DEAD: backlog %d (counted %v), stats %d, list %d; want %d", b.Dead, b.DeadCounted, st.Dead, len(list), want)
-		}
-		for _, m := range list {
-			if m.Status != outbox.StatusDead || !strings.HasPrefix(m.MsgID, "dr-dead") && m.MsgID != "dr-hand" {
-				t.Fatalf("dead list has %s (status %v)", m.MsgID, m.Status)
-			}
-			// PostgreSQL finds DEAD rows by dead_at: its trigger gives one
-			// to a row set DEAD by hand.
-			if dialect == "postgres" && m.DeadAt.IsZero() {
-				t.Fatalf("DEAD row %s has no dead_at", m.MsgID)
-			}
-		}
+// agreeDead checks that the status column, Stats, the Backlog and the dead
+// list of testDeadRows all count want DEAD rows, and that the list has only
+// those.
+func (s suite[TTx]) agreeDead(t *testing.T, ctx context.Context, env *Env[TTx], want int64) {
+	t.Helper()
+	dialect := env.Driver.Dialect()
+	if n := s.count(t, env, "status = 2"); n != want {
+		t.Fatalf("%d rows of status 2, want %d", n, want)
 	}
-	agree(4)
-	if beta, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead, Topic: "beta"}); err != nil || len(beta) != 2 {
-		t.Fatalf("dead list of beta = %d, %v; want dr-dead-b1 and dr-hand", len(beta), err)
-	}
-	if pending, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusNew}); err != nil || len(pending) != 3 {
-		t.Fatalf("list of NEW rows = %d, %v; want 3", len(pending), err)
-	}
-
-	if err := analyze(ctx, dialect, env.Exec); err != nil {
+	st, err := env.Driver.Stats(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	checkDeadPlans(t, ctx, env.Driver, dialect)
-
-	if n, err := env.Driver.RetryDead(ctx, outbox.DeadFilter{All: true, Topic: "alpha"}, "test: "); err != nil || n != 2 {
-		t.Fatalf("retry alpha: %d, %v; want 2", n, err)
+	b, err := env.Driver.(outboxdriver.BacklogReader).Backlog(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	agree(2)
-	if n, err := env.Driver.DropDead(ctx, outbox.DeadFilter{MsgIDs: []string{"dr-hand", "dr-back", "dr-sent-00000"}}); err != nil || n != 1 {
-		t.Fatalf("drop dr-hand (and rows not DEAD): %d, %v; want 1", n, err)
+	list, err := env.Driver.ListMessages(ctx, outbox.ListFilter{Status: outbox.StatusDead, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
 	}
-	agree(1)
-	if n, err := env.Driver.DropDead(ctx, outbox.DeadFilter{All: true}); err != nil || n != 1 {
-		t.Fatalf("drop all: %d, %v; want 1", n, err)
+	if !b.DeadCounted || b.Dead != want || st.Dead != want || int64(len(list)) != want {
+		t.Fatalf("DEAD: backlog %d (counted %v), stats %d, list %d; want %d", b.Dead, b.DeadCounted, st.Dead, len(list), want)
 	}
-	agree(0)
-	if n := s.count(t, env, "1 = 1"); n != 2000+5+2-2 {
-		t.Fatalf("%d rows left, want every row but the two dropped", n)
+	for _, m := range list {
+		if m.Status != outbox.StatusDead || !strings.HasPrefix(m.MsgID, "dr-dead") && m.MsgID != "dr-hand" {
+			t.Fatalf("dead list has %s (status %v)", m.MsgID, m.Status)
+		}
+		// PostgreSQL finds DEAD rows by dead_at: its trigger gives one
+		// to a row set DEAD by hand.
+		if dialect == "postgres" && m.DeadAt.IsZero() {
+			t.Fatalf("DEAD row %s has no dead_at", m.MsgID)
+		}
 	}
 }
 

@@ -24,6 +24,17 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	if !ok {
 		t.Fatalf("driver %T is not an outboxdriver.DeadSearcher", env.Driver)
 	}
+	s.deadSearchRows(t, ctx, env)
+	checkDeadSearchFilters(t, ctx, ds)
+	checkDeadSearchWindow(t, ctx, ds)
+	checkCountDead(t, ctx, ds)
+	checkTopicBacklog(t, ctx, env.Driver)
+}
+
+// deadSearchRows writes the rows of testDeadSearch: 12 DEAD in alpha and
+// beta, keyed k-even and k-odd, with two kinds of error; a SENT one in
+// alpha and a NEW one in gamma.
+func (s suite[TTx]) deadSearchRows(t *testing.T, ctx context.Context, env *Env[TTx]) {
 	var msgs []outbox.Message
 	for i := range 12 {
 		topic, key := "alpha", "k-even"
@@ -57,26 +68,40 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	if err := env.Exec(ctx, "INSERT INTO outbox (msg_id, topic, payload) VALUES ('p-1', 'gamma', '{}')"); err != nil {
 		t.Fatal(err)
 	}
-	search := func(q outboxdriver.DeadQuery) ([]string, int64) {
-		t.Helper()
-		got, next, err := ds.SearchDead(ctx, q)
-		if err != nil {
-			t.Fatalf("SearchDead(%+v): %v", q, err)
-		}
-		var ids []string
-		for _, m := range got {
-			if m.Status != outbox.StatusDead || m.LastError == "" || m.Payload != nil {
-				t.Fatalf("SearchDead(%+v) gave %+v", q, m)
-			}
-			ids = append(ids, m.MsgID)
-		}
-		return ids, next
+}
+
+// searchDead runs q and returns the msg_ids it found and the next page's
+// AfterID; every row must be DEAD, with its error and without its payload.
+func searchDead(t *testing.T, ctx context.Context, ds outboxdriver.DeadSearcher, q outboxdriver.DeadQuery) ([]string, int64) {
+	t.Helper()
+	got, next, err := ds.SearchDead(ctx, q)
+	if err != nil {
+		t.Fatalf("SearchDead(%+v): %v", q, err)
 	}
+	var ids []string
+	for _, m := range got {
+		if m.Status != outbox.StatusDead || m.LastError == "" || m.Payload != nil {
+			t.Fatalf("SearchDead(%+v) gave %+v", q, m)
+		}
+		ids = append(ids, m.MsgID)
+	}
+	return ids, next
+}
+
+// expectDead checks that q finds the msg_ids of want, comma-separated.
+func expectDead(t *testing.T, ctx context.Context, ds outboxdriver.DeadSearcher, q outboxdriver.DeadQuery, want string) {
+	t.Helper()
+	if ids, _ := searchDead(t, ctx, ds, q); strings.Join(ids, ",") != want {
+		t.Errorf("SearchDead(%+v) = %v, want %s", q, ids, want)
+	}
+}
+
+// checkDeadSearchFilters checks SearchDead's filters one by one and
+// together.
+func checkDeadSearchFilters(t *testing.T, ctx context.Context, ds outboxdriver.DeadSearcher) {
 	expect := func(q outboxdriver.DeadQuery, want string) {
 		t.Helper()
-		if ids, _ := search(q); strings.Join(ids, ",") != want {
-			t.Errorf("SearchDead(%+v) = %v, want %s", q, ids, want)
-		}
+		expectDead(t, ctx, ds, q, want)
 	}
 	expect(outboxdriver.DeadQuery{}, "s-00,s-01,s-02,s-03,s-04,s-05,s-06,s-07,s-08,s-09,s-10,s-11")
 	expect(outboxdriver.DeadQuery{MsgID: "s-04"}, "s-04")
@@ -87,7 +112,15 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	expect(outboxdriver.DeadQuery{ErrorContains: "no such text"}, "")
 	expect(outboxdriver.DeadQuery{DeadFrom: time.Now().Add(time.Hour)}, "")
 	expect(outboxdriver.DeadQuery{DeadFrom: time.Now().Add(-time.Hour), DeadUntil: time.Now().Add(time.Hour), Topic: "beta", Limit: 2}, "s-00,s-03")
+}
 
+// checkDeadSearchWindow checks SearchDead's scan window: a short page, and
+// the next one past the window, to the end.
+func checkDeadSearchWindow(t *testing.T, ctx context.Context, ds outboxdriver.DeadSearcher) {
+	search := func(q outboxdriver.DeadQuery) ([]string, int64) {
+		t.Helper()
+		return searchDead(t, ctx, ds, q)
+	}
 	// A window of 5 DEAD rows with a filter that matches 2 of them: the page
 	// is short, and the next one starts past the window.
 	ids, next := search(outboxdriver.DeadQuery{Key: "k-odd", Scan: 5})
@@ -106,7 +139,10 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	if strings.Join(all, ",") != "s-01,s-03,s-05,s-07,s-09,s-11" {
 		t.Fatalf("paged windowed search = %v", all)
 	}
+}
 
+// checkCountDead checks CountDead's count, its bounds and its limit.
+func checkCountDead(t *testing.T, ctx context.Context, ds outboxdriver.DeadSearcher) {
 	c, err := ds.CountDead(ctx, outboxdriver.DeadQuery{ErrorContains: "REJECTED"}, 100)
 	if err != nil || c.Count != 6 || c.MaxID == 0 || c.LastDeadAt.IsZero() {
 		t.Fatalf("CountDead = %+v, %v", c, err)
@@ -125,10 +161,14 @@ func (s suite[TTx]) testDeadSearch(t *testing.T) {
 	if none, _ := ds.CountDead(ctx, outboxdriver.DeadQuery{DeadUntil: time.Now().Add(-time.Hour)}, 100); none.Count != 0 || none.MaxID != 0 {
 		t.Fatalf("CountDead before any DEAD row = %+v", none)
 	}
+}
 
-	tb, ok := any(env.Driver).(outboxdriver.TopicBacklogReader)
+// checkTopicBacklog checks the per-topic backlog of d: the DEAD and NEW
+// rows of each topic, and the highest id.
+func checkTopicBacklog(t *testing.T, ctx context.Context, d any) {
+	tb, ok := d.(outboxdriver.TopicBacklogReader)
 	if !ok {
-		t.Fatalf("driver %T is not an outboxdriver.TopicBacklogReader", env.Driver)
+		t.Fatalf("driver %T is not an outboxdriver.TopicBacklogReader", d)
 	}
 	topics, maxID, err := tb.TopicBacklog(ctx)
 	if err != nil {

@@ -83,6 +83,21 @@ func (s suite[TTx]) testCleanupBesideWriters(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
 	ctx := ctxT(t)
+	s.oldSentAndConsumed(t, ctx, env)
+	tx := s.openWriterTx(t, ctx, env)
+	cleaned, errs := s.startCleanup(ctx, env)
+	got := s.awaitCleanupBesideTx(t, ctx, env, tx, cleaned, errs)
+	if got != [2]int64{20, 20} {
+		t.Fatalf("deleted %d SENT rows and %d inbox records, want 20 and 20", got[0], got[1])
+	}
+	if n := s.count(t, env, "msg_id = 'open'"); n != 1 {
+		t.Fatal("the open transaction's message is gone")
+	}
+}
+
+// oldSentAndConsumed writes 20 SENT rows and 20 inbox records, and waits
+// until they are a second old.
+func (s suite[TTx]) oldSentAndConsumed(t *testing.T, ctx context.Context, env *Env[TTx]) {
 	s.write(t, env, manyMsgs("old", 20)...)
 	drain(t, newRelay(t, env.Driver, &recorder{}, outbox.RelayConfig{}))
 	ib := outbox.NewInbox(env.Driver)
@@ -94,7 +109,11 @@ func (s suite[TTx]) testCleanupBesideWriters(t *testing.T) {
 	// The old rows are a second old; the cleanup takes what is older than
 	// 600 ms; the open transaction's rows are younger than that.
 	time.Sleep(time.Second)
+}
 
+// openWriterTx begins a business transaction that writes a message and an
+// inbox record, and leaves it open.
+func (s suite[TTx]) openWriterTx(t *testing.T, ctx context.Context, env *Env[TTx]) TTx {
 	w, err := outbox.NewWriter(env.Driver, outbox.WriterConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +128,13 @@ func (s suite[TTx]) testCleanupBesideWriters(t *testing.T) {
 	if fresh, err := env.Driver.MarkConsumedTx(ctx, tx, "g", "open"); err != nil || !fresh {
 		t.Fatalf("inbox record in the open transaction: %v, %v", fresh, err)
 	}
+	return tx
+}
+
+// startCleanup deletes the SENT rows and the inbox records older than
+// 600 ms in the background; it sends the two counts on cleaned, or its
+// error on errs.
+func (s suite[TTx]) startCleanup(ctx context.Context, env *Env[TTx]) (<-chan [2]int64, <-chan error) {
 	cleaned := make(chan [2]int64, 1)
 	errs := make(chan error, 1)
 	go func() {
@@ -126,7 +152,14 @@ func (s suite[TTx]) testCleanupBesideWriters(t *testing.T) {
 		}
 		cleaned <- [2]int64{sent, consumed}
 	}()
-	var got [2]int64
+	return cleaned, errs
+}
+
+// awaitCleanupBesideTx returns the counts of the cleanup startCleanup ran
+// beside the open transaction tx, which it commits: where writers run at
+// once the cleanup must end first and tx go on after it; where they take
+// turns tx commits first.
+func (s suite[TTx]) awaitCleanupBesideTx(t *testing.T, ctx context.Context, env *Env[TTx], tx TTx, cleaned <-chan [2]int64, errs <-chan error) (got [2]int64) {
 	if env.ConcurrentWriters {
 		select {
 		case got = <-cleaned:
@@ -153,10 +186,5 @@ func (s suite[TTx]) testCleanupBesideWriters(t *testing.T) {
 			t.Fatalf("a cleanup after the writer committed: %v", err)
 		}
 	}
-	if got != [2]int64{20, 20} {
-		t.Fatalf("deleted %d SENT rows and %d inbox records, want 20 and 20", got[0], got[1])
-	}
-	if n := s.count(t, env, "msg_id = 'open'"); n != 1 {
-		t.Fatal("the open transaction's message is gone")
-	}
+	return got
 }

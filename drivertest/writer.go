@@ -103,6 +103,9 @@ func jsonEqual(a, b []byte) bool {
 	return string(xa) == string(ya)
 }
 
+// testWriterValidation checks the Writer's refusals, each a ValidationError
+// that leaves the transaction usable, and the payloads at the edges of what
+// every database stores.
 func (s suite[TTx]) testWriterValidation(t *testing.T) {
 	t.Parallel()
 	env := s.setup(t)
@@ -114,13 +117,45 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 	if _, err := outbox.NewWriter(env.Driver, outbox.WriterConfig{MaxPayloadBytes: -1}); err == nil {
 		t.Fatal("negative MaxPayloadBytes accepted")
 	}
-	ok := msg("valid")
-	cases := []struct {
-		name  string
-		m     outbox.Message
-		field string
-		is    error
-	}{
+	tx, err := env.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A failure below must not leave the transaction holding locks that
+	// the clean-up would wait for.
+	defer func() { _ = env.Rollback(context.WithoutCancel(ctx), tx) }()
+	s.checkInvalidWrites(t, ctx, w, tx)
+	// Nothing of a rejected call was written, and the transaction goes on.
+	if err := w.Write(ctx, tx, msg("after-errors")); err != nil {
+		t.Fatalf("transaction unusable after validation errors: %v", err)
+	}
+	edges := s.writeEdgePayloads(t, ctx, w, tx)
+	want := int64(1 + edges)
+	want += s.writeDeepPayloads(t, ctx, env, w, tx)
+	if err := w.Write(ctx, tx, msg("after-refusals")); err != nil {
+		t.Fatalf("transaction unusable after the database refused a message: %v", err)
+	}
+	want++
+	if err := env.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(t, env, "1 = 1"); n != want {
+		t.Fatalf("%d rows after rejected writes, %d at the edges and the nested ones, want %d", n, edges, want)
+	}
+}
+
+// invalidMessage is a message the Writer refuses: the field it names and
+// the error the refusal Is.
+type invalidMessage struct {
+	name  string
+	m     outbox.Message
+	field string
+	is    error
+}
+
+// invalidMessages are the refusals of a Writer whose MaxPayloadBytes is 1000.
+func invalidMessages() []invalidMessage {
+	return []invalidMessage{
 		{"empty msg_id", outbox.Message{Topic: "t", Payload: json.RawMessage(`{}`)}, "msg_id", outbox.ErrInvalidMessage},
 		{"long msg_id", outbox.Message{MsgID: strings.Repeat("a", 65), Topic: "t", Payload: json.RawMessage(`{}`)}, "msg_id", outbox.ErrInvalidMessage},
 		{"bad utf8 msg_id", outbox.Message{MsgID: "a\xffb", Topic: "t", Payload: json.RawMessage(`{}`)}, "msg_id", outbox.ErrInvalidMessage},
@@ -146,14 +181,14 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 		{"number too precise", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`-1.55e-16382`)}, "payload", outbox.ErrInvalidMessage},
 		{"header value with NUL", outbox.Message{MsgID: "a", Topic: "t", Payload: json.RawMessage(`{}`), Headers: map[string]string{"trace": "x\x00y"}}, "headers", outbox.ErrInvalidMessage},
 	}
-	tx, err := env.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A failure below must not leave the transaction holding locks that
-	// the clean-up would wait for.
-	defer func() { _ = env.Rollback(context.WithoutCancel(ctx), tx) }()
-	for _, c := range cases {
+}
+
+// checkInvalidWrites writes each of invalidMessages after a valid message
+// in tx and checks the ValidationError: its field, and the index of the
+// invalid message.
+func (s suite[TTx]) checkInvalidWrites(t *testing.T, ctx context.Context, w *outbox.Writer[TTx], tx TTx) {
+	ok := msg("valid")
+	for _, c := range invalidMessages() {
 		err := w.Write(ctx, tx, ok, c.m)
 		var ve *outbox.ValidationError
 		if !errors.As(err, &ve) || !errors.Is(err, c.is) || !errors.Is(err, outbox.ErrInvalidMessage) {
@@ -164,10 +199,12 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 			t.Errorf("%s: field %q index %d, want %q index 1", c.name, ve.Field, ve.Index, c.field)
 		}
 	}
-	// Nothing of a rejected call was written, and the transaction goes on.
-	if err := w.Write(ctx, tx, msg("after-errors")); err != nil {
-		t.Fatalf("transaction unusable after validation errors: %v", err)
-	}
+}
+
+// writeEdgePayloads writes in tx the payloads at the edges of what every
+// database stores, each of which must be accepted, and returns how many it
+// wrote.
+func (s suite[TTx]) writeEdgePayloads(t *testing.T, ctx context.Context, w *outbox.Writer[TTx], tx TTx) int {
 	// At the edges of what every database stores: accepted, and stored.
 	edges := []string{`"\ud83d\ude00 \u00e9 \\u0000"`, `1e131071`, `-123e131069`, `1.5e-16382`, `0e1073741822`, `0.00012e131069`, `[1E+5,-0.0,1e-16383]`}
 	for i, p := range edges {
@@ -176,20 +213,26 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 			t.Errorf("payload %s: %v", p, err)
 		}
 	}
+	return len(edges)
+}
+
+// writeDeepPayloads writes in tx payloads nested 40 deep, alone and beside
+// another message, and returns how many rows that added: all of them, or
+// none where MariaDB refuses them with a ValidationError.
+func (s suite[TTx]) writeDeepPayloads(t *testing.T, ctx context.Context, env *Env[TTx], w *outbox.Writer[TTx], tx TTx) (added int64) {
 	// Nested 40 deep: PostgreSQL and SQLite store it; MariaDB's json_valid
 	// allows 31 levels, and its refusal must be a ValidationError too, alone
 	// and among others, with the transaction still usable.
 	deep := func(id string) outbox.Message {
 		return outbox.Message{MsgID: id, Topic: "t", Payload: json.RawMessage(strings.Repeat("[", 40) + strings.Repeat("]", 40))}
 	}
-	want := int64(1 + len(edges))
 	for _, call := range [][]outbox.Message{{deep("deep-1")}, {msg("beside-deep"), deep("deep-2")}} {
 		err := w.Write(ctx, tx, call...)
 		if env.Driver.Dialect() != "mysql" {
 			if err != nil {
 				t.Fatalf("%d levels of nesting: %v", 40, err)
 			}
-			want += int64(len(call))
+			added += int64(len(call))
 			continue
 		}
 		wantIndex := 0 // the message's; -1 when a statement of several rows was refused
@@ -201,16 +244,7 @@ func (s suite[TTx]) testWriterValidation(t *testing.T) {
 			t.Fatalf("MariaDB refusing %d levels of nesting (%d messages): %v, want a ValidationError", 40, len(call), err)
 		}
 	}
-	if err := w.Write(ctx, tx, msg("after-refusals")); err != nil {
-		t.Fatalf("transaction unusable after the database refused a message: %v", err)
-	}
-	want++
-	if err := env.Commit(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
-	if n := s.count(t, env, "1 = 1"); n != want {
-		t.Fatalf("%d rows after rejected writes, %d at the edges and the nested ones, want %d", n, len(edges), want)
-	}
+	return added
 }
 
 func (s suite[TTx]) testWriterDuplicate(t *testing.T) {

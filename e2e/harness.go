@@ -81,16 +81,63 @@ func Run(t *testing.T, b Broker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	h := newHarness(ctx, t, b)
+	stopSub := h.startSubscriber(ctx, t)
+	prodWG := h.startProducers(ctx, t)
+	h.runCrashingRelay(ctx, t)
 
+	// Relay 2 takes over and publishes the unmarked batch again. Its broker
+	// refuses the first attempt of some messages (refusingPublisher): each
+	// must be retried, not marked SENT.
+	pub2 := b.NewPublisher(t)
+	defer closeIfCloser(pub2)
+	refusing := &refusingPublisher{Publisher: pub2, h: h}
+	stopRelay2 := h.startRelay2(ctx, t, refusing)
+	h.disturb(ctx, t, pub2)
+
+	prodWG.Wait()
+	committed := h.committedIDs()
+	h.waitEffects(ctx, t, len(committed), "every committed message's effect")
+	h.waitOutboxDrained(ctx, t)
+	// Let stray redeliveries arrive before counting.
+	time.Sleep(time.Second)
+	if err := stopRelay2(); err != nil {
+		t.Errorf("relay 2: %v", err)
+	}
+	stopSub()
+	h.check(t, committed)
+	t.Logf("%s: the broker refused %d messages once (relay 2)", b.Name, refusing.refused.Load())
+	if refusing.refused.Load() == 0 {
+		t.Errorf("%s: the broker refused no message, so the relay's retry path was not exercised", b.Name)
+	}
+}
+
+// startSubscriber runs the broker's subscriber of group in the background;
+// the function it returns stops it and reports on t an error it returned,
+// or its not stopping within 30s.
+func (h *harness) startSubscriber(ctx context.Context, t *testing.T) (stop func()) {
 	// The subscriber exists before anything is published, so that brokers
 	// that keep nothing for absent consumers (MQTT) lose nothing.
-	sub := b.NewSubscriber(t, group)
+	sub := h.b.NewSubscriber(t, group)
 	t.Cleanup(func() { closeIfCloser(sub) })
 	subCtx, stopSub := context.WithCancel(ctx)
 	subDone := make(chan error, 1)
 	go func() { subDone <- sub.Run(subCtx, h.handler()) }()
+	return func() {
+		stopSub()
+		select {
+		case err := <-subDone:
+			if err != nil {
+				t.Errorf("subscriber: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("subscriber did not stop within 30s")
+		}
+	}
+}
 
-	// Producers commit business transactions while the relays run.
+// startProducers starts the producers, which commit business transactions
+// while the relays run; Wait on the group returned waits for them.
+func (h *harness) startProducers(ctx context.Context, t *testing.T) *sync.WaitGroup {
 	var prodWG sync.WaitGroup
 	for p := range producers {
 		prodWG.Add(1)
@@ -99,11 +146,16 @@ func Run(t *testing.T, b Broker) {
 			h.produce(ctx, t, p)
 		}()
 	}
+	return &prodWG
+}
 
+// runCrashingRelay runs relay 1 until it "dies" between publish and mark,
+// and checks that the batch it died on is still NEW.
+func (h *harness) runCrashingRelay(ctx context.Context, t *testing.T) {
 	// Relay 1 publishes crashAfter batches, then "dies" after publishing the
 	// next one and before marking it: its publisher reports the broker as
 	// unavailable, so the rows stay NEW, and the relay stops.
-	pub1 := b.NewPublisher(t)
+	pub1 := h.b.NewPublisher(t)
 	crash := &crashingPublisher{Publisher: pub1, after: crashAfter}
 	relayCtx1, stopRelay1 := context.WithCancel(ctx)
 	crash.crash = stopRelay1
@@ -114,59 +166,40 @@ func Run(t *testing.T, b Broker) {
 	if !crash.crashed.Load() {
 		t.Fatalf("relay 1 stopped before its crash point (%d batches published)", crash.batches.Load())
 	}
-	t.Logf("%s: relay 1 died after publishing batch %d unmarked (%d messages)", b.Name, crash.batches.Load(), crash.lost.Load())
+	t.Logf("%s: relay 1 died after publishing batch %d unmarked (%d messages)", h.b.Name, crash.batches.Load(), crash.lost.Load())
 	// The batch it died on was never marked: its rows must all still be NEW,
 	// or relay 2 would not publish them again and the "crash" would prove
 	// nothing (a relay that marks SENT what the publisher failed loses
 	// messages whenever the failure was real).
 	h.checkStillNew(ctx, t, crash.lostIDs)
+}
 
-	// Relay 2 takes over and publishes the unmarked batch again. Its broker
-	// refuses the first attempt of some messages (refusingPublisher): each
-	// must be retried, not marked SENT.
-	pub2 := b.NewPublisher(t)
-	defer closeIfCloser(pub2)
-	refusing := &refusingPublisher{Publisher: pub2, h: h}
+// startRelay2 runs relay 2 on pub in the background; the function it
+// returns stops it and returns the error its Run returned.
+func (h *harness) startRelay2(ctx context.Context, t *testing.T, pub outbox.Publisher) (stop func() error) {
 	relayCtx2, stopRelay2 := context.WithCancel(ctx)
 	relayDone := make(chan error, 1)
-	go func() { relayDone <- h.newRelay(t, refusing).Run(relayCtx2) }()
+	go func() { relayDone <- h.newRelay(t, pub).Run(relayCtx2) }()
+	return func() error {
+		stopRelay2()
+		return <-relayDone
+	}
+}
 
+// disturb publishes duplicates of delivered messages on pub and, where the
+// test can, restarts the broker while producers, relay and subscriber run.
+func (h *harness) disturb(ctx context.Context, t *testing.T, pub outbox.Publisher) {
 	// Duplicate deliveries: messages already applied are published again.
 	h.waitEffects(ctx, t, duplicates*2, "first effects")
-	h.publishDuplicates(ctx, t, pub2)
+	h.publishDuplicates(ctx, t, pub)
 
 	// The broker restarts while producers, relay and subscriber run.
-	if b.Restart != nil {
+	if h.b.Restart != nil {
 		h.waitEffects(ctx, t, transactions/3, "a third of the effects before the restart")
-		t.Logf("%s: restarting the broker", b.Name)
-		b.Restart(t)
+		t.Logf("%s: restarting the broker", h.b.Name)
+		h.b.Restart(t)
 	} else {
-		t.Logf("%s: no broker restart in this test (Broker.Restart is nil)", b.Name)
-	}
-
-	prodWG.Wait()
-	committed := h.committedIDs()
-	h.waitEffects(ctx, t, len(committed), "every committed message's effect")
-	h.waitOutboxDrained(ctx, t)
-	// Let stray redeliveries arrive before counting.
-	time.Sleep(time.Second)
-	stopRelay2()
-	if err := <-relayDone; err != nil {
-		t.Errorf("relay 2: %v", err)
-	}
-	stopSub()
-	select {
-	case err := <-subDone:
-		if err != nil {
-			t.Errorf("subscriber: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("subscriber did not stop within 30s")
-	}
-	h.check(t, committed)
-	t.Logf("%s: the broker refused %d messages once (relay 2)", b.Name, refusing.refused.Load())
-	if refusing.refused.Load() == 0 {
-		t.Errorf("%s: the broker refused no message, so the relay's retry path was not exercised", b.Name)
+		t.Logf("%s: no broker restart in this test (Broker.Restart is nil)", h.b.Name)
 	}
 }
 
