@@ -140,16 +140,13 @@
 // like Kafka's Java client), and a partition keeps the order of its records,
 // so messages with the same key reach a consumer in the order they were
 // published. The idempotent producer keeps that order across its own
-// retries. Within one Publish call, a message refused before sending (too
-// large, bad destination) holds back the later messages of its key, which get
-// outbox.ErrHeldBack and are not produced. A record that fails after it was
-// handed to the producer because its context or timeout ended takes the
-// records buffered behind it on its partition along (franz-go fails them too,
-// so they cannot overtake it). What is not covered: a broker refusal of one
-// request while a later request of the same partition is already in flight;
-// the later one may be written, and a key's messages can then be out of
-// order. Keeping max_message_bytes at or below the topic's limit makes such
-// refusals rare.
+// retries. A batch with several messages of one key goes in waves
+// (outbox.PublishWaves): a key's next message is produced only once its
+// previous one has its ack, so a broker refusal of one record batch cannot
+// let a later message of the key be written first. Within one Publish call,
+// a keyed message that fails (refused before sending, refused by the broker,
+// or without an ack) holds back the later messages of its key, which get
+// outbox.ErrHeldBack and are not produced.
 //
 // Kafka does not deduplicate by msg_id: the idempotent producer drops only
 // its own retries of a request. A message the relay publishes twice (a crash

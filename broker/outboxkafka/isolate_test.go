@@ -195,3 +195,46 @@ func TestIsolationDeadline(t *testing.T) {
 	}
 	t.Logf("acked %d, held back %d, unavailable %d", acked, held, unavailable)
 }
+
+// TestKeyOrderAcrossRefusedBatches: many keys with several messages each, to
+// a topic too small for a batch of them. Kafka refuses batch after batch,
+// and records produced after a refusal came back would go out in a batch of
+// their own, ahead of the refused ones sent again. A key's next message is
+// produced only after its previous one is acked, so every key's messages are
+// in the topic in the batch's order, each once.
+func TestKeyOrderAcrossRefusedBatches(t *testing.T) {
+	t.Parallel()
+	topic := limitedTopic(t, 2000)
+	pub := newPublisher(t, outboxkafka.PublisherConfig{URL: brokerURL + "?compression=none", Logger: testLogger(t)})
+	keys := make([]string, 40)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%02d", i)
+	}
+	msgs := smallMessages("o", topic, 4000, keys...)
+	for i, err := range pub.Publish(context.Background(), msgs) {
+		if err != nil {
+			t.Errorf("%s: %v", msgs[i].MsgID, err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	got := readTopic(t, brokerURL, topic, len(msgs))[0]
+	last := map[string]int{}
+	seen := map[string]bool{}
+	for _, id := range got {
+		var i int
+		if _, err := fmt.Sscanf(id, "o-%d", &i); err != nil {
+			t.Fatalf("unexpected record %q", id)
+		}
+		if seen[id] {
+			t.Fatalf("%s is in the topic twice", id)
+		}
+		seen[id] = true
+		k := msgs[i].Key
+		if j, ok := last[k]; ok && j > i {
+			t.Fatalf("key %s: %s after %s", k, id, msgs[j].MsgID)
+		}
+		last[k] = i
+	}
+}

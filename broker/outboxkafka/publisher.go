@@ -162,14 +162,20 @@ func (c *connection) newClient(ctx context.Context, state *connState, extra ...k
 // the acks. It returns nil when every message was acked (written by the
 // partition leader and its in-sync replicas), or one error per message.
 //
+// A batch with several messages of one key goes in waves
+// (outbox.PublishWaves): a key's next message is produced only once its
+// previous one has its ack, so that a refusal of one record batch cannot let
+// a later message of the key be written first. When a keyed message fails,
+// the later messages of its key in the batch get outbox.ErrHeldBack and are
+// not produced.
+//
 // A message whose record cannot fit in MaxMessageBytes (ErrTooLarge), or
 // whose destination is not a valid topic name, is not sent and its error
 // satisfies outbox.IsUndeliverable: the relay makes it DEAD at once. One
 // whose destination topic does not exist (ErrUnknownTopic) is refused before
-// anything is sent. In both cases the later messages of its key in the batch
-// get ErrHeldBack instead of being produced, so they cannot overtake it. A record still without an ack when
-// ctx (or Timeout) ends is reported as outbox.Unavailable; it may still be
-// written later, which the consumers' inbox absorbs.
+// anything is sent. A record still without an ack when ctx (or Timeout) ends
+// is reported as outbox.Unavailable; it may still be written later, which
+// the consumers' inbox absorbs.
 //
 // When the broker refuses a record batch for what it holds (one record the
 // topic cannot take, or a batch over the topic's max.message.bytes), every
@@ -194,45 +200,53 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 		return errs
 	}
-	w := newWaiter(len(msgs), p.state, &p.topics)
+	topics := make([]string, len(msgs))
 	for i := range msgs {
-		w.topics[i] = p.dest.render(msgs[i].Topic)
+		topics[i] = p.dest.render(msgs[i].Topic)
 	}
 	// A batch with a topic that could not be checked sends nothing: a later
 	// message could otherwise overtake an earlier one of its key.
-	var topicErrs map[string]error
-	var checkErr error
-	if unknown := p.topics.unknown(w.topics); len(unknown) > 0 {
-		topicErrs, checkErr = p.checkTopics(ctx, unknown)
+	var check topicCheck
+	if unknown := p.topics.unknown(topics); len(unknown) > 0 {
+		check.errs, check.err = p.checkTopics(ctx, unknown)
 	}
-	var hold outbox.KeyHold
-	refuse := func(i int, err error) {
-		w.finishOwn(i, err)
-		hold.Fail(&msgs[i], err)
-	}
+	return outbox.PublishWaves(ctx, msgs, func(ctx context.Context, wave []outbox.Message) []error {
+		return p.publishWave(ctx, wave, check)
+	})
+}
+
+// topicCheck is what Publish learned about a batch's destination topics
+// before producing: the error of each topic found missing, and the error of
+// a check no broker answered.
+type topicCheck struct {
+	errs map[string]error
+	err  error
+}
+
+// publishWave produces msgs, in which no key appears twice, and waits for
+// their acks; records of a refused batch are sent again one at a time.
+func (p *Publisher) publishWave(ctx context.Context, msgs []outbox.Message, check topicCheck) []error {
+	w := newWaiter(len(msgs), p.state, &p.topics)
 	for i := range msgs {
 		m := &msgs[i]
-		topic := w.topics[i]
-		if err := hold.Held(m); err != nil {
-			w.finishOwn(i, err)
-			continue
-		}
+		topic := p.dest.render(m.Topic)
+		w.topics[i] = topic
 		if reason := validTopic(topic); reason != "" {
-			refuse(i, cloudevents.Undeliverable("Kafka", m, fmt.Sprintf("destination %q of topic %q", topic, m.Topic), "is not a valid Kafka topic name: "+reason))
+			w.finishOwn(i, cloudevents.Undeliverable("Kafka", m, fmt.Sprintf("destination %q of topic %q", topic, m.Topic), "is not a valid Kafka topic name: "+reason))
 			continue
 		}
-		if err := topicErrs[topic]; err != nil {
-			refuse(i, err)
+		if err := check.errs[topic]; err != nil {
+			w.finishOwn(i, err)
 			continue
 		}
 		rec := newRecord(m, topic, p.source)
 		if n := recordBytes(rec); n > p.conn.maxBytes {
-			refuse(i, outbox.Undeliverable(fmt.Errorf("%w (%d bytes with headers, limit %d)", ErrTooLarge, n, p.conn.maxBytes)))
+			w.finishOwn(i, outbox.Undeliverable(fmt.Errorf("%w (%d bytes with headers, limit %d)", ErrTooLarge, n, p.conn.maxBytes)))
 			continue
 		}
 		p.headers.Check(m)
-		if checkErr != nil {
-			w.finishOwn(i, checkErr)
+		if check.err != nil {
+			w.finishOwn(i, check.err)
 			continue
 		}
 		p.cl.Produce(ctx, rec, func(r *kgo.Record, err error) { w.finish(i, r.Partition, err) })
@@ -280,10 +294,8 @@ type topicPartition struct {
 // after batch, good messages go DEAD.
 //
 // The records of a partition go in the batch's order, each after the
-// previous one's ack, so that none overtakes another. After one is refused,
-// the later messages of its key get ErrHeldBack. A record not sent before
-// ctx ends also gets ErrHeldBack: it spends no retry and does not pause the
-// relay, and the next claim sends it.
+// previous one's ack. A record not sent before ctx ends gets ErrHeldBack: it
+// spends no retry and does not pause the relay, and the next claim sends it.
 //
 // It reports whether it sent anything again.
 func (p *Publisher) isolate(ctx context.Context, msgs []outbox.Message, topics []string, partitions []int32, errs []error) bool {
@@ -327,13 +339,8 @@ func (p *Publisher) logIsolation(tp topicPartition, n int, err error) {
 // oneByOne produces the records of msgs[idx] one at a time, each in its own
 // record batch, and sets their errors.
 func (p *Publisher) oneByOne(ctx context.Context, msgs []outbox.Message, topics []string, idx []int, errs []error) {
-	var hold outbox.KeyHold
 	for _, i := range idx {
 		m := &msgs[i]
-		if err := hold.Held(m); err != nil {
-			errs[i] = err
-			continue
-		}
 		if ctx.Err() != nil {
 			errs[i] = fmt.Errorf("%w: not sent again: the deadline ended while the records of a refused batch were sent one at a time (the first refusal: %w)", ErrHeldBack, errs[i])
 			continue
@@ -345,7 +352,6 @@ func (p *Publisher) oneByOne(ctx context.Context, msgs []outbox.Message, topics 
 			err = classify(err, topics[i], p.state)
 		}
 		errs[i] = err
-		hold.Fail(m, err)
 	}
 }
 
