@@ -65,7 +65,7 @@ func (k *rowsClaimer) claim(ctx context.Context, s *Store, p outboxdriver.ClaimP
 		for i, m := range msgs {
 			ids[i] = m.ID
 		}
-		if err := k.recordLease(ctx, s, tx, c, p.Lease, ids); err != nil {
+		if err := k.recordLease(ctx, tx, c, p.Lease, ids); err != nil {
 			return nil, s.wrap("claim: lease", err)
 		}
 	}
@@ -108,7 +108,7 @@ func (k *rowsClaimer) claimIDs(ctx context.Context, s *Store, ids []int64, lease
 		for i, m := range msgs {
 			got[i] = m.ID
 		}
-		if err := k.recordLease(ctx, s, tx, c, lease, got); err != nil {
+		if err := k.recordLease(ctx, tx, c, lease, got); err != nil {
 			return nil, s.wrap("claim by id: lease", err)
 		}
 	}
@@ -129,7 +129,7 @@ const leaseRecordTimeout = 10 * time.Second
 // it, and hides its rows from every relay until it runs out. So the insert
 // is not canceled with ctx, and when it fails tx is rolled back and the
 // leases of c's token are deleted.
-func (k *rowsClaimer) recordLease(ctx context.Context, s *Store, tx Tx, c *leaseClaim, lease time.Duration, ids []int64) error {
+func (k *rowsClaimer) recordLease(ctx context.Context, tx Tx, c *leaseClaim, lease time.Duration, ids []int64) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseRecordTimeout)
 	defer cancel()
 	_, err := tx.Exec(rctx, k.record, c.token, lease.Microseconds(), jsonArray(ids))
