@@ -192,3 +192,31 @@ func (s *seen) count(id string) int {
 	defer s.mu.Unlock()
 	return s.ids[id]
 }
+
+// TestClientConfigServersNamed: when the hook points the connection at other
+// servers than the URL's, the publisher's and subscriber's errors name
+// those servers, not the URL's host.
+func TestClientConfigServersNamed(t *testing.T) {
+	t.Parallel()
+	requireBroker(t, "127.0.0.1:1883")
+	ctx := testCtx(t, 30*time.Second)
+	real, err := url.Parse("mqtt://127.0.0.1:1883")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := func(cfg *autopaho.ClientConfig) { cfg.ServerUrls = []*url.URL{real} }
+	const elsewhere = "mqtt://not-used.invalid:1883"
+	pub, err := NewPublisher(ctx, PublisherConfig{URL: elsewhere, ClientConfig: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	sub, err := NewSubscriber(ctx, SubscriberConfig{URL: elsewhere, Group: "g", Name: "named", Topic: "named." + randomHex(6), ClientConfig: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Leave(testCtx(t, 10*time.Second)) }()
+	if pub.redacted != real.String() || sub.name != real.String() {
+		t.Errorf("errors name %q (publisher) and %q (subscriber), want the hook's server %q", pub.redacted, sub.name, real)
+	}
+}

@@ -52,6 +52,13 @@ var reconnectBackoff = autopaho.NewExponentialBackoff(100*time.Millisecond, time
 // that satisfies outbox.IsUnavailable; one that refuses the connection gives
 // a *ConnectError.
 func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, error) {
+	cm, _, err := dialNamed(ctx, o)
+	return cm, err
+}
+
+// dialNamed is dial that also returns the name of the servers for errors,
+// passwords masked: the URL's, or those a ClientConfig hook set.
+func dialNamed(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, string, error) {
 	first := newFirstConnect(o.url.redacted)
 	cfg := o.clientConfig(first.onError)
 	if o.configure != nil {
@@ -61,13 +68,13 @@ func dial(ctx context.Context, o connOptions) (*autopaho.ConnectionManager, erro
 	// bounds the wait for the first connection.
 	cm, err := autopaho.NewConnection(context.Background(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("outboxmqtt: %s: %w", first.redacted, err)
+		return nil, "", fmt.Errorf("outboxmqtt: %s: %w", first.redacted, err)
 	}
 	if err := first.await(ctx, cm, o.connectTimeout); err != nil {
 		disconnect(cm)
-		return nil, err
+		return nil, "", err
 	}
-	return cm, nil
+	return cm, first.redacted, nil
 }
 
 // clientConfig returns the autopaho configuration of the connection;

@@ -23,7 +23,7 @@ type Publisher struct {
 	qos      byte
 	window   int
 	noSubOK  bool
-	redacted string
+	redacted string // the servers, for errors (a ClientConfig hook may change them)
 	headers  *cloudevents.HeaderLog
 
 	mu         sync.Mutex
@@ -53,11 +53,10 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) 
 		qos:        qos,
 		window:     s.Window,
 		noSubOK:    s.NoSubscribers == NoSubscribersOK,
-		redacted:   s.url.redacted,
 		headers:    cloudevents.NewHeaderLog(s.Logger, "outboxmqtt"),
 		receiveMax: 65535,
 	}
-	p.cm, err = dial(ctx, connOptions{
+	p.cm, p.redacted, err = dialNamed(ctx, connOptions{
 		url:            s.url,
 		clientID:       s.ClientID,
 		keepAlive:      s.KeepAlive,

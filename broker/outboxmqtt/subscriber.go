@@ -21,7 +21,8 @@ import (
 // shared subscription through a persistent MQTT session and hands each
 // message to a handler, acknowledging it only after the handler succeeded.
 type Subscriber struct {
-	s *subscriberSettings
+	s    *subscriberSettings
+	name string // the servers, for errors (a ClientConfig hook may change them)
 	// attempt, when set, opens Run's network connections (tests cut them).
 	attempt func(context.Context, autopaho.ClientConfig, *url.URL) (net.Conn, error)
 
@@ -44,10 +45,11 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (*Subscriber, erro
 	}
 	sub := &Subscriber{s: s}
 	sess := newAckSession()
-	cm, err := dial(ctx, sub.connOptions(sess, nil, nil))
+	cm, name, err := dialNamed(ctx, sub.connOptions(sess, nil, nil))
 	if err != nil {
 		return nil, err
 	}
+	sub.name = name
 	// Messages that arrive on this short connection are not acked (the
 	// session's Ack does nothing): the broker sends them again to Run.
 	defer disconnect(cm)
@@ -93,7 +95,7 @@ func (sub *Subscriber) subscribe(ctx context.Context, cm *autopaho.ConnectionMan
 		return fmt.Errorf("outboxmqtt: broker refused the subscription %q: reason 0x%02X %s; check the topic filter (Topic, TopicTemplate) and the broker's ACL", filter, ack.Reasons[0], reason)
 	}
 	if err != nil {
-		return outbox.Unavailable(fmt.Errorf("outboxmqtt: subscribing to %q at %s: %w", filter, sub.s.url.redacted, err))
+		return outbox.Unavailable(fmt.Errorf("outboxmqtt: subscribing to %q at %s: %w", filter, sub.name, err))
 	}
 	return nil
 }
