@@ -36,6 +36,7 @@ test: vet ## vet and test every module with -race against the local PostgreSQL, 
 vet: ## go vet every module and check gofmt
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 	@cd e2e && $(GO) vet -tags chaos ./...
+	@cd cmd/outbox && $(GO) vet -tags volume ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint

@@ -19,7 +19,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"os"
 	"sort"
 	"strconv"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/cmd/outbox/internal/dbopen"
 	"github.com/outbox-go/outbox/internal/sqlstore"
 	"github.com/outbox-go/outbox/outboxdriver"
 )
@@ -105,10 +105,11 @@ func TestVolume(t *testing.T) {
 
 // sql is the sqlstore.Store under the driver.
 func (v *volume) sql() *sqlstore.Store {
-	if v.d.PG != nil {
-		return v.d.PG.Store
+	st, ok := sqlstore.Of(v.d.Store)
+	if !ok {
+		v.t.Fatalf("%T is not a driver of this repository", v.d.Store)
 	}
-	return v.d.SQL.Store
+	return st
 }
 
 // timed runs fn n times and prints the median and the slowest.
