@@ -54,7 +54,10 @@ var _ outboxdriver.Driver[*sql.Tx] = (*Driver)(nil)
 //
 // The writers of the file in this process queue at a write gate before they
 // take SQLite's write lock; see [WriteGate], which turns it off. Every *sql.DB
-// that Open opens on one path shares its gate.
+// that Open opens on one path shares its gate. With the gate on, the
+// checkpoints run on a connection of their own in the background, so that no
+// writer or relay waits while one copies and syncs; a writer that finds the
+// WAL at 20,000 pages checkpoints itself, after any checkpoint under way.
 //
 // A file that does not exist is created with mode 0600 (owner read and
 // write), and SQLite gives its -wal and -shm files the mode of the database
@@ -95,7 +98,7 @@ func Open(path string, opts ...OpenOption) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sql.OpenDB(&gatedConnector{Connector: c, gate: openGate(key)}), nil
+	return sql.OpenDB(&gatedConnector{Connector: c, gate: openGate(key), cp: newCheckpointer(c.Connect)}), nil
 }
 
 // createPrivate creates the database file at path with mode 0600 when it

@@ -68,8 +68,8 @@ type writeGate struct {
 	key  string
 	refs int // connectors on the gate, under gatesMu
 
-	// The gated connections checkpoint the WAL themselves, after they have
-	// given the gate back: SQLite's automatic checkpoint runs inside the
+	// The gated connections have the WAL checkpointed (checkpointer), after
+	// they have given the gate back: SQLite's automatic checkpoint runs inside the
 	// COMMIT, which would keep the gate for as long as it copies and syncs.
 	// As for SQLite's, a checkpoint is due after each write while the WAL
 	// holds autoCheckpointPages frames or more: the wal-index header's
@@ -84,10 +84,10 @@ type writeGate struct {
 // due.
 const autoCheckpointPages = 10000
 
-// checkpointDue reports whether the WAL holds autoCheckpointPages frames or
-// more. Where the -shm file cannot be read, one call in a thousand reports
-// true, so that the WAL still does not grow without end.
-func (g *writeGate) checkpointDue() bool {
+// walFrames returns the number of frames in the WAL. Where the -shm file
+// cannot be read, one call in a thousand returns autoCheckpointPages, so
+// that the WAL still does not grow without end, and the others 0.
+func (g *writeGate) walFrames() uint32 {
 	g.shmMu.Lock()
 	defer g.shmMu.Unlock()
 	var b [4]byte
@@ -104,10 +104,12 @@ func (g *writeGate) checkpointDue() bool {
 		_, err = g.shm.ReadAt(b[:], 16)
 	}
 	if err != nil {
-		g.shmFails++
-		return g.shmFails%1000 == 0
+		if g.shmFails++; g.shmFails%1000 == 0 {
+			return autoCheckpointPages
+		}
+		return 0
 	}
-	return binary.NativeEndian.Uint32(b[:]) >= autoCheckpointPages
+	return binary.NativeEndian.Uint32(b[:])
 }
 
 func (g *writeGate) closeShm() {
@@ -190,6 +192,7 @@ func (g *writeGate) unlock() { <-g.slot }
 type gatedConnector struct {
 	driver.Connector
 	gate  *writeGate
+	cp    *checkpointer
 	close sync.Once
 }
 
@@ -198,12 +201,16 @@ func (c *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newGatedConn(dc, c.gate), nil
+	return newGatedConn(dc, c.gate, c.cp), nil
 }
 
-// Close gives the gate back; sql.DB.Close calls it.
+// Close stops the checkpointer and gives the gate back; sql.DB.Close calls
+// it.
 func (c *gatedConnector) Close() error {
-	c.close.Do(func() { closeGate(c.gate) })
+	c.close.Do(func() {
+		c.cp.close()
+		closeGate(c.gate)
+	})
 	return nil
 }
 
@@ -224,16 +231,17 @@ type sqliteConn interface {
 type gatedConn struct {
 	sqliteConn
 	gate   *writeGate
+	cp     *checkpointer
 	tx     *gatedTx // the open transaction begun with BeginTx
 	manual bool     // in a transaction begun with a BEGIN or SAVEPOINT statement
 }
 
-func newGatedConn(dc driver.Conn, g *writeGate) driver.Conn {
+func newGatedConn(dc driver.Conn, g *writeGate, cp *checkpointer) driver.Conn {
 	sc, ok := dc.(sqliteConn)
 	if !ok {
 		return dc // not a connection the gate knows how to wrap
 	}
-	return &gatedConn{sqliteConn: sc, gate: g}
+	return &gatedConn{sqliteConn: sc, gate: g, cp: cp}
 }
 
 // Unwrap returns the driver's connection, for conn.Raw and sqlite.Limit.
@@ -293,18 +301,20 @@ func (c *gatedConn) exec(ctx context.Context, query string, args []driver.NamedV
 	return c.sqliteConn.ExecContext(ctx, query, args)
 }
 
-// checkpoint checkpoints the WAL when a checkpoint is due, after the gate
-// is given back, so that the other writers go on meanwhile. Like SQLite's
-// automatic checkpoint it is PASSIVE: it copies what no reader still needs
-// and waits for nobody (another checkpoint under way makes it return at
-// once), and its error is of no concern to the statement before it.
+// checkpoint has the WAL checkpointed when a checkpoint is due, after the
+// gate is given back, so that the other writers go on meanwhile: by the
+// checkpointer, or here when the WAL has grown to inlineCheckpointPages.
+// Its error is of no concern to the statement before it.
 func (c *gatedConn) checkpoint() {
-	if c.gate.checkpointDue() {
-		_, _ = c.sqliteConn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)", nil)
+	switch n := c.gate.walFrames(); {
+	case n >= inlineCheckpointPages:
+		c.cp.inline(c.sqliteConn)
+	case n >= autoCheckpointPages:
+		c.cp.request()
 	}
 }
 
-// ResetSession checkpoints the WAL when a checkpoint is due, for the writes
+// ResetSession has the WAL checkpointed when a checkpoint is due, for the writes
 // that passed the gate by, before database/sql hands the connection out
 // again.
 func (c *gatedConn) ResetSession(ctx context.Context) error {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestFirstKeywords(t *testing.T) {
@@ -97,7 +98,46 @@ func TestWriteGateCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if max := int64(autoCheckpointPages+1000) * 4120; wal.Size() > max {
+	if max := int64(inlineCheckpointPages+1000) * 4120; wal.Size() > max {
 		t.Errorf("the WAL has %d bytes, more than %d: it was not checkpointed", wal.Size(), max)
+	}
+}
+
+// A WAL past autoCheckpointPages but short of inlineCheckpointPages is
+// checkpointed by the checkpointer, not by the writer: the writes that made
+// it due return without the checkpoint, and soon after one the WAL starts
+// again from its beginning.
+func TestCheckpointerCheckpoints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bg.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE blobs (b BLOB)"); err != nil {
+		t.Fatal(err)
+	}
+	g := openGate(gateKey(path))
+	defer closeGate(g)
+	blob := make([]byte, 64<<10)
+	for i := 0; g.walFrames() < autoCheckpointPages+500; i++ {
+		if i == inlineCheckpointPages*4096/len(blob) {
+			t.Fatalf("after %d writes of %d bytes the WAL has %d frames: the writes checkpointed it themselves", i, len(blob), g.walFrames())
+		}
+		if _, err := db.ExecContext(ctx, "INSERT INTO blobs VALUES (?)", blob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := db.ExecContext(ctx, "INSERT INTO blobs VALUES (x'00')"); err != nil {
+			t.Fatal(err)
+		}
+		if n := g.walFrames(); n < autoCheckpointPages {
+			return // checkpointed, and restarted by the write
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the WAL still has %d frames: the checkpointer did not checkpoint it", g.walFrames())
+		}
 	}
 }
