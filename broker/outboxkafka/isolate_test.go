@@ -146,24 +146,7 @@ func TestOneRecordOverTopicLimit(t *testing.T) {
 		t.FailNow()
 	}
 	got := readTopic(t, brokerURL, topic, len(acked))[0]
-	// Every acked message is in the topic once; per key, in the batch's order.
-	last := map[string]int{}
-	seen := map[string]bool{}
-	for _, id := range got {
-		var i int
-		if _, err := fmt.Sscanf(id, "m-%d", &i); err != nil {
-			t.Fatalf("unexpected record %q", id)
-		}
-		if seen[id] {
-			t.Fatalf("%s is in the topic twice: %v", id, got)
-		}
-		seen[id] = true
-		k := msgs[i].Key
-		if j, ok := last[k]; ok && j > i {
-			t.Fatalf("key %s: %s after %s: %v", k, id, msgs[j].MsgID, got)
-		}
-		last[k] = i
-	}
+	keyOrder(t, "m", msgs, got)
 	if len(got) != len(acked) {
 		t.Fatalf("the topic holds %d records, want the %d acked: %v", len(got), len(acked), got)
 	}
@@ -219,12 +202,19 @@ func TestKeyOrderAcrossRefusedBatches(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	got := readTopic(t, brokerURL, topic, len(msgs))[0]
+	keyOrder(t, "o", msgs, readTopic(t, brokerURL, topic, len(msgs))[0])
+}
+
+// keyOrder fails t unless each record of got (the ce_id of a record of
+// msgs, "<prefix>-<index>") is there once and each key's records are in
+// the batch's order.
+func keyOrder(t *testing.T, prefix string, msgs []outbox.Message, got []string) {
+	t.Helper()
 	last := map[string]int{}
 	seen := map[string]bool{}
 	for _, id := range got {
 		var i int
-		if _, err := fmt.Sscanf(id, "o-%d", &i); err != nil {
+		if _, err := fmt.Sscanf(id, prefix+"-%d", &i); err != nil || i >= len(msgs) {
 			t.Fatalf("unexpected record %q", id)
 		}
 		if seen[id] {

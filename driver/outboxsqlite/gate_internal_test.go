@@ -2,6 +2,7 @@ package outboxsqlite
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,16 +66,8 @@ var errTest error = testError{}
 // The gated connections checkpoint the WAL, SQLite's automatic checkpoint
 // being off for them.
 func TestWriteGateCheckpoints(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ckpt.db")
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	path, db := blobsDB(t)
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE blobs (b BLOB)"); err != nil {
-		t.Fatal(err)
-	}
 	blob := make([]byte, 64<<10)
 	for i := range 2 * autoCheckpointPages * 4096 / len(blob) {
 		if _, err := db.ExecContext(ctx, "INSERT INTO blobs VALUES (?)", blob); err != nil {
@@ -108,16 +101,8 @@ func TestWriteGateCheckpoints(t *testing.T) {
 // it due return without the checkpoint, and soon after one the WAL starts
 // again from its beginning.
 func TestCheckpointerCheckpoints(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "bg.db")
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	path, db := blobsDB(t)
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE blobs (b BLOB)"); err != nil {
-		t.Fatal(err)
-	}
 	g := openGate(gateKey(path))
 	defer closeGate(g)
 	blob := make([]byte, 64<<10)
@@ -140,4 +125,20 @@ func TestCheckpointerCheckpoints(t *testing.T) {
 			t.Fatalf("the WAL still has %d frames: the checkpointer did not checkpoint it", g.walFrames())
 		}
 	}
+}
+
+// blobsDB opens a new database file with a table blobs (b BLOB), closed at
+// the end of the test.
+func blobsDB(t *testing.T) (string, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "blobs.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.ExecContext(context.Background(), "CREATE TABLE blobs (b BLOB)"); err != nil {
+		t.Fatal(err)
+	}
+	return path, db
 }
