@@ -54,8 +54,11 @@ func TestRelaySurvivesKilledConnections(t *testing.T) {
 		time.Sleep(2 * time.Millisecond) // widen the window between publish and mark
 		return nil
 	})
+	// A kill can also end the statement that gives a failed batch's claim
+	// back; its rows then wait for the lease to run out (2×PublishTimeout),
+	// which must end well before the deadline below.
 	relay, err := outbox.NewRelay(d, pub, outbox.RelayConfig{BatchSize: 100, Interval: 10 * time.Millisecond,
-		PauseBase: 10 * time.Millisecond, PauseMax: 50 * time.Millisecond,
+		PauseBase: 10 * time.Millisecond, PauseMax: 50 * time.Millisecond, PublishTimeout: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
