@@ -17,9 +17,6 @@ type checkpointer struct {
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
-	start   sync.Once
-	closed  sync.Once
-	started bool
 	// mu is held while a checkpoint runs, the checkpointer's or a writer's
 	// (inline), so that the inline one waits for the other and then copies
 	// what it left.
@@ -30,16 +27,16 @@ type checkpointer struct {
 // checkpoints inline instead of leaving it to the checkpointer.
 const inlineCheckpointPages = 2 * autoCheckpointPages
 
+// newCheckpointer starts a checkpointer; it opens its connection with
+// connect at the first request. close stops it.
 func newCheckpointer(connect func(context.Context) (driver.Conn, error)) *checkpointer {
-	return &checkpointer{connect: connect, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	k := &checkpointer{connect: connect, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go k.run()
+	return k
 }
 
 // request asks for a checkpoint and returns at once.
 func (k *checkpointer) request() {
-	k.start.Do(func() {
-		k.started = true
-		go k.run()
-	})
 	select {
 	case k.kick <- struct{}{}:
 	default: // one is asked for already
@@ -91,13 +88,9 @@ func (k *checkpointer) inline(ex driver.ExecerContext) {
 // copies what no reader still needs and waits for nobody.
 const checkpointSQL = "PRAGMA wal_checkpoint(PASSIVE)"
 
-// close stops the checkpointer and waits for a checkpoint under way.
+// close stops the checkpointer and waits for a checkpoint under way. It is
+// called once.
 func (k *checkpointer) close() {
-	k.closed.Do(func() {
-		k.start.Do(func() {}) // no start after close
-		close(k.stop)
-		if k.started {
-			<-k.done
-		}
-	})
+	close(k.stop)
+	<-k.done
 }

@@ -68,9 +68,10 @@ type writeGate struct {
 	key  string
 	refs int // connectors on the gate, under gatesMu
 
-	// The gated connections have the WAL checkpointed (checkpointer), after
-	// they have given the gate back: SQLite's automatic checkpoint runs inside the
-	// COMMIT, which would keep the gate for as long as it copies and syncs.
+	// The gated connections have the WAL checkpointed (checkpointer) after
+	// they have given the gate back: SQLite's automatic checkpoint runs
+	// inside the COMMIT, which would keep the gate for as long as it copies
+	// and syncs.
 	// As for SQLite's, a checkpoint is due after each write while the WAL
 	// holds autoCheckpointPages frames or more: the wal-index header's
 	// mxFrame, read from the -shm file. The WAL starts again from its
@@ -314,9 +315,9 @@ func (c *gatedConn) checkpoint() {
 	}
 }
 
-// ResetSession has the WAL checkpointed when a checkpoint is due, for the writes
-// that passed the gate by, before database/sql hands the connection out
-// again.
+// ResetSession has the WAL checkpointed when a checkpoint is due, for the
+// writes that passed the gate by, before database/sql hands the connection
+// out again.
 func (c *gatedConn) ResetSession(ctx context.Context) error {
 	if err := c.sqliteConn.ResetSession(ctx); err != nil {
 		return err
