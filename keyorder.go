@@ -33,8 +33,8 @@ const heldWait = 10 * time.Second
 // message with a key is held (left NEW, due as before) and err says why.
 // inflight are the messages of the claim before, which do not hold msgs back
 // (see heldBehind). The check gets half of b's publish window, whether or
-// not ctx is cancelled.
-func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held []bool, err error) {
+// not ctx is cancelled. whole is HoldParams.Whole.
+func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message, whole bool) (held []bool, err error) {
 	msgs := b.msgs
 	ko, ok := r.store.(outboxdriver.KeyOrderer)
 	if !ok || !anyKey(msgs) {
@@ -43,7 +43,7 @@ func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.publishWindow(b)/2, time.Millisecond))
 	defer cancel()
 	held, err = ko.HoldBack(ctx, msgs, outboxdriver.HoldParams{DeadBlocks: r.cfg.StopKeyAtDead, DeadWait: deadWait, HeldWait: heldWait,
-		InFlight: inflight, Done: r.keysDoneFor(msgs)})
+		InFlight: inflight, Done: r.keysDoneFor(msgs), Whole: whole})
 	if err == nil {
 		return held, nil
 	}
@@ -57,12 +57,12 @@ func (r *Relay) holdBack(ctx context.Context, b batch, inflight []Message) (held
 // holdEarly works out the hold-back of a batch just claimed, while the batch
 // before it (inflight) may still be published, so that the publisher does
 // not wait for it. On an error the batch is left to publishBatch, which asks
-// again.
-func (r *Relay) holdEarly(ctx context.Context, b *batch, inflight []Message) {
+// again. whole is HoldParams.Whole.
+func (r *Relay) holdEarly(ctx context.Context, b *batch, inflight []Message, whole bool) {
 	if _, ok := r.store.(outboxdriver.KeyOrderer); !ok || !anyKey(b.msgs) {
 		return
 	}
-	if held, err := r.holdBack(ctx, *b, inflight); err == nil {
+	if held, err := r.holdBack(ctx, *b, inflight, whole); err == nil {
 		b.early, b.held = true, held
 		r.noteHeld(held)
 	}
@@ -233,7 +233,7 @@ func (r *Relay) publishBatch(ctx context.Context, b batch) (BatchReport, []Outco
 		}
 		return r.publishClaimed(ctx, b)
 	}
-	held, err := r.holdBack(ctx, b, nil)
+	held, err := r.holdBack(ctx, b, nil, false)
 	if err != nil {
 		r.noteDB(err)
 		r.cfg.Logger.Warn("outbox relay: could not check the order of the batch's keys; its messages with a key wait", "error", err)

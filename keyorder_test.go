@@ -163,3 +163,77 @@ func TestKeysDone(t *testing.T) {
 		t.Fatalf("a store without key order: done ids %v, want none", got)
 	}
 }
+
+// spanClaim is a claim that reports where it began (outboxdriver.ClaimSpan).
+type spanClaim struct {
+	fakeClaim
+	from int64
+}
+
+func (c *spanClaim) SpanFrom() (int64, bool) { return c.from, true }
+
+func idMsgs(ids ...int64) []Message {
+	out := make([]Message, len(ids))
+	for i, id := range ids {
+		out[i] = Message{ID: id, Key: "k"}
+	}
+	return out
+}
+
+// TestClaimRunWhole: a run of claims vouches for HoldParams.Whole only
+// while its claims, with the claim in flight, hold every id from the
+// low-water mark on, and no batch of it finished unclean.
+func TestClaimRunWhole(t *testing.T) {
+	r := &Relay{cfg: RelayConfig{Lease: time.Minute}}
+	p := &pipeline{}
+	claim := func(from int64, cursor bool, msgs, inflight []Message) bool {
+		return p.extendSpan(batch{claim: &spanClaim{from: from}, msgs: msgs, fromCursor: cursor, start: time.Now()}, inflight)
+	}
+	steps := []struct {
+		name string
+		got  func() bool
+		want bool
+	}{
+		{"from the mark, every id", func() bool { return claim(10, false, idMsgs(11, 12, 13), nil) }, true},
+		{"from the cursor the run left", func() bool { return claim(13, true, idMsgs(14, 15), nil) }, true},
+		{"a gap", func() bool { return claim(15, true, idMsgs(16, 18), nil) }, false},
+		{"from the cursor after a gap", func() bool { return claim(18, true, idMsgs(19, 20), nil) }, false},
+		{"from the mark, the claim in flight fills the span", func() bool {
+			return claim(20, false, idMsgs(19, 24, 25), idMsgs(21, 22, 23))
+		}, true},
+		{"from another cursor", func() bool { return claim(30, true, idMsgs(31), nil) }, false},
+		{"from the mark again", func() bool { return claim(30, false, idMsgs(31, 32), nil) }, true},
+		{"after a clean batch", func() bool {
+			p.breakSpan(r, batch{start: time.Now()}, []Outcome{{Kind: OutcomeSent}, {Kind: OutcomeRetry}, {Kind: OutcomeDead}}, nil)
+			return claim(32, true, idMsgs(33), nil)
+		}, true},
+		{"after a released message", func() bool {
+			p.breakSpan(r, batch{start: time.Now()}, []Outcome{{Kind: OutcomeSent}, {Kind: OutcomeRelease}}, nil)
+			return claim(33, true, idMsgs(34), nil)
+		}, false},
+		{"from the mark after the release", func() bool { return claim(34, false, idMsgs(35), nil) }, true},
+		{"after a failed mark", func() bool {
+			p.breakSpan(r, batch{start: time.Now()}, []Outcome{{Kind: OutcomeSent}}, errors.New("connection lost"))
+			return claim(35, true, idMsgs(36), nil)
+		}, false},
+		{"from the mark after the failed mark", func() bool { return claim(36, false, idMsgs(37), nil) }, true},
+		{"after a mark late in its lease", func() bool {
+			p.breakSpan(r, batch{start: time.Now().Add(-40 * time.Second)}, []Outcome{{Kind: OutcomeSent}}, nil)
+			return claim(37, true, idMsgs(38), nil)
+		}, false},
+		{"from the mark after an abort", func() bool {
+			claim(38, false, idMsgs(39), nil)
+			p.breakSpan(r, batch{start: time.Now()}, nil, errNotAttempted)
+			return claim(39, true, idMsgs(40), nil)
+		}, false},
+		{"a claim that cannot tell", func() bool {
+			claim(40, false, idMsgs(41), nil)
+			return p.extendSpan(batch{claim: &fakeClaim{}, msgs: idMsgs(42), fromCursor: true}, nil)
+		}, false},
+	}
+	for _, st := range steps {
+		if got := st.got(); got != st.want {
+			t.Errorf("%s: whole = %v, want %v", st.name, got, st.want)
+		}
+	}
+}

@@ -123,6 +123,66 @@ type pipeline struct {
 
 	mu    sync.Mutex
 	until time.Time // the broker or the database asked for a pause until then
+
+	// spanLast is the last id of the run of whole claims (see extendSpan),
+	// or 0 when there is none.
+	spanMu   sync.Mutex
+	spanLast int64
+}
+
+// extendSpan reports whether b, just claimed, continues a run of claims
+// that together hold every NEW row below its last id other than requeued
+// ones (outboxdriver.HoldParams.Whole). inflight are the messages of the
+// claim before. A claim holds its span when its messages and inflight
+// have every id from where it began (outboxdriver.ClaimSpan) to its last.
+// A run starts at such a claim from the first id (which began at the
+// low-water mark), goes on with each such claim from the cursor the claim
+// before it left, and ends at any other claim and at any batch that does
+// not finish cleanly (breakSpan).
+func (p *pipeline) extendSpan(b batch, inflight []Message) bool {
+	from, ok := int64(0), false
+	if cs, is := b.claim.(outboxdriver.ClaimSpan); is {
+		from, ok = cs.SpanFrom()
+	}
+	last := b.msgs[len(b.msgs)-1].ID
+	p.spanMu.Lock()
+	defer p.spanMu.Unlock()
+	if ok && (!b.fromCursor || (p.spanLast != 0 && from == p.spanLast)) && holdsSpan(from, last, b.msgs, inflight) {
+		p.spanLast = last
+		return true
+	}
+	p.spanLast = 0
+	return false
+}
+
+// holdsSpan reports whether msgs and inflight (each in id order, with no id
+// in both) have every id above from up to last.
+func holdsSpan(from, last int64, msgs, inflight []Message) bool {
+	n := int64(0)
+	for _, ms := range [][]Message{msgs, inflight} {
+		for i := range ms {
+			if id := ms[i].ID; id > from && id <= last {
+				n++
+			}
+		}
+	}
+	return n == last-from
+}
+
+// breakSpan ends the run of whole claims unless b finished cleanly: marked
+// (markErr nil) within half its lease, with no message left as it was
+// (OutcomeRelease). A message released, a mark that failed or came late
+// may leave a row NEW that no check of the run's later claims would see.
+func (p *pipeline) breakSpan(r *Relay, b batch, outcomes []Outcome, markErr error) {
+	clean := markErr == nil && outcomes != nil && time.Since(b.start) < r.cfg.Lease/2
+	for _, o := range outcomes {
+		clean = clean && o.Kind != OutcomeRelease
+	}
+	if !clean {
+		p.spanMu.Lock()
+		p.spanLast = 0
+		p.spanMu.Unlock()
+	}
 }
 
 // claim claims the next batch; an empty claim is ended at once.
@@ -130,7 +190,7 @@ func (p *pipeline) claim(ctx context.Context, r *Relay) (batch, error) {
 	defer p.dbTurn()()
 	b, err := r.claimBatch(ctx, p.last)
 	if err == nil && len(b.msgs) > 0 {
-		r.holdEarly(ctx, &b, p.lastMsgs)
+		r.holdEarly(ctx, &b, p.lastMsgs, p.extendSpan(b, p.lastMsgs))
 		p.last, p.lastMsgs = b.claim, b.msgs
 	}
 	if err == nil && len(b.msgs) == 0 {
@@ -189,6 +249,7 @@ func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time
 			log.Warn("outbox relay: releasing a claimed batch failed", "error", err)
 		}
 		p.failed = r.failedKeys(b, nil, errNotAttempted)
+		p.breakSpan(r, b, nil, errNotAttempted)
 		return pause
 	}
 	b.failedBefore = p.failed
@@ -197,6 +258,7 @@ func (r *Relay) publishOne(ctx context.Context, p *pipeline, b batch, pause time
 	rep, err := r.finishBatch(ctx, b, rep, outcomes)
 	endTurn()
 	p.failed = r.failedKeys(b, outcomes, err)
+	p.breakSpan(r, b, outcomes, err)
 	// The broker's own word on when to come back (a Retry-After) may
 	// lengthen a pause, not the backoff: the next pause doubles from the
 	// relay's own.

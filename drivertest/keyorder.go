@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // keySink is a publisher that records, per key, the row ids it acked, in the
@@ -141,6 +143,7 @@ func (s suite[TTx]) runRelaysUntil(t *testing.T, env *Env[TTx], n int, pub outbo
 // messages without a key flow beside them.
 func (s suite[TTx]) testKeyOrder(t *testing.T) {
 	t.Run("ClaimAhead", s.testKeyOrderClaimAhead)
+	t.Run("FailingOneRelay", s.testKeyOrderFailingOneRelay)
 	t.Run("FailingMessageTwoRelays", s.testKeyOrderFailing)
 	t.Run("DeadFlowsOn", s.testKeyOrderDead)
 	t.Run("NoStarvation", s.testKeyOrderNoStarvation)
@@ -158,6 +161,80 @@ func (s suite[TTx]) testKeyOrderClaimAhead(t *testing.T) {
 	s.runRelays(t, env, 1, sink.publisher(), outbox.RelayConfig{BatchSize: 20, Interval: 10 * time.Millisecond,
 		RescanInterval: 30 * time.Millisecond}, int64(len(msgs)))
 	sink.check(t, keys, 40)
+}
+
+// wholeSpy is a store that counts the claims that can tell where they
+// began (outboxdriver.ClaimSpan) and the hold-back checks the relay asked
+// for with HoldParams.Whole, which look only at requeued and DEAD rows.
+type wholeSpy struct {
+	outboxdriver.Store
+	spans, whole, checks atomic.Int64
+}
+
+func (w *wholeSpy) Claim(ctx context.Context, p outboxdriver.ClaimParams) (outboxdriver.Claim, error) {
+	c, err := w.Store.Claim(ctx, p)
+	if cs, ok := c.(outboxdriver.ClaimSpan); ok && err == nil {
+		if _, ok := cs.SpanFrom(); ok {
+			w.spans.Add(1)
+		}
+	}
+	return c, err
+}
+
+func (w *wholeSpy) HoldBack(ctx context.Context, msgs []outbox.Message, p outboxdriver.HoldParams) ([]bool, error) {
+	w.checks.Add(1)
+	if p.Whole {
+		w.whole.Add(1)
+	}
+	return w.Store.(outboxdriver.KeyOrderer).HoldBack(ctx, msgs, p)
+}
+
+func (w *wholeSpy) ClaimOverlap() outboxdriver.ClaimOverlap {
+	if o, ok := w.Store.(outboxdriver.ClaimOverlapper); ok {
+		return o.ClaimOverlap()
+	}
+	return outboxdriver.OverlapAll
+}
+
+// testKeyOrderFailingOneRelay: one relay, claiming ahead in batches of 20
+// over 50 keys of 40 messages, three of them refused three times each. Where
+// the store's claims tell where they began, the relay skips the per-key
+// walk while its claims hold every id since the low-water mark, and must
+// still hold back the keys behind the failing messages.
+func (s suite[TTx]) testKeyOrderFailingOneRelay(t *testing.T) {
+	t.Parallel()
+	env := s.setup(t)
+	keys := keyNames("k", 50)
+	msgs := keyedMsgs("one", keys, 40)
+	s.write(t, env, msgs...)
+	sink := newKeySink(map[string]int{"one-k03-005": 3, "one-k17-012": 3, "one-k40-030": 3})
+	spy := &wholeSpy{Store: env.Driver}
+	cfg := outbox.RelayConfig{BatchSize: 20, Interval: 10 * time.Millisecond, RescanInterval: 30 * time.Millisecond,
+		RetryBase: 50 * time.Millisecond, RetryMax: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	r := newRelay(t, spy, sink.publisher(), cfg)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(45 * time.Second)
+	for s.count(t, env, "status = 1") < int64(len(msgs)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("relay: %v", err)
+	}
+	sink.check(t, keys, 40)
+	sink.mu.Lock()
+	for _, id := range []string{"one-k03-005", "one-k17-012", "one-k40-030"} {
+		if got := sink.tries[id]; got != 4 {
+			t.Errorf("%s was tried %d times, want 4", id, got)
+		}
+	}
+	sink.mu.Unlock()
+	t.Logf("%d claims told where they began; %d of %d hold-back checks with Whole", spy.spans.Load(), spy.whole.Load(), spy.checks.Load())
+	if spy.spans.Load() > 0 && spy.whole.Load() == 0 {
+		t.Errorf("no hold-back check with Whole: the case did not reach the relay's shortcut")
+	}
 }
 
 // testKeyOrderFailing: a key whose fifth message is refused three times

@@ -48,4 +48,22 @@ type HoldParams struct {
 	// id after its own check and saw it SENT or DEAD. The store need not
 	// look below it for any other NEW row of the key. Nil for none.
 	Done map[string]int64
+	// Whole: the relay vouches that every NEW row with an id below the
+	// highest of msgs is one of msgs or of InFlight, or went back to NEW
+	// through a retry or a requeue (next_retry_at past created_at). The
+	// store need then look only at such requeued rows, and DEAD ones with
+	// DeadBlocks. The relay sets it only for claims that report where
+	// they began (ClaimSpan).
+	Whole bool
+}
+
+// ClaimSpan is implemented by a Claim that can tell where its span of ids
+// begins. The relay uses it to skip the per-key checks of HoldBack
+// (HoldParams.Whole) while its claims hold every id of the span.
+type ClaimSpan interface {
+	// SpanFrom returns the id the claim started after, and ok. For a claim
+	// from the first id (ClaimParams.AfterID 0) it is the store's low-water
+	// mark: every NEW row at or below it went back to NEW through a retry
+	// or a requeue. ok is false when the store cannot tell.
+	SpanFrom() (from int64, ok bool)
 }

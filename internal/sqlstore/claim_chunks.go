@@ -43,7 +43,7 @@ func (k *chunksClaimer) claim(ctx context.Context, s *Store, p outboxdriver.Clai
 	if p.AfterID > 0 && k.cursor != "" {
 		q = k.cursor
 	}
-	c := &leaseClaim{s: s, token: newToken()}
+	c := &leaseClaim{s: s, token: newToken(), from: after, spans: p.AfterID > 0 || s.c.SweepCheck != ""}
 	c.prevToken, c.prevLast = s.predecessor(p)
 	// A chunk that changed after the statement's snapshot is left (see
 	// sql/postgres/claim.sql) and marked with a row of id 0: the claim looks

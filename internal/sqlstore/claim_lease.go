@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/outboxdriver"
 )
 
 // leaseClaim is a batch held by a lease, recorded under token (PostgreSQL:
@@ -24,9 +25,16 @@ type leaseClaim struct {
 	prevToken string
 	prevLast  int64
 	done      bool
+	// from is the id the claim started after (the cursor, or the low-water
+	// mark), and spans whether SpanFrom may report it.
+	from  int64
+	spans bool
 }
 
 func (c *leaseClaim) Messages() []outbox.Message { return c.msgs }
+
+// SpanFrom implements outboxdriver.ClaimSpan.
+func (c *leaseClaim) SpanFrom() (from int64, ok bool) { return c.from, c.spans }
 
 func (c *leaseClaim) Finish(ctx context.Context, outcomes []outbox.Outcome) (err error) {
 	if c.done {
@@ -174,3 +182,5 @@ func (c *leaseClaim) release(ctx context.Context, op string) error {
 	_, err := c.s.db.Exec(ctx, c.s.c.ClaimRelease, c.token)
 	return c.s.wrap(op, err)
 }
+
+var _ outboxdriver.ClaimSpan = (*leaseClaim)(nil)

@@ -96,7 +96,7 @@ func (s *Store) HoldBack(ctx context.Context, msgs []outbox.Message, p outboxdri
 			k.N++
 		}
 	}
-	first, err := s.blockers(ctx, order, inBatch, p.DeadBlocks)
+	first, err := s.blockers(ctx, order, inBatch, p.DeadBlocks, p.Whole)
 	if err != nil {
 		return nil, s.wrap("key order: blockers", err)
 	}
@@ -171,17 +171,14 @@ func (s *Store) withBlockerState(ctx context.Context, pairsJSON string, pairs []
 
 // blockers returns, per key of the batch that has one, the smallest id of a
 // row of that key outside the batch, below the key's highest id in it, that
-// is NEW (or, with dead, DEAD).
-func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int64]bool, dead bool) (map[string]int64, error) {
-	b, _ := json.Marshal(keys)
+// is NEW (or, with dead, DEAD). With whole (HoldParams.Whole), a dialect
+// that can looks only at requeued and DEAD rows.
+func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int64]bool, dead, whole bool) (map[string]int64, error) {
 	deadStatus := 3 // no row has status 3: no DEAD row blocks
 	if dead {
 		deadStatus = 2
 	}
-	args := []any{string(b), deadStatus}
-	if s.c.name == "mysql" {
-		args = []any{string(b), string(b), deadStatus}
-	}
+	args := s.blockersArgs(keys, deadStatus, !whole)
 	var first map[string]int64
 	his := make(map[string]int64, len(keys))
 	for _, k := range keys {
@@ -233,6 +230,21 @@ func (s *Store) blockers(ctx context.Context, keys []*batchKey, inBatch map[int6
 		return nil, err
 	}
 	return first, scan(rows)
+}
+
+// blockersArgs returns the arguments of the dialect's Blockers statement
+// for keys, the status of a row that blocks when DEAD (3 for none), and
+// whether every key's NEW rows are walked (PostgreSQL: not with
+// HoldParams.Whole).
+func (s *Store) blockersArgs(keys []*batchKey, deadStatus int, walk bool) []any {
+	b, _ := json.Marshal(keys)
+	switch s.c.name {
+	case "mysql":
+		return []any{string(b), string(b), deadStatus}
+	case "postgres":
+		return []any{string(b), deadStatus, walk}
+	}
+	return []any{string(b), deadStatus}
 }
 
 // deadKeys returns the keys of the DEAD rows f selects.
@@ -315,13 +327,9 @@ var _ outboxdriver.KeyOrderer = (*Store)(nil)
 // only reads) and the plan carries its timings and buffers.
 func (s *Store) ExplainHoldBack(ctx context.Context, msgs []outbox.Message, done map[string]int64) (string, error) {
 	keys, _, _ := batchKeysOf(msgs, done)
-	b, _ := json.Marshal(keys)
-	args := []any{string(b), 2}
+	args := s.blockersArgs(keys, 2, true)
 	prefix := s.c.Explain + " "
-	switch s.c.name {
-	case "mysql":
-		args = []any{string(b), string(b), 2}
-	case "postgres":
+	if s.c.name == "postgres" {
 		prefix = "EXPLAIN (ANALYZE, BUFFERS) "
 	}
 	begin := s.db.Begin

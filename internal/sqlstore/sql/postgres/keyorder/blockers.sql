@@ -20,7 +20,13 @@
 -- whole table once per key.
 -- DEAD rows come from the DEAD index, in a branch fenced (OFFSET 0) so that
 -- it walks its own small index and is joined to the batch's keys by hash,
--- never walking a key's history through the key index. Args: a JSON array of {k, hi, n, lo}; 2 when DEAD rows block (else 3).
+-- never walking a key's history through the key index.
+-- The walk per key (x) is skipped when the relay vouches that the batch
+-- and the claim in flight hold every NEW row below it that is not requeued
+-- (outboxdriver.HoldParams.Whole): then only requeued and DEAD rows can
+-- block.
+-- Args: a JSON array of {k, hi, n, lo}; 2 when DEAD rows block (else 3);
+-- whether to walk each key (false with Whole).
 WITH m AS MATERIALIZED (
   SELECT coalesce(({{> backlog_mark}}), 0) AS lwm,
     EXISTS (SELECT 1 FROM {{outbox}} AS q WHERE q.next_retry_at > q.created_at AND q.msg_key IS NOT NULL) AS requeued
@@ -32,6 +38,7 @@ SELECT b.k, x.id FROM b CROSS JOIN LATERAL (
   WHERE o.msg_key IS NOT NULL AND o.status = 0
     AND (o.msg_key, o.id) > (b.k, greatest((SELECT lwm FROM m), coalesce(b.lo, 0))) AND (o.msg_key, o.id) < (b.k, b.hi)
   ORDER BY o.msg_key, o.id LIMIT b.n + 1) AS x
+WHERE $3::bool
 UNION ALL
 SELECT b.k, r.id FROM b CROSS JOIN LATERAL (
   SELECT o.id FROM {{outbox}} AS o
