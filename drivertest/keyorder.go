@@ -149,14 +149,21 @@ func (s suite[TTx]) testKeyOrder(t *testing.T) {
 	t.Run("NoStarvation", s.testKeyOrderNoStarvation)
 }
 
+// keyedBacklog sets up a table holding 40 messages of each of 50 keys
+// (keyedMsgs), and returns it, the keys and the messages.
+func (s suite[TTx]) keyedBacklog(t *testing.T, prefix string) (*Env[TTx], []string, []outbox.Message) {
+	env := s.setup(t)
+	keys := keyNames("k", 50)
+	msgs := keyedMsgs(prefix, keys, 40)
+	s.write(t, env, msgs...)
+	return env, keys, msgs
+}
+
 // testKeyOrderClaimAhead: nothing fails, one relay claims ahead (Run) in
 // batches of 20 over 50 keys of 40 messages each.
 func (s suite[TTx]) testKeyOrderClaimAhead(t *testing.T) {
 	t.Parallel()
-	env := s.setup(t)
-	keys := keyNames("k", 50)
-	msgs := keyedMsgs("ahead", keys, 40)
-	s.write(t, env, msgs...)
+	env, keys, msgs := s.keyedBacklog(t, "ahead")
 	sink := newKeySink(nil)
 	s.runRelays(t, env, 1, sink.publisher(), outbox.RelayConfig{BatchSize: 20, Interval: 10 * time.Millisecond,
 		RescanInterval: 30 * time.Millisecond}, int64(len(msgs)))
@@ -203,10 +210,7 @@ func (w *wholeSpy) ClaimOverlap() outboxdriver.ClaimOverlap {
 // still hold back the keys behind the failing messages.
 func (s suite[TTx]) testKeyOrderFailingOneRelay(t *testing.T) {
 	t.Parallel()
-	env := s.setup(t)
-	keys := keyNames("k", 50)
-	msgs := keyedMsgs("one", keys, 40)
-	s.write(t, env, msgs...)
+	env, keys, msgs := s.keyedBacklog(t, "one")
 	sink := newKeySink(map[string]int{"one-k03-005": 3, "one-k17-012": 3, "one-k40-030": 3})
 	spy := &wholeSpy{Store: env.Driver}
 	cfg := outbox.RelayConfig{BatchSize: 20, Interval: 10 * time.Millisecond, RescanInterval: 30 * time.Millisecond,
